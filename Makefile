@@ -1,0 +1,30 @@
+# One entry point for people and CI: `make demo` runs the main job, `make test` the whole suite.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint bench reproduce clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/uss-stream demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check uss_stream connectors tests benchmarks examples
+
+test: lint
+	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

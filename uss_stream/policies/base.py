@@ -1,0 +1,166 @@
+"""The protocol every depth-selection policy follows, and the checks shared by all of them.
+
+A policy sees one event at a time: :meth:`Policy.select` returns how many stages to query,
+:meth:`Policy.update` receives the outputs of those stages. Its learned state is a
+:class:`~uss_stream.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
+each policy also exposes :meth:`Policy.decide_many`, the same decision rule evaluated on many
+states at once; it must return exactly what :meth:`Policy.select` returns on each state.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from uss_stream.stats import DisagreementStats
+from uss_stream.validation import check_outputs, check_stage_costs
+
+__all__ = ["Policy"]
+
+
+class Policy(abc.ABC):
+    """Base class of depth-selection policies over a cost-ordered cascade.
+
+    Parameters
+    ----------
+    stage_costs
+        Per-stage costs ``c_1..c_K >= 0``; querying depth ``d`` costs ``C_d = c_1 + ... + c_d``.
+
+    """
+
+    def __init__(self, stage_costs: Sequence[float]) -> None:
+        self.stage_costs = stage_costs
+        self._costs = check_stage_costs(stage_costs)
+        self._stats = DisagreementStats(len(self._costs))
+        self._pending_depth: int | None = None
+
+    # -- read-only views -------------------------------------------------------------------------
+    @property
+    def n_stages(self) -> int:
+        """Number of stages ``K``."""
+        return len(self._costs)
+
+    @property
+    def cumulative_costs(self) -> tuple[float, ...]:
+        """``C_1..C_K``."""
+        return tuple(self._costs)
+
+    @property
+    def stats(self) -> DisagreementStats:
+        """The learned counts (a live reference: do not modify)."""
+        return self._stats
+
+    # -- the streaming protocol ------------------------------------------------------------------
+    def select(self) -> int:
+        """Decide how many stages (``1..K``) to query for the next event."""
+        if self._pending_depth is not None:
+            raise RuntimeError(
+                "select() called again before update(): report the outputs of the previous "
+                f"decision (depth {self._pending_depth}) first"
+            )
+        depth = self._decide(self._stats.decisions + 1)
+        self._stats.decisions += 1
+        self._pending_depth = depth
+        return depth
+
+    def update(self, outputs: Sequence[Any]) -> None:
+        """Learn from the outputs of stages ``1..depth`` of the last :meth:`select`."""
+        depth = self._take_pending()
+        self._stats.record(check_outputs(outputs, depth))
+
+    def run(self, outputs: Any) -> np.ndarray:
+        """Run the select/update loop over a ``T x K`` array of all stages' outputs.
+
+        Row ``t`` is the event of round ``t``; only its first ``depth`` entries are revealed to the
+        policy. Returns the ``T`` depths; identical to calling :meth:`select` and :meth:`update`.
+        """
+        rows = _as_rows(outputs, self.n_stages)
+        depths = np.empty(len(rows), dtype=np.int64)
+        for t, row in enumerate(rows):
+            depth = self.select()
+            self.update(row[:depth])
+            depths[t] = depth
+        return depths
+
+    @abc.abstractmethod
+    def _decide(self, t: int) -> int:
+        """The depth for round ``t`` given the counts of rounds ``1..t-1``."""
+
+    @abc.abstractmethod
+    def decide_many(
+        self,
+        rounds: np.ndarray,
+        queried: np.ndarray,
+        disagreements: np.ndarray,
+        errors: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The depths :meth:`select` would return for ``M`` states at once.
+
+        Parameters
+        ----------
+        rounds
+            ``M`` round numbers ``t`` (``>= 1``).
+        queried
+            ``M x K`` counts ``n_j`` of the rounds before ``t``.
+        disagreements
+            ``M x K x K`` counts ``D_ij`` (only ``i < j`` read).
+        errors
+            ``M x K`` counts of rounds in which stage ``j`` was queried and wrong; only policies
+            that learn from labels read them.
+        """
+
+    def _take_pending(self) -> int:
+        depth = self._pending_depth
+        if depth is None:
+            raise RuntimeError("update() called without a preceding select()")
+        self._pending_depth = None
+        return depth
+
+    # -- state -----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The learned state as a JSON-serialisable document (counts only)."""
+        return {"policy": type(self).__name__, "stats": self._stats.to_dict()}
+
+    def load_state_dict(self, document: dict[str, Any]) -> None:
+        """Restore the learned state from :meth:`state_dict`; validates before replacing."""
+        if not isinstance(document, dict):
+            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
+        name = document.get("policy")
+        if name != type(self).__name__:
+            raise ValueError(f"state document is for policy {name!r}, not {type(self).__name__!r}")
+        stats = DisagreementStats.from_dict(document.get("stats"))
+        if stats.n_stages != self.n_stages:
+            raise ValueError(f"state document has {stats.n_stages} stages, the policy has {self.n_stages}")
+        self._stats = stats
+        self._pending_depth = None
+
+    def _get_params(self) -> dict[str, Any]:
+        """The constructor arguments, read back from the attributes stored under their names."""
+        signature = inspect.signature(type(self).__init__)
+        return {
+            name: getattr(self, name)
+            for name, param in signature.parameters.items()
+            if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+        }
+
+    def clone(self) -> Policy:
+        """A fresh, untrained policy with the same parameters."""
+        return type(self)(**self._get_params())
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._get_params().items())
+        return f"{type(self).__name__}({params})"
+
+
+def _as_rows(outputs: Any, n_stages: int) -> list[list[Any]]:
+    if hasattr(outputs, "to_numpy"):
+        outputs = outputs.to_numpy()
+    rows = outputs.tolist() if isinstance(outputs, np.ndarray) else [list(r) for r in outputs]
+    for t, row in enumerate(rows):
+        if len(row) != n_stages:
+            raise ValueError(f"outputs must have {n_stages} columns (one per stage), row {t} has {len(row)}")
+    return rows

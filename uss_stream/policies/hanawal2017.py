@@ -1,0 +1,69 @@
+"""Algorithm 2 of Hanawal, Szepesvári, Saligrama (AISTATS 2017): the heuristic USS-UCB improves on."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from uss_stream.policies.base import Policy
+from uss_stream.policies.confidence import LogExploration, fill_upper_bounds, upper_bounds_many
+from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
+
+__all__ = ["Hanawal2017WD"]
+
+#: The exploration constant of Algorithm 2, ``U_ij = p̂_ij + sqrt(1.5 log t / n_j)``.
+EXPLORATION = 1.5
+
+
+class Hanawal2017WD(Policy):
+    """Hanawal et al.'s Algorithm 2 for weak dominance.
+
+    Round 1 queries all ``K`` stages; at round ``t >= 2``, ``U_ij = p̂_ij + sqrt(1.5·log t / n_j)``
+    for ``i < j``, ``S_t = {i in 1..K-1 : C_j - C_i >= U_ij for all j > i}`` and the depth is
+    ``min(S_t ∪ {K})``. Unlike USS-UCB it has no ``B^l`` test and compares with ``>=``.
+
+    Parameters
+    ----------
+    stage_costs
+        Per-stage costs ``c_1..c_K >= 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from uss_stream.policies import Hanawal2017WD
+    >>> rng = np.random.default_rng(42)
+    >>> truth = rng.integers(0, 2, size=2000)
+    >>> outputs = np.stack([truth ^ (rng.random(2000) < 0.1), truth, truth], axis=1)
+    >>> depths = Hanawal2017WD(stage_costs=[0.0, 0.3, 0.2]).run(outputs)
+    >>> np.bincount(depths, minlength=4)[1:].tolist()
+    [1963, 36, 1]
+
+    """
+
+    def __init__(self, stage_costs: Sequence[float]) -> None:
+        super().__init__(stage_costs)
+        self._log_f = LogExploration()
+        self._gaps = cost_gaps(self._costs)
+        self._upper = [[math.inf] * self.n_stages for _ in range(self.n_stages)]
+
+    def _decide(self, t: int) -> int:
+        stats = self._stats
+        fill_upper_bounds(self._upper, stats.queried, stats.disagreements, EXPLORATION * self._log_f(t))
+        return select_depth(self._costs, self._upper, strict=False, check_lower=False)
+
+    def decide_many(
+        self,
+        rounds: np.ndarray,
+        queried: np.ndarray,
+        disagreements: np.ndarray,
+        errors: np.ndarray | None = None,
+    ) -> np.ndarray:
+        scale = EXPLORATION * self._log_f.many(rounds)
+        upper = upper_bounds_many(queried, disagreements, scale)
+        return select_depth_many(self._gaps, upper, strict=False, check_lower=False)
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"stage_costs": [0.0, 0.1, 0.3]}

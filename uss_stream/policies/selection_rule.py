@@ -1,0 +1,139 @@
+"""The set test shared by the confidence-bound policies, in scalar and vectorised form.
+
+For stages ``i < j`` (0-based here) let ``U[i][j]`` be an optimistic estimate of how much stage
+``j`` improves on stage ``i`` (for USS-UCB: ``p̂_ij + Ψ_ij``) and ``C`` the cumulative costs.
+Stage ``i`` *beats* a deeper stage ``j`` when ``C_j - C_i > U_ij`` (the deeper stage is not worth
+its extra cost). The paper's sets (eq. 8) are
+
+* ``B^l = {i : for all j < i, C_i - C_j <= U_ji} ∪ {1}``: no cheaper stage beats ``i``,
+* ``B^h = {i : for all j > i, C_j - C_i > U_ij} ∪ {K}``: ``i`` beats every deeper stage,
+
+and the depth is ``min(B^l ∩ B^h ∪ {K})``. Hanawal et al.'s Algorithm 2 uses ``>=`` in ``B^h``
+and no ``B^l`` (``check_lower=False``). ``U = inf`` marks a pair never observed: such a pair is
+never beaten, so round 1 (nothing observed) queries all ``K`` stages.
+
+Both forms evaluate the same IEEE-754 comparisons on the same operands, so for equal inputs they
+return equal depths; the test suite checks this on random states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["cost_gaps", "select_depth", "select_depth_many"]
+
+
+def select_depth(
+    costs: Sequence[float],
+    upper: Sequence[Sequence[float]],
+    *,
+    strict: bool = True,
+    check_lower: bool = True,
+) -> int:
+    """Depth (1-based) chosen by the set test for one state.
+
+    Parameters
+    ----------
+    costs
+        Cumulative costs ``C_1..C_K``.
+    upper
+        ``K x K`` nested sequence; only entries ``upper[i][j]`` with ``i < j`` are read.
+    strict
+        Use ``>`` (USS-UCB) rather than ``>=`` (Hanawal et al.'s Algorithm 2) in ``B^h``.
+    check_lower
+        Require membership of ``B^l`` as well (USS-UCB).
+
+    Examples
+    --------
+    Costs ``C = (0, 0.3, 0.5)``; stage 1 beats stage 2 (0.3 > 0.2) and stage 3 (0.5 > 0.4):
+
+    >>> inf = float("inf")
+    >>> select_depth([0.0, 0.3, 0.5], [[inf, 0.2, 0.4], [inf, inf, 0.1], [inf, inf, inf]])
+    1
+
+    Nothing observed yet: no stage is beaten, only ``K`` is in ``B^h``:
+
+    >>> select_depth([0.0, 0.3, 0.5], [[inf] * 3] * 3)
+    3
+
+    """
+    n_stages = len(costs)
+    for i in range(n_stages):
+        cost_i = costs[i]
+        if check_lower:
+            lower_ok = True
+            for j in range(i):
+                if cost_i - costs[j] > upper[j][i]:
+                    lower_ok = False
+                    break
+            if not lower_ok:
+                continue
+        row = upper[i]
+        high_ok = True
+        for j in range(i + 1, n_stages):
+            gap = costs[j] - cost_i
+            if (gap <= row[j]) if strict else (gap < row[j]):
+                high_ok = False
+                break
+        if high_ok:
+            return i + 1
+    return n_stages
+
+
+def cost_gaps(costs: Sequence[float]) -> np.ndarray:
+    """``G[i, j] = C_j - C_i`` as a ``K x K`` float array (the operands of both forms)."""
+    n_stages = len(costs)
+    gaps = np.zeros((n_stages, n_stages))
+    for i in range(n_stages):
+        for j in range(n_stages):
+            gaps[i, j] = costs[j] - costs[i]
+    return gaps
+
+
+def select_depth_many(
+    gaps: np.ndarray,
+    upper: np.ndarray,
+    *,
+    strict: bool = True,
+    check_lower: bool = True,
+) -> np.ndarray:
+    """Vectorised :func:`select_depth` over ``M`` states.
+
+    Parameters
+    ----------
+    gaps
+        ``K x K`` array from :func:`cost_gaps`.
+    upper
+        ``M x K x K`` array; entries with ``i >= j`` are ignored.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``M`` depths in ``1..K`` (int64).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> inf = np.inf
+    >>> upper = np.array([[[inf, 0.2, 0.4], [inf, inf, 0.1], [inf, inf, inf]],
+    ...                   [[inf] * 3] * 3])
+    >>> select_depth_many(cost_gaps([0.0, 0.3, 0.5]), upper).tolist()
+    [1, 3]
+
+    """
+    n_stages = gaps.shape[0]
+    above = np.triu(np.ones((n_stages, n_stages), dtype=bool), k=1)
+    beats = (gaps > upper) if strict else (gaps >= upper)
+    # i beats every deeper j: rows of `beats`, ignoring j <= i.
+    in_high = np.all(beats | ~above, axis=-1)
+    if check_lower:
+        # For i < j (0-based) the lower test is C_j - C_i <= U_ij, i.e. `not (gaps > upper)`.
+        lower_ok = gaps <= upper
+        in_low = np.all(lower_ok | ~above, axis=-2)
+        admissible = in_high & in_low
+    else:
+        admissible = in_high
+    admissible[..., n_stages - 1] = True
+    return np.argmax(admissible, axis=-1).astype(np.int64) + 1

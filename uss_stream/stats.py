@@ -1,0 +1,213 @@
+"""Disagreement statistics: the plain, mergeable counts every USS policy learns from.
+
+A cascade query of depth ``d`` reveals the outputs of stages ``1..d``. Because stage ``j`` is only
+ever queried together with every cheaper stage, the number of rounds in which the pair ``(i, j)``
+(``i < j``) was observed equals the number of rounds in which stage ``j`` was queried:
+``N_ij = n_j``. The statistics are therefore
+
+* ``decisions``: how many depths were decided (the round counter ``t - 1`` of the paper),
+* ``queried[j]``: ``n_j``, the rounds in which stage ``j`` was queried,
+* ``disagreements[i][j]``: ``D_ij`` for ``i < j``, the rounds in which stages ``i`` and ``j``
+  were both queried and output different labels.
+
+All are non-negative integers, so the statistics of two workers' streams add up to those of the
+union of the streams (:meth:`DisagreementStats.merge`), and they travel as plain JSON
+(:meth:`DisagreementStats.to_dict`, :meth:`DisagreementStats.from_dict`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["STATE_FORMAT", "DisagreementStats"]
+
+STATE_FORMAT = "uss-stream/disagreement-stats/v1"
+
+
+class DisagreementStats:
+    """Pairwise disagreement counts of a K-stage cascade.
+
+    Parameters
+    ----------
+    n_stages
+        Number of stages ``K`` in the cascade (``K >= 1``).
+
+    Examples
+    --------
+    >>> stats = DisagreementStats(3)
+    >>> stats.record([1, 0, 1])      # a depth-3 round: stages 1-2 and 2-3 disagree
+    >>> stats.record(["a", "a"])     # a depth-2 round: any hashable label works
+    >>> stats.queried
+    [2, 2, 1]
+    >>> stats.disagreements
+    [[0, 1, 0], [0, 0, 1], [0, 0, 0]]
+    >>> stats.disagreement_rate(0, 1)
+    0.5
+
+    The counts of two workers add up:
+
+    >>> other = DisagreementStats.from_dict(stats.to_dict())
+    >>> stats.merge(other).queried
+    [4, 4, 2]
+
+    """
+
+    __slots__ = ("_n_stages", "decisions", "disagreements", "queried")
+
+    def __init__(self, n_stages: int) -> None:
+        if isinstance(n_stages, bool) or not isinstance(n_stages, int) or n_stages < 1:
+            raise ValueError(f"n_stages must be an integer >= 1, got {n_stages!r}")
+        self._n_stages = n_stages
+        self.decisions = 0
+        self.queried = [0] * n_stages
+        self.disagreements = [[0] * n_stages for _ in range(n_stages)]
+
+    @property
+    def n_stages(self) -> int:
+        """Number of stages ``K``."""
+        return self._n_stages
+
+    def record(self, outputs: Sequence[Any]) -> None:
+        """Count one round in which stages ``1..len(outputs)`` were queried.
+
+        Only equality of the outputs is used. The caller validates the outputs; see
+        :func:`uss_stream.validation.check_outputs`.
+        """
+        depth = len(outputs)
+        queried = self.queried
+        disagreements = self.disagreements
+        for j in range(depth):
+            queried[j] += 1
+            output_j = outputs[j]
+            for i in range(j):
+                if outputs[i] != output_j:
+                    disagreements[i][j] += 1
+
+    def disagreement_rate(self, i: int, j: int) -> float:
+        """Empirical ``P(Y^i != Y^j)`` for stage indices ``i < j`` (0-based); NaN if unobserved."""
+        if not 0 <= i < j < self._n_stages:
+            raise ValueError(f"need 0 <= i < j < {self._n_stages}, got i={i}, j={j}")
+        n = self.queried[j]
+        return self.disagreements[i][j] / n if n else float("nan")
+
+    def merge(self, other: DisagreementStats) -> DisagreementStats:
+        """Return the statistics of the union of both streams (the counts add up)."""
+        if not isinstance(other, DisagreementStats):
+            raise TypeError(f"other must be DisagreementStats, got {type(other).__name__}")
+        if other.n_stages != self._n_stages:
+            raise ValueError(f"cannot merge statistics of {self._n_stages} and {other.n_stages} stages")
+        merged = DisagreementStats(self._n_stages)
+        merged.decisions = self.decisions + other.decisions
+        merged.queried = [a + b for a, b in zip(self.queried, other.queried)]
+        merged.disagreements = [
+            [a + b for a, b in zip(row, other_row)]
+            for row, other_row in zip(self.disagreements, other.disagreements)
+        ]
+        return merged
+
+    def copy(self) -> DisagreementStats:
+        """An independent copy."""
+        return DisagreementStats.from_dict(self.to_dict())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable document of the counts."""
+        return {
+            "format": STATE_FORMAT,
+            "n_stages": self._n_stages,
+            "decisions": self.decisions,
+            "queried": list(self.queried),
+            "disagreements": [list(row) for row in self.disagreements],
+        }
+
+    def to_json(self) -> str:
+        """The counts as a JSON string."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> DisagreementStats:
+        """Load counts from a JSON string; see :meth:`from_dict` for the checks made."""
+        try:
+            document = json.loads(text)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"state document is not valid JSON: {error}") from error
+        return cls.from_dict(document)
+
+    @classmethod
+    def from_dict(cls, document: Any) -> DisagreementStats:
+        """Load and validate counts.
+
+        Raises
+        ------
+        ValueError
+            Naming what is wrong: wrong format tag, wrong shapes, non-integer or negative counts,
+            ``D_ij > n_j``, counts below the diagonal, ``n_j`` increasing with ``j`` or larger than
+            the number of decisions.
+        """
+        if not isinstance(document, dict):
+            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
+        fmt = document.get("format")
+        if fmt != STATE_FORMAT:
+            raise ValueError(f"state document has format {fmt!r}, expected {STATE_FORMAT!r}")
+        missing = [k for k in ("n_stages", "decisions", "queried", "disagreements") if k not in document]
+        if missing:
+            raise ValueError(f"state document lacks field(s) {', '.join(missing)}")
+        n_stages = document["n_stages"]
+        if not _is_count(n_stages) or n_stages < 1:
+            raise ValueError(f"state field 'n_stages' must be an integer >= 1, got {n_stages!r}")
+        decisions = document["decisions"]
+        if not _is_count(decisions):
+            raise ValueError(f"state field 'decisions' must be a non-negative integer, got {decisions!r}")
+        queried = document["queried"]
+        if not isinstance(queried, list) or len(queried) != n_stages:
+            raise ValueError(f"state field 'queried' must be a list of {n_stages} counts")
+        for j, n in enumerate(queried):
+            if not _is_count(n):
+                raise ValueError(f"state field 'queried[{j}]' must be a non-negative integer, got {n!r}")
+            if j and n > queried[j - 1]:
+                raise ValueError(
+                    f"state field 'queried' must be non-increasing (stage {j + 1} is only queried "
+                    f"after stage {j}), got {queried}"
+                )
+        if queried[0] > decisions:
+            raise ValueError(f"state field 'queried[0]'={queried[0]} exceeds 'decisions'={decisions}")
+        rows = document["disagreements"]
+        if not isinstance(rows, list) or len(rows) != n_stages:
+            raise ValueError(f"state field 'disagreements' must be a {n_stages}x{n_stages} matrix")
+        for i, row in enumerate(rows):
+            if not isinstance(row, list) or len(row) != n_stages:
+                raise ValueError(f"state field 'disagreements' must be a {n_stages}x{n_stages} matrix")
+            for j, d in enumerate(row):
+                if not _is_count(d):
+                    raise ValueError(
+                        f"state field 'disagreements[{i}][{j}]' must be a non-negative integer, got {d!r}"
+                    )
+                if j <= i and d:
+                    raise ValueError(
+                        f"state field 'disagreements[{i}][{j}]' must be 0 (only pairs i < j are counted)"
+                    )
+                if j > i and d > queried[j]:
+                    raise ValueError(
+                        f"state field 'disagreements[{i}][{j}]'={d} exceeds 'queried[{j}]'={queried[j]}"
+                    )
+        stats = cls(n_stages)
+        stats.decisions = decisions
+        stats.queried = list(queried)
+        stats.disagreements = [list(row) for row in rows]
+        return stats
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DisagreementStats):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    def __repr__(self) -> str:
+        return (
+            f"DisagreementStats(n_stages={self._n_stages}, decisions={self.decisions}, "
+            f"queried={self.queried})"
+        )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,70 @@
+"""Checks of user input shared by every entry point: costs and stage outputs.
+
+Each raises :class:`ValueError` naming the offending parameter, so that bad input is rejected
+before it touches any learned state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["check_outputs", "check_stage_costs"]
+
+
+def check_stage_costs(stage_costs: Any) -> list[float]:
+    """Validate per-stage costs ``c_1..c_K`` and return the cumulative costs ``C_1..C_K``.
+
+    >>> check_stage_costs([0, 0.15, 0.2])
+    [0.0, 0.15, 0.35]
+    >>> check_stage_costs([1, -1])
+    Traceback (most recent call last):
+    ...
+    ValueError: stage_costs[1] must be >= 0, got -1
+
+    """
+    if isinstance(stage_costs, (str, bytes)) or not isinstance(stage_costs, (Sequence, np.ndarray)):
+        raise ValueError(
+            f"stage_costs must be a sequence of per-stage costs, got {type(stage_costs).__name__}"
+        )
+    if len(stage_costs) == 0:
+        raise ValueError("stage_costs must hold at least one stage cost, got an empty sequence")
+    cumulative = []
+    total = 0.0
+    for j, cost in enumerate(stage_costs):
+        if isinstance(cost, bool) or not isinstance(cost, (int, float, np.integer, np.floating)):
+            raise ValueError(f"stage_costs[{j}] must be a number, got {cost!r}")
+        if not math.isfinite(cost):
+            raise ValueError(f"stage_costs[{j}] must be finite, got {cost!r}")
+        if cost < 0:
+            raise ValueError(f"stage_costs[{j}] must be >= 0, got {cost!r}")
+        total += float(cost)
+        cumulative.append(total)
+    return cumulative
+
+
+def check_outputs(outputs: Any, depth: int) -> list[Any]:
+    """Validate the outputs of stages ``1..depth`` and return them as a list.
+
+    >>> check_outputs((1, 0), 2)
+    [1, 0]
+    >>> check_outputs([1, None], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs[1] is missing (None); every queried stage must report an output
+
+    """
+    if isinstance(outputs, (str, bytes)) or not isinstance(outputs, (Sequence, np.ndarray)):
+        raise ValueError(f"outputs must be a sequence of stage outputs, got {type(outputs).__name__}")
+    values = outputs.tolist() if isinstance(outputs, np.ndarray) else list(outputs)
+    if len(values) != depth:
+        raise ValueError(f"outputs must hold the outputs of the {depth} queried stage(s), got {len(values)}")
+    for j, value in enumerate(values):
+        if value is None:
+            raise ValueError(f"outputs[{j}] is missing (None); every queried stage must report an output")
+        if isinstance(value, float) and value != value:
+            raise ValueError(f"outputs[{j}] is NaN; every queried stage must report an output")
+    return values
