@@ -37,7 +37,8 @@ class DisagreementStats:
     Examples
     --------
     >>> stats = DisagreementStats(3)
-    >>> stats.record([1, 0, 1])      # a depth-3 round: stages 1-2 and 2-3 disagree
+    >>> stats.decisions = 2          # a policy counts its decisions ...
+    >>> stats.record([1, 0, 1])      # ... and records the outputs: stages 1-2 and 2-3 disagree
     >>> stats.record(["a", "a"])     # a depth-2 round: any hashable label works
     >>> stats.queried
     [2, 2, 1]

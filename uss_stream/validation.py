@@ -15,6 +15,9 @@ import numpy as np
 __all__ = ["check_outputs", "check_stage_costs"]
 
 
+_FLOATS = (float, np.floating)
+
+
 def check_stage_costs(stage_costs: Any) -> list[float]:
     """Validate per-stage costs ``c_1..c_K`` and return the cumulative costs ``C_1..C_K``.
 
@@ -57,14 +60,27 @@ def check_outputs(outputs: Any, depth: int) -> list[Any]:
     ValueError: outputs[1] is missing (None); every queried stage must report an output
 
     """
-    if isinstance(outputs, (str, bytes)) or not isinstance(outputs, (Sequence, np.ndarray)):
+    if type(outputs) is list:
+        values = outputs
+    elif type(outputs) is tuple:
+        values = list(outputs)
+    elif isinstance(outputs, np.ndarray):
+        values = outputs.tolist()
+    elif isinstance(outputs, Sequence) and not isinstance(outputs, (str, bytes)):
+        values = list(outputs)
+    else:
         raise ValueError(f"outputs must be a sequence of stage outputs, got {type(outputs).__name__}")
-    values = outputs.tolist() if isinstance(outputs, np.ndarray) else list(outputs)
     if len(values) != depth:
         raise ValueError(f"outputs must hold the outputs of the {depth} queried stage(s), got {len(values)}")
+    for value in values:
+        if value is None or (isinstance(value, _FLOATS) and value != value):
+            _raise_missing(values)
+    return values
+
+
+def _raise_missing(values: list[Any]) -> None:
     for j, value in enumerate(values):
         if value is None:
             raise ValueError(f"outputs[{j}] is missing (None); every queried stage must report an output")
-        if isinstance(value, float) and value != value:
+        if isinstance(value, _FLOATS) and value != value:
             raise ValueError(f"outputs[{j}] is NaN; every queried stage must report an output")
-    return values

@@ -28,7 +28,8 @@ def pima_feature_costs() -> pd.DataFrame:
     """One row per feature: ``feature``, ``cost_cad``, ``discount_cost_cad``, ``group``, ``delay``.
 
     >>> pima_feature_costs()["feature"].tolist()
-    ['pregnancies', 'glucose', 'blood_pressure', 'skin_thickness', 'insulin', 'bmi', 'diabetes_pedigree', 'age']
+    ['pregnancies', 'glucose', 'blood_pressure', 'skin_thickness', 'insulin', 'bmi',
+     'diabetes_pedigree', 'age']
 
     """
     with resources.files(__package__).joinpath("data/pima_feature_costs.csv").open() as handle:

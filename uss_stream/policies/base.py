@@ -62,15 +62,18 @@ class Policy(abc.ABC):
                 "select() called again before update(): report the outputs of the previous "
                 f"decision (depth {self._pending_depth}) first"
             )
-        depth = self._decide(self._stats.decisions + 1)
-        self._stats.decisions += 1
+        stats = self._stats
+        t = stats.decisions + 1
+        depth = self._decide(t)
+        stats.decisions = t
         self._pending_depth = depth
         return depth
 
     def update(self, outputs: Sequence[Any]) -> None:
         """Learn from the outputs of stages ``1..depth`` of the last :meth:`select`."""
-        depth = self._take_pending()
-        self._stats.record(check_outputs(outputs, depth))
+        values = check_outputs(outputs, self._pending())
+        self._stats.record(values)
+        self._pending_depth = None
 
     def run(self, outputs: Any) -> np.ndarray:
         """Run the select/update loop over a ``T x K`` array of all stages' outputs.
@@ -113,11 +116,11 @@ class Policy(abc.ABC):
             that learn from labels read them.
         """
 
-    def _take_pending(self) -> int:
+    def _pending(self) -> int:
+        """The depth of the decision awaiting its outputs (it stays pending until they are valid)."""
         depth = self._pending_depth
         if depth is None:
             raise RuntimeError("update() called without a preceding select()")
-        self._pending_depth = None
         return depth
 
     # -- state -----------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Optimistic estimates ``p̂_ij + Ψ_ij`` of the pairwise disagreement rates, scalar and vectorised.
 
 ``p̂_ij = D_ij / n_j`` and ``Ψ_ij = sqrt(a / n_j)`` with ``a = α·log f(t)`` (paper, USS-UCB lines
-4-5); an unobserved pair (``n_j = 0``) gets ``+inf``. The scalar form fills a nested list in
-place (it runs once per event); the vectorised form evaluates the same floating-point operations
+4-5); an unobserved pair (``n_j = 0``) gets ``+inf``. The scalar form is read lazily by the set
+test (it runs once per event); the vectorised form evaluates the same floating-point operations
 in the same order, so both give bit-identical bounds.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["LogExploration", "fill_upper_bounds", "upper_bounds_many"]
+__all__ = ["LogExploration", "disagreement_bound", "upper_bounds_many"]
 
 
 class LogExploration:
@@ -52,28 +52,29 @@ class LogExploration:
         return np.asarray(self._table)[rounds]
 
 
-def fill_upper_bounds(
-    upper: list[list[float]],
-    queried: list[int],
-    disagreements: list[list[int]],
-    scale: float,
-) -> None:
-    """Write ``D_ij / n_j + sqrt(scale / n_j)`` into ``upper[i][j]`` for all ``i < j``."""
-    inf = math.inf
+def disagreement_bound(
+    queried: list[int], disagreements: list[list[int]], scale: float
+) -> Callable[[int, int], float]:
+    """``U(i, j) = D_ij / n_j + sqrt(scale / n_j)`` (``+inf`` while ``n_j = 0``), read lazily.
+
+    >>> bound = disagreement_bound([4, 4], [[0, 1], [0, 0]], scale=1.0)
+    >>> bound(0, 1)
+    0.75
+
+    """
     sqrt = math.sqrt
-    for j in range(1, len(queried)):
+
+    def bound(i: int, j: int) -> float:
         n = queried[j]
         if n:
-            radius = sqrt(scale / n)
-            for i in range(j):
-                upper[i][j] = disagreements[i][j] / n + radius
-        else:
-            for i in range(j):
-                upper[i][j] = inf
+            return disagreements[i][j] / n + sqrt(scale / n)
+        return math.inf
+
+    return bound
 
 
 def upper_bounds_many(queried: np.ndarray, disagreements: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`fill_upper_bounds`: ``M x K x K`` bounds for ``M`` states.
+    """Vectorised :func:`disagreement_bound`: ``M x K x K`` bounds for ``M`` states.
 
     ``scale`` holds the ``M`` values of ``α·log f(t)``.
     """

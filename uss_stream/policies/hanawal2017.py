@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from uss_stream.policies.base import Policy
-from uss_stream.policies.confidence import LogExploration, fill_upper_bounds, upper_bounds_many
+from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
 
 __all__ = ["Hanawal2017WD"]
@@ -37,8 +36,8 @@ class Hanawal2017WD(Policy):
     >>> truth = rng.integers(0, 2, size=2000)
     >>> outputs = np.stack([truth ^ (rng.random(2000) < 0.1), truth, truth], axis=1)
     >>> depths = Hanawal2017WD(stage_costs=[0.0, 0.3, 0.2]).run(outputs)
-    >>> np.bincount(depths, minlength=4)[1:].tolist()
-    [1963, 36, 1]
+    >>> np.bincount(depths, minlength=4)[1:].tolist()  # explores more than USS-UCB's [1922, 0, 78]
+    [1727, 0, 273]
 
     """
 
@@ -46,12 +45,11 @@ class Hanawal2017WD(Policy):
         super().__init__(stage_costs)
         self._log_f = LogExploration()
         self._gaps = cost_gaps(self._costs)
-        self._upper = [[math.inf] * self.n_stages for _ in range(self.n_stages)]
 
     def _decide(self, t: int) -> int:
         stats = self._stats
-        fill_upper_bounds(self._upper, stats.queried, stats.disagreements, EXPLORATION * self._log_f(t))
-        return select_depth(self._costs, self._upper, strict=False, check_lower=False)
+        bound = disagreement_bound(stats.queried, stats.disagreements, EXPLORATION * self._log_f(t))
+        return select_depth(self._costs, bound, strict=False, check_lower=False)
 
     def decide_many(
         self,

@@ -18,7 +18,7 @@ return equal depths; the test suite checks this on random states.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -27,7 +27,7 @@ __all__ = ["cost_gaps", "select_depth", "select_depth_many"]
 
 def select_depth(
     costs: Sequence[float],
-    upper: Sequence[Sequence[float]],
+    upper: Callable[[int, int], float],
     *,
     strict: bool = True,
     check_lower: bool = True,
@@ -39,7 +39,8 @@ def select_depth(
     costs
         Cumulative costs ``C_1..C_K``.
     upper
-        ``K x K`` nested sequence; only entries ``upper[i][j]`` with ``i < j`` are read.
+        ``upper(i, j)`` returns ``U_ij`` for 0-based ``i < j``. It is called lazily, only for the
+        pairs the test reaches (a converged shallow policy reads ``K - 1`` of them).
     strict
         Use ``>`` (USS-UCB) rather than ``>=`` (Hanawal et al.'s Algorithm 2) in ``B^h``.
     check_lower
@@ -49,13 +50,13 @@ def select_depth(
     --------
     Costs ``C = (0, 0.3, 0.5)``; stage 1 beats stage 2 (0.3 > 0.2) and stage 3 (0.5 > 0.4):
 
-    >>> inf = float("inf")
-    >>> select_depth([0.0, 0.3, 0.5], [[inf, 0.2, 0.4], [inf, inf, 0.1], [inf, inf, inf]])
+    >>> bounds = {(0, 1): 0.2, (0, 2): 0.4, (1, 2): 0.1}
+    >>> select_depth([0.0, 0.3, 0.5], lambda i, j: bounds[i, j])
     1
 
     Nothing observed yet: no stage is beaten, only ``K`` is in ``B^h``:
 
-    >>> select_depth([0.0, 0.3, 0.5], [[inf] * 3] * 3)
+    >>> select_depth([0.0, 0.3, 0.5], lambda i, j: float("inf"))
     3
 
     """
@@ -65,16 +66,15 @@ def select_depth(
         if check_lower:
             lower_ok = True
             for j in range(i):
-                if cost_i - costs[j] > upper[j][i]:
+                if cost_i - costs[j] > upper(j, i):
                     lower_ok = False
                     break
             if not lower_ok:
                 continue
-        row = upper[i]
         high_ok = True
         for j in range(i + 1, n_stages):
             gap = costs[j] - cost_i
-            if (gap <= row[j]) if strict else (gap < row[j]):
+            if (gap <= upper(i, j)) if strict else (gap < upper(i, j)):
                 high_ok = False
                 break
         if high_ok:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.selection_rule import select_depth, select_depth_many
+from uss_stream.policies.selection_rule import select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
 from uss_stream.validation import check_outputs
 
@@ -63,9 +63,9 @@ class SupervisedUCB(USSUCB):
         """Learn from the outputs of stages ``1..depth`` and the true label of the event."""
         if label is None or (isinstance(label, float) and label != label):
             raise ValueError("label is required by SupervisedUCB.update (got None/NaN)")
-        depth = self._take_pending()
-        values = check_outputs(outputs, depth)
+        values = check_outputs(outputs, self._pending())
         self._stats.record(values)
+        self._pending_depth = None
         errors = self._errors
         for j, value in enumerate(values):
             if value != label:
@@ -88,25 +88,19 @@ class SupervisedUCB(USSUCB):
             depths[t] = depth
         return depths
 
-    def _refresh_upper(self, t: int) -> list[list[float]]:
+    def _bound(self, t: int) -> Callable[[int, int], float]:
+        """``U(i, j) = (γ̂_i - γ̂_j) + Ψ_ij`` at round ``t``."""
         queried = self._stats.queried
         errors = self._errors
-        upper = self._upper
         scale = self.alpha * self._log_f(t)
-        for j in range(1, self.n_stages):
+
+        def bound(i: int, j: int) -> float:
             n = queried[j]
             if n:
-                radius = math.sqrt(scale / n)
-                rate_j = errors[j] / n
-                for i in range(j):
-                    upper[i][j] = (errors[i] / queried[i] - rate_j) + radius
-            else:
-                for i in range(j):
-                    upper[i][j] = math.inf
-        return upper
+                return (errors[i] / queried[i] - errors[j] / n) + math.sqrt(scale / n)
+            return math.inf
 
-    def _decide(self, t: int) -> int:
-        return select_depth(self._costs, self._refresh_upper(t))
+        return bound
 
     def decide_many(
         self,

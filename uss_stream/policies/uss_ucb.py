@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from uss_stream.policies.base import Policy
-from uss_stream.policies.confidence import LogExploration, fill_upper_bounds, upper_bounds_many
+from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
 
 __all__ = ["USSUCB"]
@@ -50,7 +50,7 @@ class USSUCB(Policy):
     >>> policy = USSUCB(stage_costs=[0.0, 0.3, 0.2], alpha=0.51)
     >>> depths = policy.run(outputs)
     >>> np.bincount(depths, minlength=4)[1:].tolist()
-    [1963, 36, 1]
+    [1922, 0, 78]
 
     """
 
@@ -74,15 +74,14 @@ class USSUCB(Policy):
         self.f = f
         self._log_f = LogExploration(f)
         self._gaps = cost_gaps(self._costs)
-        self._upper = [[math.inf] * self.n_stages for _ in range(self.n_stages)]
 
-    def _refresh_upper(self, t: int) -> list[list[float]]:
+    def _bound(self, t: int) -> Callable[[int, int], float]:
+        """``U(i, j) = p̂_ij + Ψ_ij`` at round ``t``."""
         stats = self._stats
-        fill_upper_bounds(self._upper, stats.queried, stats.disagreements, self.alpha * self._log_f(t))
-        return self._upper
+        return disagreement_bound(stats.queried, stats.disagreements, self.alpha * self._log_f(t))
 
     def _decide(self, t: int) -> int:
-        return select_depth(self._costs, self._refresh_upper(t))
+        return select_depth(self._costs, self._bound(t))
 
     def decide_many(
         self,
@@ -97,7 +96,9 @@ class USSUCB(Policy):
 
     def upper_bounds(self) -> np.ndarray:
         """The ``K x K`` matrix of ``p̂_ij + Ψ_ij`` the next :meth:`select` will use."""
-        return np.triu(np.array(self._refresh_upper(self._stats.decisions + 1)), k=1)
+        bound = self._bound(self._stats.decisions + 1)
+        k = self.n_stages
+        return np.array([[bound(i, j) if i < j else 0.0 for j in range(k)] for i in range(k)])
 
     @classmethod
     def _unit_test_params(cls):
