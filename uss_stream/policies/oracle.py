@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from uss_stream.instances import Instance
-from uss_stream.policies.base import Policy
+from uss_stream.policies.fixed_depth import FixedDepth
 
 __all__ = ["Oracle"]
 
 
-class Oracle(Policy):
+class Oracle(FixedDepth):
     """Always query the optimal depth ``i* = max argmin_j (C_j + γ_j)`` (needs the error rates).
 
     Parameters
@@ -31,18 +29,9 @@ class Oracle(Policy):
     """
 
     def __init__(self, stage_costs: Sequence[float], error_rates: Sequence[float]) -> None:
-        super().__init__(stage_costs)
+        super().__init__(Instance(stage_costs, error_rates=error_rates).optimal_depth, stage_costs)
         self.error_rates = error_rates
-        self._depth = Instance(stage_costs, error_rates=error_rates).optimal_depth
 
-    def _decide(self, t: int) -> int:
-        return self._depth
-
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-    ) -> np.ndarray:
-        return np.full(len(rounds), self._depth, dtype=np.int64)
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"stage_costs": [0.0, 0.2], "error_rates": [0.3, 0.1]}
