@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.structs import OffsetAndMetadata
 
 BOOTSTRAP = (os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-             or "127.0.0.1:%s" % os.environ.get("KAFKA_PORT", "9092"))
+             or "127.0.0.1:{}".format(os.environ.get("KAFKA_PORT", "9092")))
 RUN = uuid.uuid4().hex[:8]
 
 
@@ -91,7 +91,7 @@ def check_transactions():
     committed = consume_all(topic, 3, isolation_level="read_committed")
     assert committed == [b"committed-%d" % i for i in range(3)], committed
     everything = consume_all(topic, 5, isolation_level="read_uncommitted")
-    assert sorted(everything) == sorted(committed + [b"aborted-0", b"aborted-1"]), everything
+    assert sorted(everything) == sorted([*committed, b"aborted-0", b"aborted-1"]), everything
 
 
 def check_exactly_once_step():
@@ -146,12 +146,12 @@ def main():
             check()
         except Exception:
             failed += 1
-            print("FAIL %s (%.1fs)" % (check.__name__, time.monotonic() - t0))
+            print(f"FAIL {check.__name__} ({time.monotonic() - t0:.1f}s)")
             traceback.print_exc()
         else:
             passed += 1
-            print("ok   %s (%.1fs)" % (check.__name__, time.monotonic() - t0))
-    print("smoke: %d passed, %d failed" % (passed, failed))
+            print(f"ok   {check.__name__} ({time.monotonic() - t0:.1f}s)")
+    print(f"smoke: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
 
