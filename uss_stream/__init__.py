@@ -2,4 +2,23 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from uss_stream.cascade import CascadeClassifier
+    from uss_stream.stage import Stage
+
 __version__ = "0.1.0"
+
+__all__ = ["CascadeClassifier", "Stage", "__version__"]
+
+# The River estimators are imported on first use, so that `import uss_stream.policies` (the Kafka
+# service, the replay CLI) does not pay for importing River's model modules.
+_LAZY = {"CascadeClassifier": "uss_stream.cascade", "Stage": "uss_stream.stage"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'uss_stream' has no attribute {name!r}")
