@@ -75,6 +75,13 @@ class Policy(abc.ABC):
         self._stats.record(values)
         self._pending_depth = None
 
+    def cancel(self) -> None:
+        """Withdraw the pending decision of :meth:`select` (e.g. its stages failed): the round
+        counter goes back and nothing is learned."""
+        self._pending()
+        self._stats.decisions -= 1
+        self._pending_depth = None
+
     def run(self, outputs: Any) -> np.ndarray:
         """Run the select/update loop over a ``T x K`` array of all stages' outputs.
 
@@ -150,9 +157,20 @@ class Policy(abc.ABC):
             if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
         }
 
-    def clone(self) -> Policy:
-        """A fresh, untrained policy with the same parameters."""
-        return type(self)(**self._get_params())
+    def clone(self, **new_params: Any) -> Policy:
+        """A fresh, untrained policy with the same parameters, except those given.
+
+        >>> from uss_stream.policies import USSUCB
+        >>> USSUCB(stage_costs=[0.0, 1.0], alpha=0.7).clone(stage_costs=[0.0, 0.5, 0.5])
+        USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None)
+
+        """
+        params = self._get_params()
+        unknown = set(new_params) - set(params)
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no parameter(s) {sorted(unknown)}")
+        params.update(new_params)
+        return type(self)(**params)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._get_params().items())

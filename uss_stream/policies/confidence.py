@@ -19,8 +19,9 @@ __all__ = ["LogExploration", "disagreement_bound", "upper_bounds_many"]
 class LogExploration:
     """``log f(t)`` for a positive exploration function ``f`` (default ``f(t) = t``).
 
-    Values are tabulated once, with :func:`math.log`, and shared by the scalar and vectorised
-    paths so that both see the same floats.
+    Both paths compute each value with :func:`math.log` so that they see the same floats. The
+    streaming path keeps only the last value (constant memory over an endless stream); the
+    vectorised path tabulates ``t = 1..max`` for the horizon it is asked about.
 
     >>> LogExploration()(1), round(LogExploration()(3), 6)
     (0.0, 1.098612)
@@ -29,27 +30,28 @@ class LogExploration:
 
     def __init__(self, f: Callable[[int], float] | None = None) -> None:
         self._f = f
-        self._table: list[float] = [0.0]
+        self._last: tuple[int, float] = (0, math.nan)
+        self._table: list[float] = [math.nan]
 
-    def _extend(self, t_max: int) -> None:
-        table = self._table
-        f = self._f
-        for t in range(len(table), t_max + 1):
-            value = float(t) if f is None else float(f(t))
-            if not value >= 1.0:
-                raise ValueError(f"f must satisfy f(t) >= 1 for t >= 1, got f({t}) = {value!r}")
-            table.append(math.log(value))
+    def _log_f(self, t: int) -> float:
+        value = float(t) if self._f is None else float(self._f(t))
+        if not value >= 1.0:
+            raise ValueError(f"f must satisfy f(t) >= 1 for t >= 1, got f({t}) = {value!r}")
+        return math.log(value)
 
     def __call__(self, t: int) -> float:
-        if t >= len(self._table):
-            self._extend(t)
-        return self._table[t]
+        last_t, last_value = self._last
+        if t != last_t:
+            last_value = self._log_f(t)
+            self._last = (t, last_value)
+        return last_value
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
         """``log f(t)`` for an array of rounds."""
-        if rounds.size and int(rounds.max()) >= len(self._table):
-            self._extend(int(rounds.max()))
-        return np.asarray(self._table)[rounds]
+        table = self._table
+        if rounds.size and int(rounds.max()) >= len(table):
+            table.extend(self._log_f(t) for t in range(len(table), int(rounds.max()) + 1))
+        return np.asarray(table)[rounds]
 
 
 def disagreement_bound(
