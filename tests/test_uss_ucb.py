@@ -113,3 +113,22 @@ def test_upper_bounds_matrix():
     assert bounds[0, 1] == pytest.approx(1 + radius)
     assert bounds[1, 2] == pytest.approx(radius)
     assert bounds[1, 0] == 0
+
+
+def test_cancel_withdraws_the_pending_decision():
+    policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
+    policy.run([[1, 1, 1]])
+    assert policy.select() == 1
+    policy.cancel()
+    assert policy.stats.decisions == 1
+    with pytest.raises(RuntimeError):
+        policy.cancel()
+    assert policy.select() == 1  # the same round t = 2 is decided again
+    policy.update([1])
+
+
+def test_clone_with_new_parameters():
+    clone = USSUCB(stage_costs=[0.0, 0.1], alpha=0.7).clone(stage_costs=[0.0, 0.2, 0.3])
+    assert (clone.n_stages, clone.alpha) == (3, 0.7)
+    with pytest.raises(ValueError, match="no parameter"):
+        USSUCB(stage_costs=[0.0]).clone(beta=1)
