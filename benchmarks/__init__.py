@@ -1,1 +1,4 @@
-"""Benchmarks: run one with `python -m benchmarks.NAME`; figures are ratios against a baseline measured in the same run."""
+"""Benchmarks: `python -m benchmarks.NAME` runs one, `python -m benchmarks` all that need no broker.
+
+Figures are ratios against a baseline measured in the same run.
+"""

@@ -83,7 +83,9 @@ def measure(n_stages: int, n_events: int, seed: int = 0) -> dict[str, float]:
     naive_seconds = time.perf_counter() - start
 
     if fast_depths != naive_depths:
-        raise AssertionError("the naive baseline and USSUCB disagree: the benchmark compares different things")
+        raise AssertionError(
+            "the naive baseline and USSUCB disagree: the benchmark compares different things"
+        )
     return {
         "K": n_stages,
         "events": n_events,
