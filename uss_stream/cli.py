@@ -14,7 +14,11 @@ from collections.abc import Sequence
 __all__ = ["main", "build_parser"]
 
 #: Modules that contribute subcommands, in the order ``--help`` lists them.
-COMMAND_MODULES = ("uss_stream.commands.demo",)
+COMMAND_MODULES = (
+    "uss_stream.commands.demo",
+    "uss_stream.commands.replay",
+    "uss_stream.commands.reproduce",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,273 @@
+"""``uss-stream replay``: offline regret replay of depth-selection policies on a logged cascade.
+
+With ``--input`` it reads the user's log (CSV, or Parquet for ``.parquet``/``.pq``): ``--stages``
+names the stage columns in cascade order (default: every column but ``--label``), ``--costs`` (or
+``--cumulative-costs``) their costs, ``--label`` the ground truth (or ``--error-rates`` the stages'
+error rates, if there are no labels). Without ``--input`` it replays a bundled case of the paper
+(``--case``, default ``pima-1``: the PIMA diabetes cascade). Policies are given as repeated
+``--policy`` specs::
+
+    uss-ucb[:alpha=0.51]  alg2  fixed:depth=2  supervised[:alpha=0.51]  oracle
+
+It prints the summary table and writes ``summary.csv`` and ``regret.png`` to ``--out``; both are
+written to a temporary folder first and moved into place only when complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from uss_stream.datasets.paper import PAPER_CASES, paper_case
+from uss_stream.policies import USSUCB, FixedDepth, Hanawal2017WD, Oracle, Policy, SupervisedUCB
+from uss_stream.replay import SAMPLING_MODES, encode_log, replay
+
+__all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
+
+DEFAULT_CASE = "pima-1"
+#: The policies replayed when no ``--policy`` is given (``supervised`` only when labels exist).
+DEFAULT_POLICIES = ("uss-ucb:alpha=0.51", "alg2", "fixed:depth=-1")
+_SUPERVISED_DEFAULT = "supervised:alpha=0.51"
+_OUTPUT_FILES = ("summary.csv", "regret.png")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay policies on a logged cascade (CSV/Parquet or a bundled paper case)",
+        description=(
+            "Offline regret replay: each repetition samples --horizon rows of the log and runs a fresh "
+            "copy of each policy on them. Prints the summary; writes OUT/summary.csv and OUT/regret.png."
+        ),
+    )
+    source = parser.add_argument_group("the log")
+    source.add_argument("--input", help="CSV or Parquet log, one row per event")
+    source.add_argument("--stages", help="comma-separated stage columns, cheapest first")
+    source.add_argument("--label", help="column of the ground-truth labels")
+    source.add_argument("--costs", help="comma-separated per-stage costs c_1..c_K")
+    source.add_argument("--cumulative-costs", help="comma-separated cumulative costs C_1..C_K")
+    source.add_argument("--error-rates", help="comma-separated error rates of the stages (without labels)")
+    source.add_argument(
+        "--case",
+        help=f"bundled paper case to replay without --input (default {DEFAULT_CASE}; one of "
+        f"{', '.join(PAPER_CASES)})",
+    )
+    run_group = parser.add_argument_group("the replay")
+    run_group.add_argument(
+        "--policy",
+        action="append",
+        dest="policies",
+        metavar="SPEC",
+        help="uss-ucb[:alpha=A] | alg2 | fixed:depth=D | supervised[:alpha=A] | oracle; repeatable "
+        "(default: uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and supervised:alpha=0.51 "
+        "when labels are given)",
+    )
+    run_group.add_argument("--horizon", type=int, default=10_000, help="rounds per repetition (10000)")
+    run_group.add_argument("--reps", type=int, default=100, help="repetitions (100)")
+    run_group.add_argument("--seed", type=int, default=0, help="seed of the row sampling (0)")
+    run_group.add_argument("--sampling", choices=SAMPLING_MODES, default="uniform", help="row sampling")
+    run_group.add_argument("--out", default="out/replay", help="output folder (out/replay)")
+    run_group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("horizon", "reps"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    outputs, labels, stage_costs, source = _load(args)
+    error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
+    if labels is None and error_rates is None:
+        raise ValueError("the regret needs the error rates: give --label (a label column) or --error-rates")
+    if error_rates is None:
+        codes, label_codes = encode_log(outputs, labels)
+        error_rates = (codes != label_codes[:, None]).mean(axis=0).tolist()
+    specs = args.policies or [
+        *DEFAULT_POLICIES,
+        *([_SUPERVISED_DEFAULT] if labels is not None else []),
+    ]
+    policies: dict[str, Policy] = {}
+    for spec in specs:
+        name, policy = parse_policy(spec, stage_costs, error_rates)
+        if name in policies:
+            raise ValueError(f"policy {name!r} is given twice")
+        policies[name] = policy
+    print(
+        f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
+        f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
+    )
+    result = replay(
+        outputs,
+        labels,
+        policies=policies,
+        horizon=args.horizon,
+        reps=args.reps,
+        seed=args.seed,
+        sampling=args.sampling,
+        error_rates=error_rates if labels is None else None,
+        stage_costs=stage_costs,
+        progress=not args.no_progress,
+    )
+    summary = result.summary()
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    figure = result.plot(title=f"{source}: cumulative regret (mean, 95% CI, {args.reps} repetitions)")
+    _write(out, summary, figure)
+    print(f"wrote {out / 'summary.csv'} and {out / 'regret.png'}")
+    return 0
+
+
+def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[float]) -> tuple[str, Policy]:
+    """Build a policy from a ``--policy`` spec; returns its display name and the policy.
+
+    ``fixed:depth=-1`` means the deepest stage.
+
+    >>> parse_policy("uss-ucb:alpha=1", [0.0, 0.1], [0.3, 0.2])
+    ('uss-ucb:alpha=1', USSUCB(stage_costs=[0.0, 0.1], alpha=1.0, f=None))
+    >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
+    Traceback (most recent call last):
+    ...
+    ValueError: --policy fixed needs depth=D
+
+    """
+    kind, _, rest = spec.strip().partition(":")
+    params: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--policy {spec!r}: parameters are key=value, got {item!r}")
+        params[key.strip()] = value.strip()
+    allowed = {
+        "uss-ucb": {"alpha"},
+        "supervised": {"alpha"},
+        "alg2": set(),
+        "oracle": set(),
+        "fixed": {"depth"},
+    }
+    if kind not in allowed:
+        raise ValueError(f"--policy {spec!r}: unknown policy {kind!r}; one of {', '.join(allowed)}")
+    unknown = set(params) - allowed[kind]
+    if unknown:
+        raise ValueError(f"--policy {spec!r}: unknown parameter(s) {', '.join(sorted(unknown))}")
+    costs = list(stage_costs)
+    if kind in ("uss-ucb", "supervised"):
+        alpha = _parse(params.get("alpha", "0.51"), float, spec)
+        name = f"{kind}:alpha={params.get('alpha', '0.51')}"
+        policy_class = USSUCB if kind == "uss-ucb" else SupervisedUCB
+        return name, policy_class(costs, alpha=alpha)
+    if kind == "alg2":
+        return "alg2", Hanawal2017WD(costs)
+    if kind == "oracle":
+        return "oracle", Oracle(costs, error_rates=list(error_rates))
+    if "depth" not in params:
+        raise ValueError("--policy fixed needs depth=D")
+    depth = _parse(params["depth"], int, spec)
+    if depth == -1:
+        depth = len(costs)
+    return f"fixed:depth={depth}", FixedDepth(depth, costs)
+
+
+def _parse(text: str, kind: type, spec: str) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"--policy {spec!r}: {text!r} is not a valid {kind.__name__}") from None
+
+
+def _numbers(text: str | None, option: str, count: int) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{option} must be comma-separated numbers, got {text!r}") from None
+    if len(values) != count:
+        raise ValueError(f"{option} has {len(values)} value(s) but there are {count} stages")
+    return values
+
+
+def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
+    """The outputs, labels (or None), per-stage costs and a description of the source."""
+    if args.costs is not None and args.cumulative_costs is not None:
+        raise ValueError("give --costs or --cumulative-costs, not both")
+    if args.input is None:
+        if args.stages is not None or args.label is not None:
+            raise ValueError("--stages and --label describe an --input file")
+        case = paper_case(args.case or DEFAULT_CASE)
+        outputs, labels = case.log()
+        costs = _stage_costs(args, outputs.shape[1]) or case.stage_costs
+        return outputs, labels, costs, f"bundled case {case.name}"
+    if args.case is not None:
+        raise ValueError("--case selects a bundled log; it cannot be combined with --input")
+    table = _read_table(Path(args.input))
+    stages = (
+        [c.strip() for c in args.stages.split(",")]
+        if args.stages
+        else [c for c in table.columns if c != args.label]
+    )
+    missing = [c for c in [*stages, *([args.label] if args.label else [])] if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"{args.input} has no column(s) {', '.join(map(repr, missing))}; "
+            f"its columns are {', '.join(map(str, table.columns))}"
+        )
+    if not stages:
+        raise ValueError("no stage columns: give --stages")
+    costs = _stage_costs(args, len(stages))
+    if costs is None:
+        raise ValueError(f"give the costs of the {len(stages)} stage(s) with --costs or --cumulative-costs")
+    labels = table[args.label] if args.label else None
+    return table[stages], labels, costs, args.input
+
+
+def _stage_costs(args: argparse.Namespace, count: int) -> list[float] | None:
+    per_stage = _numbers(args.costs, "--costs", count)
+    if per_stage is not None:
+        return per_stage
+    cumulative = _numbers(args.cumulative_costs, "--cumulative-costs", count)
+    if cumulative is None:
+        return None
+    steps = np.diff(cumulative, prepend=0.0)
+    if np.any(steps < 0):
+        raise ValueError(f"--cumulative-costs must be >= 0 and non-decreasing, got {cumulative}")
+    return steps.tolist()
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            return pd.read_parquet(path)
+        except ImportError as error:
+            raise ValueError(
+                f"reading Parquet needs pyarrow (pip install 'uss-stream[parquet]'): {error}"
+            ) from None
+    return pd.read_csv(path)
+
+
+def _write(out: Path, summary: pd.DataFrame, figure: Any) -> None:
+    """Write the outputs to a temporary sibling folder, then move them into ``out``."""
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
+    try:
+        summary.to_csv(staging / "summary.csv", index=False)
+        figure.savefig(staging / "regret.png", dpi=100)
+        if out.exists():
+            for name in _OUTPUT_FILES:
+                os.replace(staging / name, out / name)
+        else:
+            os.rename(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

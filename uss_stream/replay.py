@@ -1,0 +1,599 @@
+"""Offline regret replay: run depth-selection policies on a logged cascade, many repetitions at once.
+
+A *log* is an ``N x K`` table of the outputs of all ``K`` stages (cheapest first) for ``N`` past
+events, optionally with their ground-truth labels. Each repetition draws ``horizon`` rows from the
+log (uniformly with replacement, the paper's protocol, or by permutation or in log order) and feeds
+them to a fresh copy of each policy, revealing to the policy only the stages it queries. All
+policies see the same rows. The pseudo-regret of a round at depth ``j`` is
+``Δ_j = c(j) - min_k c(k)`` with ``c(j) = C_j + γ_j`` and ``γ_j`` the error rate of stage ``j`` on
+the whole log (Section 2 of the paper).
+
+The engine is vectorised across repetitions and exact: a policy's decision is a deterministic
+function of the round number and its counts, which :meth:`~uss_stream.policies.base.Policy.decide_many`
+evaluates for many states at once. Each repetition *speculates* that it queries a depth ``d`` for
+its next ``B`` rounds; the counts of all those rounds then follow in closed form (cumulative sums of
+per-row disagreement and error indicators, masked to the stages ``d`` queries), one call evaluates
+every speculated state, and each repetition accepts its rounds up to and including the first whose
+decision differs from ``d`` (that state is still exact). ``d`` is the last depth, except after a
+one-round deviation, when the repetition speculates that it returns to ``d`` (exploration rounds of
+the UCB policies are mostly single). ``B`` adapts to how many speculations hold. The depth
+sequences are identical to those of the streaming ``select``/``update`` loop on the same rows.
+
+Examples
+--------
+>>> import numpy as np
+>>> from uss_stream.datasets.bsc import generate_bsc
+>>> from uss_stream.policies import FixedDepth, USSUCB
+>>> from uss_stream.replay import replay
+>>> outputs, labels = generate_bsc(2000, seed=1)
+>>> costs = [0.0, 0.6, 0.2]  # per-stage: C = (0, 0.6, 0.8), BSC case 1, stage 1 optimal
+>>> result = replay(outputs, labels=labels, horizon=2000, reps=8, seed=0,
+...                 policies={"USS-UCB": USSUCB(costs), "depth 3": FixedDepth(3, costs)})
+>>> result.depths["USS-UCB"].shape, result.cumulative_regret["depth 3"].shape
+((8, 2000), (8, 2000))
+>>> result.summary()[["policy", "regret_mean", "depth_1", "depth_2", "depth_3"]].round(2)
+    policy  regret_mean  depth_1  depth_2  depth_3
+0  USS-UCB        55.05     0.94      0.0     0.06
+1  depth 3       880.00     0.00      0.0     1.00
+
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+from uss_stream.instances import Instance
+from uss_stream.policies.base import Policy
+from uss_stream.policies.supervised_ucb import SupervisedUCB
+from uss_stream.validation import check_stage_costs
+
+__all__ = [
+    "SAMPLING_MODES",
+    "Z_95",
+    "ReplayResult",
+    "encode_log",
+    "pair_order",
+    "replay",
+    "sample_rows",
+    "simulate",
+]
+
+#: How each repetition draws its rows from the log.
+SAMPLING_MODES = ("uniform", "permutation", "sequential")
+#: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
+Z_95 = 1.959963984540054
+
+# Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
+# the speculated states are accepted and halves below 60%; the states per step are capped so
+# that the working set stays in cache.
+_FIRST_WINDOW = 8
+_MAX_WINDOW = 4096
+_MAX_STATES = 1 << 14
+
+
+class ReplayResult:
+    """What :func:`replay` measured: depth sequences, regret, and the log's instance.
+
+    Attributes
+    ----------
+    names
+        Policy names, in the order given.
+    depths
+        ``name -> (reps, horizon)`` small-integer array of the depths (``1..K``) chosen in each round.
+    rows
+        ``(reps, horizon)`` indices of the log rows fed to the policies (shared by all policies).
+    instance
+        The log as an :class:`~uss_stream.instances.Instance`: cumulative costs, the error rates
+        used for the regret (``None`` if unknown) and the disagreement probabilities of the log.
+    horizon, reps, seed, sampling
+        The replay parameters.
+
+    """
+
+    def __init__(
+        self,
+        *,
+        depths: dict[str, np.ndarray],
+        rows: np.ndarray,
+        instance: Instance,
+        wrong: np.ndarray | None,
+        horizon: int,
+        reps: int,
+        seed: int | None,
+        sampling: str,
+    ) -> None:
+        self.names = list(depths)
+        self.depths = depths
+        self.rows = rows
+        self.instance = instance
+        self._wrong = wrong
+        self.horizon = horizon
+        self.reps = reps
+        self.seed = seed
+        self.sampling = sampling
+        self._regret: dict[str, np.ndarray] | None = None
+
+    @property
+    def has_regret(self) -> bool:
+        """Whether error rates were known (from labels or given), so that regret is defined."""
+        return self.instance.error_rates is not None
+
+    @property
+    def cumulative_regret(self) -> dict[str, np.ndarray]:
+        """``name -> (reps, horizon)`` cumulative pseudo-regret ``Σ_{s<=t} Δ_{I_s}``."""
+        if not self.has_regret:
+            raise ValueError("regret needs error rates: pass labels= or error_rates= to replay()")
+        if self._regret is None:
+            gaps = self.instance.gaps
+            self._regret = {name: np.cumsum(gaps[d - 1], axis=1) for name, d in self.depths.items()}
+        return self._regret
+
+    def final_regret(self, name: str) -> tuple[float, float]:
+        """Mean over repetitions of the regret at the horizon, and the half-width of its 95% CI.
+
+        The half-width is ``Z_95 · s / √reps`` with ``s`` the sample standard deviation
+        (``ddof=1``); it is NaN for a single repetition.
+        """
+        final = self.cumulative_regret[name][:, -1]
+        return float(final.mean()), _ci_half_width(final)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per policy.
+
+        Columns: ``policy``; ``regret_mean``, ``regret_ci_low``, ``regret_ci_high`` (the final
+        cumulative regret and its 95% CI, NaN without error rates); ``depth_1..depth_K`` (the
+        fraction of rounds at each depth); ``mean_cost`` (mean ``C_{I_t}``); ``error_rate``
+        (fraction of rounds whose chosen stage was wrong, NaN without labels).
+        """
+        costs = self.instance.cumulative_costs
+        n_stages = costs.size
+        records = []
+        for name, depths in self.depths.items():
+            row: dict[str, Any] = {"policy": name}
+            if self.has_regret:
+                mean, half = self.final_regret(name)
+                row.update(regret_mean=mean, regret_ci_low=mean - half, regret_ci_high=mean + half)
+            else:
+                row.update(regret_mean=math.nan, regret_ci_low=math.nan, regret_ci_high=math.nan)
+            counts = np.bincount(depths.ravel(), minlength=n_stages + 1)[1:]
+            for j, count in enumerate(counts, start=1):
+                row[f"depth_{j}"] = count / depths.size
+            row["mean_cost"] = float(counts @ costs / depths.size)
+            if self._wrong is None:
+                row["error_rate"] = math.nan
+            else:
+                row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
+            records.append(row)
+        return pd.DataFrame.from_records(records)
+
+    def plot(self, ax: Any = None, *, names: Sequence[str] | None = None, title: str | None = None) -> Figure:
+        """Mean cumulative regret against ``t`` with 95% confidence bands.
+
+        Draws on ``ax`` if given (and returns its figure), else on a new
+        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed).
+        """
+        regret = self.cumulative_regret
+        if ax is None:
+            figure = Figure(figsize=(6.0, 4.0), layout="constrained")
+            ax = figure.subplots()
+        else:
+            figure = ax.figure
+        t = np.arange(1, self.horizon + 1)
+        for name in self.names if names is None else names:
+            values = regret[name]
+            mean = values.mean(axis=0)
+            (line,) = ax.plot(t, mean, label=name)
+            if self.reps > 1:
+                half = Z_95 * values.std(axis=0, ddof=1) / math.sqrt(self.reps)
+                ax.fill_between(t, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_xlabel("round t")
+        ax.set_ylabel("cumulative pseudo-regret")
+        if title is not None:
+            ax.set_title(title)
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+        return figure
+
+
+def replay(
+    outputs: Any,
+    labels: Any = None,
+    *,
+    policies: Mapping[str, Policy],
+    horizon: int = 10_000,
+    reps: int = 100,
+    seed: int | None = 0,
+    sampling: str = "uniform",
+    error_rates: Sequence[float] | None = None,
+    stage_costs: Sequence[float] | None = None,
+    progress: bool = False,
+) -> ReplayResult:
+    """Replay policies on a logged cascade; see the module docstring for the protocol.
+
+    Parameters
+    ----------
+    outputs
+        ``N x K`` outputs of all stages (ndarray, DataFrame or nested sequence), columns in
+        cascade order. Any hashable labels; equal values (across columns too) mean agreement.
+    labels
+        ``N`` ground-truth labels, optional; needed for error rates, regret and
+        :class:`~uss_stream.policies.SupervisedUCB`.
+    policies
+        ``name -> policy`` templates; each repetition runs a fresh :meth:`~Policy.clone`.
+    horizon
+        Rounds per repetition (``>= 1``).
+    reps
+        Repetitions (``>= 1``).
+    seed
+        Seed of :func:`sample_rows`.
+    sampling
+        ``"uniform"`` (with replacement), ``"permutation"`` or ``"sequential"``; see
+        :func:`sample_rows`.
+    error_rates
+        ``γ_1..γ_K`` to use for the regret instead of (or without) the labels' error rates.
+    stage_costs
+        Per-stage costs ``c_j`` of the regret; by default those of the policies, which must then
+        agree (policies built without costs, e.g. ``FixedDepth(2)``, are not consulted).
+    progress
+        Show a tqdm progress bar (on stderr).
+
+    Returns
+    -------
+    ReplayResult
+
+    Raises
+    ------
+    ValueError
+        On a bad parameter or a malformed log (missing outputs name their rows).
+
+    """
+    horizon = _positive_int(horizon, "horizon")
+    reps = _positive_int(reps, "reps")
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+    codes, label_codes = encode_log(outputs, labels)
+    n_rows, n_stages = codes.shape
+    templates = _check_policies(policies, n_stages)
+    cumulative = _regret_costs(templates, stage_costs, n_stages)
+    wrong = None if label_codes is None else codes != label_codes[:, None]
+    if error_rates is not None:
+        gamma = np.asarray(error_rates, dtype=float)
+        if gamma.shape != (n_stages,):
+            raise ValueError(
+                f"error_rates must hold {n_stages} rates (one per stage), got shape {gamma.shape}"
+            )
+    else:
+        gamma = None if wrong is None else wrong.mean(axis=0)
+    for name, policy in templates.items():
+        if isinstance(policy, SupervisedUCB) and wrong is None:
+            raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
+    instance = Instance(
+        cumulative_costs=cumulative,
+        error_rates=gamma,
+        disagreement=_disagreement(codes),
+        sd_violation=None if wrong is None else _sd_violation(wrong),
+    )
+    rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
+    pairs = _pair_indicators(codes)
+    depths: dict[str, np.ndarray] = {}
+    with tqdm(
+        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
+    ) as bar:
+        for name, template in templates.items():
+            bar.set_description(name)
+            policy = template.clone()
+            errors = wrong if isinstance(policy, SupervisedUCB) else None
+            depths[name] = simulate(policy, rows, pairs, errors, bar.update)
+    return ReplayResult(
+        depths=depths,
+        rows=rows,
+        instance=instance,
+        wrong=wrong,
+        horizon=horizon,
+        reps=reps,
+        seed=seed,
+        sampling=sampling,
+    )
+
+
+def sample_rows(
+    n_rows: int, *, horizon: int, reps: int, seed: int | None = 0, sampling: str = "uniform"
+) -> np.ndarray:
+    """The ``(reps, horizon)`` log rows each repetition replays.
+
+    * ``"uniform"``: ``numpy.random.default_rng(seed).integers(0, n_rows, size=(reps, horizon))``;
+    * ``"permutation"``: each repetition walks through independent random permutations of the log,
+      one after the other (without replacement within each pass);
+    * ``"sequential"``: rows ``0, 1, ..., n_rows - 1, 0, 1, ...`` in every repetition.
+
+    >>> sample_rows(3, horizon=5, reps=2, sampling="sequential").tolist()
+    [[0, 1, 2, 0, 1], [0, 1, 2, 0, 1]]
+    >>> sorted(sample_rows(4, horizon=4, reps=1, sampling="permutation")[0].tolist())
+    [0, 1, 2, 3]
+
+    """
+    if sampling == "uniform":
+        return np.random.default_rng(seed).integers(0, n_rows, size=(reps, horizon))
+    if sampling == "permutation":
+        rng = np.random.default_rng(seed)
+        passes = -(-horizon // n_rows)
+        tiled = np.broadcast_to(np.arange(n_rows), (reps, passes, n_rows))
+        return rng.permuted(tiled, axis=2).reshape(reps, passes * n_rows)[:, :horizon]
+    if sampling == "sequential":
+        return np.broadcast_to(np.arange(horizon) % n_rows, (reps, horizon)).copy()
+    raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+
+
+def encode_log(outputs: Any, labels: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Map the log's values to small integers, one mapping shared by all columns and the labels.
+
+    Equal values get equal codes wherever they appear, so agreement between stages (and with the
+    label) is preserved. Missing values (None/NaN) are rejected, naming the rows.
+
+    >>> codes, label_codes = encode_log([["cat", "dog"], ["dog", "dog"]], ["dog", "cat"])
+    >>> codes.tolist(), label_codes.tolist()
+    ([[0, 1], [1, 1]], [1, 0])
+    >>> encode_log([[1, None], [0, 1]])
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs have missing values (None/NaN) in 1 row(s): 0
+
+    """
+    table = _as_array(outputs, "outputs")
+    if table.ndim != 2 or table.shape[0] == 0 or table.shape[1] == 0:
+        raise ValueError(f"outputs must be a non-empty N x K table, got shape {table.shape}")
+    _reject_missing(pd.isna(table).any(axis=1), "outputs")
+    truth = None
+    if labels is not None:
+        truth = _as_array(labels, "labels")
+        if truth.shape != (table.shape[0],):
+            raise ValueError(
+                f"labels must hold {table.shape[0]} entries (one per row), got shape {truth.shape}"
+            )
+        _reject_missing(pd.isna(truth), "labels")
+    parts = [table.ravel()] if truth is None else [table.ravel(), truth]
+    if all(part.dtype.kind in "biuf" for part in parts):
+        # Numbers (no NaN left): equal values are equal after the common numeric cast.
+        _, codes = np.unique(np.concatenate(parts), return_inverse=True)
+    else:
+        try:
+            codes, _ = pd.factorize(np.concatenate([part.astype(object) for part in parts]))
+        except TypeError as error:
+            raise ValueError(f"outputs and labels must be hashable: {error}") from error
+    codes = codes.astype(np.int64).ravel()
+    out = codes[: table.size].reshape(table.shape)
+    return out, (None if truth is None else codes[table.size :])
+
+
+def _as_array(values: Any, what: str) -> np.ndarray:
+    """``values`` as an ndarray: numeric dtypes are kept, anything else becomes ``object``."""
+    if hasattr(values, "to_numpy"):
+        values = values.to_numpy()
+    if isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        return values
+    try:
+        return np.asarray(values, dtype=object)
+    except ValueError as error:
+        raise ValueError(f"{what} must be an N x K table or a column: {error}") from error
+
+
+def simulate(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+) -> np.ndarray:
+    """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
+
+    Parameters
+    ----------
+    policy
+        Evaluated through :meth:`~Policy.decide_many` only; its own counts are not used.
+    rows
+        ``(reps, horizon)`` indices into the log.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
+        :func:`pair_order` (``P = K(K-1)/2``).
+    wrong
+        ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
+    on_progress
+        Called with the number of rounds decided at each step.
+
+    Notes
+    -----
+    Each step takes the ``A`` unfinished repetitions and a window of ``B`` rounds (the same for
+    all; it grows while nearly all speculations hold and shrinks when many fail). A repetition whose
+    speculation fails after ``k > 0`` accepted rounds speculates its old depth again; one that fails
+    at once speculates the new depth. The ``A x B``
+    speculated states are laid out with the state index innermost (arrays ``(K, B, A)``, passed
+    to ``decide_many`` as transposed views), so every elementwise operation runs over long
+    contiguous loops. Speculated decisions beyond the accepted ones are written too and are
+    overwritten when those rounds are decided for real; rounds past the horizon write to a
+    spare slot.
+
+    """
+    reps, horizon = rows.shape
+    n_stages = policy.n_stages
+    n_pairs = n_stages * (n_stages - 1) // 2
+    upper_i, upper_j = pair_order(n_stages)
+    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
+    wrong_planes = None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8)
+    stage = np.arange(n_stages)
+    pair = np.arange(n_pairs)
+    pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
+    rows_flat = rows.ravel()
+    spare = reps * horizon
+
+    t = np.ones(reps, dtype=np.int64)
+    queried = np.zeros((n_stages, reps), dtype=np.int64)
+    disagreements = np.zeros((n_pairs, reps), dtype=np.int64)
+    errors = None if wrong_planes is None else np.zeros((n_stages, reps), dtype=np.int64)
+    guess = np.full(reps, n_stages, dtype=np.int64)
+    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
+    counts = np.zeros((n_stages, n_stages, 0), dtype=np.int64)
+    active = np.arange(reps)
+    window = _FIRST_WINDOW
+
+    while active.size:
+        n_active = active.size
+        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
+        n_states = n_active * width
+        offset = np.arange(width)[:, None]
+        start = t[active]
+        remaining = horizon - start + 1
+        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
+        row = rows_flat.take(flat, mode="clip")
+        depth = guess[active]
+
+        # Counts before each speculated round, assuming depth `depth` from the step's first round.
+        observed = pair[:, None] < pairs_below[depth - 1]
+        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
+        for p in range(n_pairs):
+            np.multiply(pair_planes[p][row], observed[p], out=step[p])
+        state_d = np.cumsum(step, axis=1, dtype=np.int64)
+        state_d -= step
+        state_d += disagreements[:, None, active]
+        asked = stage[:, None] < depth
+        state_q = queried[:, None, active] + offset * asked[:, None, :]
+        state_e = None
+        if errors is not None:
+            step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
+            for k in range(n_stages):
+                np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
+            state_e = np.cumsum(step_e, axis=1, dtype=np.int64)
+            state_e -= step_e
+            state_e += errors[:, None, active]
+        if counts.shape[2] < n_states:
+            counts = np.zeros((n_stages, n_stages, n_states), dtype=np.int64)
+        for p in range(n_pairs):
+            counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
+        decided = policy.decide_many(
+            (start + offset).ravel(),
+            state_q.reshape(n_stages, n_states).T,
+            counts[:, :, :n_states].transpose(2, 0, 1),
+            None if state_e is None else state_e.reshape(n_stages, n_states).T,
+        ).reshape(width, n_active)
+        depths[flat] = decided
+
+        # Accept up to and including the first round whose decision differs from the guess.
+        first = np.where(decided != depth, offset, width).min(axis=0)
+        last = np.minimum(first, np.minimum(width, remaining) - 1)
+        column = np.arange(n_active)
+        new_depth = decided[last, column]
+        last_row = row[last, column]
+        asked = stage[:, None] < new_depth
+        queried[:, active] = state_q[:, last, column] + asked
+        observed = pair[:, None] < pairs_below[new_depth - 1]
+        disagreements[:, active] = state_d[:, last, column] + pair_planes[:, last_row] * observed
+        if errors is not None:
+            errors[:, active] = state_e[:, last, column] + wrong_planes[:, last_row] * asked
+        advanced = last + 1
+        t[active] += advanced
+        guess[active] = np.where(first == 0, new_depth, depth)
+        accepted = advanced.sum() / n_states
+        if accepted > 0.9:
+            window = min(2 * width, _MAX_WINDOW)
+        elif accepted < 0.6:
+            window = max(2, width // 2)
+        if on_progress is not None:
+            on_progress(int(advanced.sum()))
+        active = active[t[active] <= horizon]
+    return depths[:spare].reshape(reps, horizon)
+
+
+def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stage pairs ``(i, j)``, ``i < j`` (0-based), ordered by ``j`` then ``i``.
+
+    The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
+
+    >>> [a.tolist() for a in pair_order(3)]
+    [[0, 0, 1], [1, 2, 2]]
+
+    """
+    upper_i = [i for j in range(n_stages) for i in range(j)]
+    upper_j = [j for j in range(n_stages) for _ in range(j)]
+    return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
+
+
+def _pair_indicators(codes: np.ndarray) -> np.ndarray:
+    upper_i, upper_j = pair_order(codes.shape[1])
+    return codes[:, upper_i] != codes[:, upper_j]
+
+
+def _disagreement(codes: np.ndarray) -> np.ndarray:
+    n_stages = codes.shape[1]
+    p = np.zeros((n_stages, n_stages))
+    upper_i, upper_j = pair_order(n_stages)
+    p[upper_i, upper_j] = _pair_indicators(codes).mean(axis=0)
+    return p + p.T
+
+
+def _sd_violation(wrong: np.ndarray) -> np.ndarray:
+    n_stages = wrong.shape[1]
+    violation = np.zeros((n_stages, n_stages))
+    upper_i, upper_j = pair_order(n_stages)
+    violation[upper_i, upper_j] = (~wrong[:, upper_i] & wrong[:, upper_j]).mean(axis=0)
+    return violation
+
+
+def _reject_missing(mask: np.ndarray, what: str) -> None:
+    bad = np.flatnonzero(mask)
+    if bad.size:
+        shown = ", ".join(str(r) for r in bad[:10])
+        more = f" (and {bad.size - 10} more)" if bad.size > 10 else ""
+        raise ValueError(f"{what} have missing values (None/NaN) in {bad.size} row(s): {shown}{more}")
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _check_policies(policies: Any, n_stages: int) -> dict[str, Policy]:
+    if not isinstance(policies, Mapping) or not policies:
+        raise ValueError("policies must be a non-empty mapping name -> Policy")
+    templates: dict[str, Policy] = {}
+    for name, policy in policies.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"policy names must be non-empty strings, got {name!r}")
+        if not isinstance(policy, Policy):
+            raise ValueError(f"policy {name!r} must be a Policy, got {type(policy).__name__}")
+        if policy.n_stages > n_stages or (policy.n_stages < n_stages and policy.stage_costs is not None):
+            raise ValueError(
+                f"policy {name!r} has {policy.n_stages} stage cost(s) "
+                f"but the log has {n_stages} stage column(s)"
+            )
+        templates[name] = policy
+    return templates
+
+
+def _regret_costs(templates: dict[str, Policy], stage_costs: Any, n_stages: int) -> np.ndarray:
+    if stage_costs is not None:
+        cumulative = np.array(check_stage_costs(stage_costs))
+        if cumulative.size != n_stages:
+            raise ValueError(
+                f"stage_costs must hold {n_stages} costs (one per stage column), got {cumulative.size}"
+            )
+        return cumulative
+    known = [np.asarray(p.cumulative_costs) for p in templates.values() if p.stage_costs is not None]
+    if not known:
+        raise ValueError("no policy carries stage costs: pass stage_costs= to replay()")
+    for costs in known[1:]:
+        if not np.allclose(costs, known[0], rtol=1e-12, atol=0.0):
+            raise ValueError("the policies have different stage costs: pass stage_costs= to replay()")
+    return known[0]
+
+
+def _ci_half_width(values: np.ndarray) -> float:
+    if values.size < 2:
+        return math.nan
+    return float(Z_95 * values.std(ddof=1) / math.sqrt(values.size))
