@@ -14,7 +14,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: setup
-	$(BIN)/uss-stream demo
+	$(BIN)/uss-stream replay --out out/replay
+
+reproduce: setup
+	$(BIN)/uss-stream reproduce --out docs
 
 lint: setup
 	$(BIN)/ruff check .

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     )
     summary = result.summary()
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    figure = result.plot(title=f"{source}: cumulative regret (mean, 95% CI, {args.reps} repetitions)")
+    figure = result.plot(title=f"{source}\nmean cumulative regret, 95% CI, {args.reps} repetitions")
     _write(out, summary, figure)
     print(f"wrote {out / 'summary.csv'} and {out / 'regret.png'}")
     return 0
