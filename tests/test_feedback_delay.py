@@ -1,0 +1,71 @@
+"""Replay with delayed feedback equals the streaming PendingDecisions loop fed in the same order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from uss_stream.datasets.bsc import bsc_instance, generate_bsc
+from uss_stream.feedback_delay import feedback_delays, simulate_delayed
+from uss_stream.pending import PendingDecisions
+from uss_stream.policies import USSUCB, Hanawal2017WD
+from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
+
+
+def _log(n=400, seed=3):
+    outputs, labels = generate_bsc(n, seed=seed)
+    codes, _ = encode_log(outputs, labels)
+    upper_i, upper_j = pair_order(3)
+    return outputs, codes[:, upper_i] != codes[:, upper_j]
+
+
+def _streaming(policy, outputs, rows, delays):
+    """Decide at every round; the report of round s is applied before round s + d_s + 1."""
+    book = PendingDecisions(policy)
+    due: dict[int, list[int]] = {}
+    depths = []
+    for t in range(1, len(rows) + 1):
+        for s in due.pop(t, []):
+            book.report(s, outputs[rows[s - 1]][: book.depth_of(s)].tolist())
+        depths.append(book.decide(t))
+        due.setdefault(t + int(delays[t - 1]) + 1, []).append(t)
+    return depths
+
+
+@pytest.mark.parametrize("delay", [0, 1, 7, (0, 30)])
+@pytest.mark.parametrize("template", [USSUCB(stage_costs=[0.0, 0.15, 0.2]), Hanawal2017WD([0.0, 0.15, 0.2])])
+def test_delayed_replay_equals_streaming_loop(delay, template):
+    outputs, pairs = _log()
+    rows = sample_rows(len(outputs), horizon=600, reps=3, seed=11)
+    delays = feedback_delays(delay, reps=3, horizon=600, seed=5)
+    got = simulate_delayed(template.clone(), rows, pairs, delays)
+    for r in range(3):
+        assert got[r].tolist() == _streaming(template.clone(), outputs, rows[r], delays[r])
+
+
+def test_zero_delay_is_the_synchronous_replay():
+    outputs, pairs = _log()
+    rows = sample_rows(len(outputs), horizon=2000, reps=4, seed=1)
+    policy = USSUCB(stage_costs=bsc_instance(2).stage_costs.tolist())
+    delayed = simulate_delayed(policy, rows, pairs, feedback_delays(0, reps=4, horizon=2000))
+    assert delayed.tolist() == simulate(policy, rows, pairs).tolist()
+
+
+def test_delay_postpones_learning_by_hand():
+    # C = (0, 0.9, 0.95); all stages always agree. Synchronously: 3, 1, 1, 1, then t=5 explores
+    # (sqrt(0.51 ln 5) = 0.906 > 0.9) and t=6 is back at 1 (n = 2: sqrt(0.51 ln 6 / 2) = 0.68 < 0.9).
+    # With D = 2 the report of round 1 is applied only before round 4: rounds 1-3 see no counts -> K.
+    pairs = np.zeros((1, 3), dtype=bool)
+    rows = np.zeros((1, 6), dtype=np.int64)
+    policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
+    assert simulate_delayed(policy, rows, pairs, np.zeros((1, 6), int)).tolist() == [[3, 1, 1, 1, 3, 1]]
+    # D = 2: t=4 sees round 1 only (n=(1,1,1)): sqrt(0.51 ln 4) = 0.84 < 0.9 -> 1;
+    # t=5 sees rounds 1-2: n = (2,2,2): sqrt(0.51 ln 5 / 2) = 0.64 < 0.9 -> 1;
+    # t=6 sees rounds 1-3: n = 3: 0.61 -> 1.
+    assert simulate_delayed(policy, rows, pairs, np.full((1, 6), 2)).tolist() == [[3, 3, 3, 1, 1, 1]]
+
+
+@pytest.mark.parametrize("delay", [-1, (3, 1), 1.5, "2"])
+def test_bad_delay(delay):
+    with pytest.raises(ValueError, match="delay"):
+        feedback_delays(delay, reps=1, horizon=3)
