@@ -4,11 +4,13 @@ Run with ``.venv/bin/python -m benchmarks.bench_replay`` (``--help`` for the opt
 ratios against a baseline measured in the same run, so they carry over between machines better
 than absolute numbers:
 
-* **baseline**: a numpy loop over rounds with arrays over repetitions, evaluating the policy's
-  ``decide_many`` on all repetitions each round (every set recomputed) and updating the counts;
-* **baseline, state-innermost layout**: the same loop with the counts stored repetition-innermost
-  (``(K, K, reps)``, passed as transposed views), the memory layout the engine uses. It shows how
-  much of the engine's gain is layout and how much is speculation;
+* **baseline**: the straightforward vectorised implementation — a numpy loop over rounds with
+  arrays over repetitions that recomputes every ``p̂``, ``Ψ`` and both sets each round by
+  broadcasting ``reps x K x K`` arrays (:func:`straightforward_decide`) and updates the counts;
+* **loop with the policy's kernel, state-innermost layout**: the same loop over rounds, but deciding
+  with the policy's own ``decide_many`` (one comparison per pair) and the counts stored
+  repetition-innermost, as the engine does. It shows how much of the gain is the kernel and
+  layout and how much is speculation;
 * **engine**: :func:`uss_stream.replay.simulate`, the speculative engine behind ``replay``;
 * **replay()**: the whole public call (sampling, encoding, engine, regret);
 * **streaming loop**: the policy's own ``select``/``update`` loop, one repetition at a time.
@@ -20,6 +22,7 @@ Both vectorised implementations must return identical depths (checked). The repr
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,8 +41,27 @@ TARGET_RATIO = 4.0
 TARGET_REPRODUCTION = 300.0
 
 
-def baseline(policy: Policy, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """Depths of ``policy`` on ``rows``: one ``decide_many`` call over all repetitions per round."""
+def straightforward_decide(
+    policy: USSUCB, t: int, queried: np.ndarray, disagreements: np.ndarray
+) -> np.ndarray:
+    """USS-UCB's depths for all repetitions at round ``t``, by broadcasting (the baseline's rule)."""
+    costs = np.asarray(policy.cumulative_costs)
+    n_stages = costs.size
+    above = np.triu(np.ones((n_stages, n_stages), dtype=bool), k=1)
+    n = queried.astype(np.float64)[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = disagreements / n + np.sqrt(policy.alpha * math.log(t) / n)
+    upper = np.where(n == 0, np.inf, upper)
+    gaps = costs[None, :] - costs[:, None]
+    in_high = np.all((gaps > upper) | ~above, axis=-1)
+    in_low = np.all((gaps <= upper) | ~above, axis=-2)
+    admissible = in_high & in_low
+    admissible[:, -1] = True
+    return np.argmax(admissible, axis=-1) + 1
+
+
+def baseline(policy: USSUCB, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """Depths of ``policy`` on ``rows``: every set recomputed for all repetitions each round."""
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     upper_i, upper_j = pair_order(n_stages)
@@ -49,7 +71,7 @@ def baseline(policy: Policy, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     disagreements = np.zeros((reps, n_stages, n_stages), dtype=np.int64)
     depths = np.empty((reps, horizon), dtype=np.int64)
     for t in range(1, horizon + 1):
-        depth = policy.decide_many(np.full(reps, t), queried, disagreements)
+        depth = straightforward_decide(policy, t, queried, disagreements)
         depths[:, t - 1] = depth
         queried += stage < depth[:, None]
         disagreements[:, upper_i, upper_j] += pairs[rows[:, t - 1]] * (upper_j < depth[:, None])
@@ -57,7 +79,7 @@ def baseline(policy: Policy, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
 
 
 def baseline_state_inner(policy: Policy, rows: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """:func:`baseline` with the repetitions innermost in memory."""
+    """:func:`baseline` deciding with the policy's own kernel, repetitions innermost in memory."""
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     upper_i, upper_j = pair_order(n_stages)
@@ -111,7 +133,7 @@ def _throughput(case_name: str, reps: int, horizon: int, repeats: int) -> list[t
     )
     return [
         ("baseline (loop over rounds)", base_time, decisions / base_time),
-        ("baseline, state-innermost layout", inner_time, decisions / inner_time),
+        ("loop with the policy's kernel", inner_time, decisions / inner_time),
         ("engine (speculative chunks)", engine_time, decisions / engine_time),
         ("replay() end to end", replay_time, decisions / replay_time),
         (

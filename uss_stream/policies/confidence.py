@@ -31,7 +31,7 @@ class LogExploration:
     def __init__(self, f: Callable[[int], float] | None = None) -> None:
         self._f = f
         self._last: tuple[int, float] = (0, math.nan)
-        self._table: list[float] = [math.nan]
+        self._table = np.array([math.nan])
 
     def _log_f(self, t: int) -> float:
         value = float(t) if self._f is None else float(self._f(t))
@@ -48,10 +48,13 @@ class LogExploration:
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
         """``log f(t)`` for an array of rounds."""
-        table = self._table
-        if rounds.size and int(rounds.max()) >= len(table):
-            table.extend(self._log_f(t) for t in range(len(table), int(rounds.max()) + 1))
-        return np.asarray(table)[rounds]
+        t_max = int(rounds.max()) if rounds.size else 0
+        size = self._table.size
+        if t_max >= size:
+            # Grow geometrically so that a replay's increasing rounds cost O(horizon) in all.
+            grown = range(size, max(t_max + 1, 2 * size))
+            self._table = np.concatenate([self._table, [self._log_f(t) for t in grown]])
+        return self._table[rounds]
 
 
 def disagreement_bound(

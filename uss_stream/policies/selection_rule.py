@@ -124,16 +124,21 @@ def select_depth_many(
 
     """
     n_stages = gaps.shape[0]
-    above = np.triu(np.ones((n_stages, n_stages), dtype=bool), k=1)
-    beats = (gaps > upper) if strict else (gaps >= upper)
-    # i beats every deeper j: rows of `beats`, ignoring j <= i.
-    in_high = np.all(beats | ~above, axis=-1)
-    if check_lower:
-        # For i < j (0-based) the lower test is C_j - C_i <= U_ij, i.e. `not (gaps > upper)`.
-        lower_ok = gaps <= upper
-        in_low = np.all(lower_ok | ~above, axis=-2)
-        admissible = in_high & in_low
-    else:
-        admissible = in_high
-    admissible[..., n_stages - 1] = True
-    return np.argmax(admissible, axis=-1).astype(np.int64) + 1
+    # One comparison per pair over all M states (strided 1-D views): far fewer and smaller
+    # temporaries than broadcasting M x K x K masks, and the same IEEE comparisons.
+    beats: dict[tuple[int, int], np.ndarray] = {}
+    for i in range(n_stages):
+        for j in range(i + 1, n_stages):
+            column = upper[:, i, j]
+            beats[i, j] = (gaps[i, j] > column) if strict else (gaps[i, j] >= column)
+    depth = np.full(upper.shape[0], n_stages, dtype=np.int64)
+    for i in range(n_stages - 2, -1, -1):
+        admissible = np.ones(upper.shape[0], dtype=bool)
+        for j in range(i + 1, n_stages):
+            admissible &= beats[i, j]
+        if check_lower:
+            # For j < i the lower test C_i - C_j <= U_ji is the negation of `j beats i` (strict).
+            for j in range(i):
+                admissible &= gaps[j, i] <= upper[:, j, i]
+        depth[admissible] = i + 1
+    return depth
