@@ -11,15 +11,28 @@ from matplotlib.figure import Figure
 
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
 from uss_stream.datasets.paper import dataset_log, paper_case
-from uss_stream.policies import USSUCB, FixedDepth, Hanawal2017WD, Oracle, Policy, SupervisedUCB
-from uss_stream.replay import Z_95, encode_log, replay, sample_rows
+from uss_stream.policies import (
+    USSKLUCB,
+    USSTS,
+    USSUCB,
+    FixedDepth,
+    Hanawal2017WD,
+    Oracle,
+    Policy,
+    SupervisedUCB,
+)
+from uss_stream.replay import Z_95, encode_log, replay, replay_piecewise, sample_rows
 
 
 def _streaming_depths(
-    policy: Policy, outputs: np.ndarray, labels: np.ndarray, rows: np.ndarray
+    policy: Policy, outputs: np.ndarray, labels: np.ndarray, rows: np.ndarray, rep: int = 0
 ) -> np.ndarray:
-    """The depths of the plain select/update loop of a fresh copy of ``policy`` on ``rows``."""
-    fresh = policy.clone()
+    """The depths of the plain select/update loop of a fresh copy of ``policy`` on ``rows``.
+
+    The copy is :meth:`~Policy.for_repetition` ``(rep)``: for a randomised policy, the stream of
+    the replay's repetition ``rep``.
+    """
+    fresh = policy.for_repetition(rep)
     logged = outputs[:, : fresh.n_stages]
     if isinstance(fresh, SupervisedUCB):
         return fresh.run(logged[rows], labels[rows])
@@ -43,6 +56,13 @@ def _policies(stage_costs: list[float], error_rates: list[float]) -> dict[str, P
         "supervised": SupervisedUCB(stage_costs, alpha=0.51),
         "fixed": FixedDepth(max(1, depth - 1), stage_costs),
         "oracle": Oracle(stage_costs, error_rates),
+        "uss-ts": USSTS(stage_costs, seed=3),
+        "uss-kl-ucb": USSKLUCB(stage_costs),
+        "uss-ucb-discounted": USSUCB(stage_costs, discount=0.95),
+        "alg2-discounted": Hanawal2017WD(stage_costs, discount=0.99),
+        "supervised-discounted": SupervisedUCB(stage_costs, discount=0.98),
+        "uss-ts-discounted-unseeded": USSTS(stage_costs, discount=0.9),
+        "uss-kl-ucb-discounted": USSKLUCB(stage_costs, alpha=0.7, discount=0.99),
     }
 
 
@@ -91,19 +111,137 @@ def test_replay_equals_the_streaming_loop_for_every_policy(instance: str, sampli
     result = replay(outputs, labels, policies=policies, horizon=700, reps=3, seed=4, sampling=sampling)
     for name, policy in policies.items():
         for rep in range(3):
-            expected = _streaming_depths(policy, outputs, labels, result.rows[rep])
+            expected = _streaming_depths(policy, outputs, labels, result.rows[rep], rep)
             np.testing.assert_array_equal(result.depths[name][rep], expected, err_msg=f"{name}, rep {rep}")
 
 
 def test_long_replay_equals_the_streaming_loop() -> None:
     """Long enough for the speculation window to grow to its maximum and shrink again."""
     outputs, labels, costs = _bsc(1)
-    policies = {"uss-ucb": USSUCB(costs), "supervised": SupervisedUCB(costs), "alg2": Hanawal2017WD(costs)}
+    policies = {
+        "uss-ucb": USSUCB(costs),
+        "supervised": SupervisedUCB(costs),
+        "alg2": Hanawal2017WD(costs),
+        "uss-ts": USSTS(costs, seed=1),
+        "uss-kl-ucb": USSKLUCB(costs),
+        "uss-kl-ucb-discounted": USSKLUCB(costs, discount=0.999),
+    }
     result = replay(outputs, labels, policies=policies, horizon=12_000, reps=2, seed=9)
     for name, policy in policies.items():
         for rep in range(2):
-            expected = _streaming_depths(policy, outputs, labels, result.rows[rep])
+            expected = _streaming_depths(policy, outputs, labels, result.rows[rep], rep)
             np.testing.assert_array_equal(result.depths[name][rep], expected, err_msg=name)
+
+
+def test_randomised_repetitions_use_their_own_streams() -> None:
+    outputs, labels, costs = _bsc(2)
+    template = USSTS(costs, seed=8)
+    result = replay(
+        outputs, labels, policies={"ts": template}, horizon=400, reps=3, seed=0, sampling="sequential"
+    )
+    depths = result.depths["ts"]
+    # Same rows in every repetition (sequential sampling), different streams: different depths.
+    assert not np.array_equal(depths[0], depths[1]) and not np.array_equal(depths[1], depths[2])
+    # Repetition 0 is the template's own stream; a second replay repeats every repetition exactly.
+    np.testing.assert_array_equal(depths[0], USSTS(costs, seed=8).run(outputs[result.rows[0]]))
+    again = replay(
+        outputs, labels, policies={"ts": template}, horizon=400, reps=3, seed=0, sampling="sequential"
+    )
+    np.testing.assert_array_equal(again.depths["ts"], depths)
+
+
+def _improved(outputs: np.ndarray) -> np.ndarray:
+    """Stage 1 replaced by stage 2: the optimal depth of BSC case 2 moves from 2 to 1."""
+    improved = outputs.copy()
+    improved[:, 0] = outputs[:, 1]
+    return improved
+
+
+def test_piecewise_regret_is_measured_against_each_segments_optimum() -> None:
+    outputs, labels, costs = _bsc(2)
+    segments = [(outputs, labels), (_improved(outputs), labels)]
+    policies = {f"d{d}": FixedDepth(d, costs) for d in (1, 2, 3)}
+    result = replay_piecewise(segments, horizons=[30, 20], policies=policies, reps=2, seed=1)
+    assert result.boundaries == [0, 30, 50] and result.horizon == 50
+    assert [instance.optimal_depth for instance in result.instances] == [2, 1]
+    cumulative = np.cumsum(costs)
+    for d in (1, 2, 3):
+        gaps = []
+        for segment_outputs, length in ((outputs, 30), (_improved(outputs), 20)):
+            total = cumulative + (segment_outputs != labels[:, None]).mean(axis=0)
+            gaps += [total[d - 1] - total.min()] * length
+        np.testing.assert_allclose(
+            result.cumulative_regret[f"d{d}"], np.broadcast_to(np.cumsum(gaps), (2, 50))
+        )
+        first, _ = result.segment_regret(f"d{d}", 0)
+        second, _ = result.segment_regret(f"d{d}", 1)
+        assert first == pytest.approx(sum(gaps[:30])) and second == pytest.approx(sum(gaps[30:]))
+    # The rows of segment 2 index the second log, stacked after the first.
+    assert result.rows[:, :30].max() < len(outputs) <= result.rows[:, 30:].min()
+    with pytest.raises(ValueError, match=r"segment must be in 0\.\.1, got 2"):
+        result.segment_regret("d1", 2)
+
+
+def test_piecewise_replay_equals_the_streaming_loop_across_the_change() -> None:
+    outputs, labels, costs = _bsc(2)
+    improved = _improved(outputs)
+    stacked = np.concatenate([outputs, improved])
+    stacked_labels = np.concatenate([labels, labels])
+    policies = {
+        "uss-ucb": USSUCB(costs),
+        "uss-ts": USSTS(costs, seed=2, discount=0.99),
+        "uss-kl-ucb": USSKLUCB(costs, discount=0.995),
+    }
+    result = replay_piecewise(
+        [(outputs, labels), (improved, labels)], horizons=[700, 500], policies=policies, reps=2, seed=3
+    )
+    for name, policy in policies.items():
+        for rep in range(2):
+            expected = _streaming_depths(policy, stacked, stacked_labels, result.rows[rep], rep)
+            np.testing.assert_array_equal(result.depths[name][rep], expected, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"horizons": [10]}, "one horizon per segment"),
+        ({"horizons": [10, 0]}, r"horizons\[1\] must be an integer >= 1"),
+        ({"segments": []}, "non-empty sequence"),
+        ({"segments": "log"}, "non-empty sequence"),
+        (
+            {"segments": [("a", "b", "c"), ("a", "b", "c")]},
+            r"segments\[0\] must be an \(outputs, labels\) pair",
+        ),
+        ({"reps": 0}, "reps must be an integer >= 1"),
+        ({"sampling": "bootstrap"}, "sampling must be one of"),
+    ],
+)
+def test_piecewise_bad_parameters_are_rejected(kwargs: dict, message: str) -> None:
+    outputs, labels, costs = _bsc(2)
+    arguments = {
+        "segments": [(outputs, labels), (outputs, labels)],
+        "horizons": [10, 10],
+        "policies": {"u": USSUCB(costs)},
+        "reps": 2,
+        **kwargs,
+    }
+    with pytest.raises(ValueError, match=message):
+        replay_piecewise(**arguments)
+
+
+def test_piecewise_segments_need_labels_and_the_same_stages() -> None:
+    outputs, labels, costs = _bsc(2)
+    with pytest.raises(ValueError, match=r"segments\[1\] must be an \(outputs, labels\) pair with labels"):
+        replay_piecewise(
+            [(outputs, labels), (outputs, None)], horizons=[5, 5], policies={"u": USSUCB(costs)}, reps=1
+        )
+    with pytest.raises(ValueError, match=r"segments\[1\] has 2 stage columns, segments\[0\] has 3"):
+        replay_piecewise(
+            [(outputs, labels), (outputs[:, :2], labels)],
+            horizons=[5, 5],
+            policies={"u": USSUCB(costs)},
+            reps=1,
+        )
 
 
 def test_templates_are_not_modified_and_their_state_is_ignored() -> None:

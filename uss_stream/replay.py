@@ -19,6 +19,18 @@ one-round deviation, when the repetition speculates that it returns to ``d`` (ex
 the UCB policies are mostly single). ``B`` adapts to how many speculations hold. The depth
 sequences are identical to those of the streaming ``select``/``update`` loop on the same rows.
 
+Randomised policies (:class:`~uss_stream.policies.USSTS`) draw counter-based random numbers from a
+stream key and the round number, so their decisions are functions of the state too: repetition
+``r`` of a policy template uses the key ``template.stream_keys(reps)[r]`` (for USS-TS with seed
+``s``, ``repetition_key(seed_key(s), r)``), and ``template.for_repetition(r)`` is the streaming
+policy that makes the same decisions. Policies with a ``discount`` (:mod:`uss_stream.forgetting`)
+get their discounted counts by the same recursion ``γ·x + indicator`` as the streaming statistics,
+evaluated round by round inside each speculated window.
+
+:func:`replay_piecewise` replays a piecewise-stationary stream: consecutive segments drawn from
+different logs (for instance before and after a stage improved), with the regret of each round
+measured against the optimal depth of its own segment.
+
 Examples
 --------
 >>> import numpy as np
@@ -57,10 +69,12 @@ from uss_stream.validation import check_stage_costs
 __all__ = [
     "SAMPLING_MODES",
     "Z_95",
+    "PiecewiseReplayResult",
     "ReplayResult",
     "encode_log",
     "pair_order",
     "replay",
+    "replay_piecewise",
     "sample_rows",
     "simulate",
 ]
@@ -281,16 +295,7 @@ def replay(
         sd_violation=None if wrong is None else _sd_violation(wrong),
     )
     rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
-    pairs = _pair_indicators(codes)
-    depths: dict[str, np.ndarray] = {}
-    with tqdm(
-        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
-    ) as bar:
-        for name, template in templates.items():
-            bar.set_description(name)
-            policy = template.clone()
-            errors = wrong if isinstance(policy, SupervisedUCB) else None
-            depths[name] = simulate(policy, rows, pairs, errors, bar.update)
+    depths = _run_policies(templates, rows, _pair_indicators(codes), wrong, progress)
     return ReplayResult(
         depths=depths,
         rows=rows,
@@ -303,8 +308,191 @@ def replay(
     )
 
 
+def _run_policies(
+    templates: dict[str, Policy],
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None,
+    progress: bool,
+) -> dict[str, np.ndarray]:
+    """Each template's ``(reps, horizon)`` depths on ``rows`` (a fresh clone, the template's streams)."""
+    reps, horizon = rows.shape
+    depths: dict[str, np.ndarray] = {}
+    with tqdm(
+        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
+    ) as bar:
+        for name, template in templates.items():
+            bar.set_description(name)
+            policy = template.clone()
+            errors = wrong if isinstance(policy, SupervisedUCB) else None
+            streams = template.stream_keys(reps)
+            depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
+    return depths
+
+
+class PiecewiseReplayResult(ReplayResult):
+    """What :func:`replay_piecewise` measured; a :class:`ReplayResult` whose regret is per segment.
+
+    Attributes
+    ----------
+    instances
+        One :class:`~uss_stream.instances.Instance` per segment (same costs, the segment's error
+        rates and disagreements); :attr:`instance` is the first.
+    boundaries
+        ``[0, h_1, h_1 + h_2, ..., horizon]``: segment ``k`` is rounds ``boundaries[k] + 1 ..
+        boundaries[k + 1]``.
+    rows
+        Indices into the segments' logs stacked in order (segment ``k``'s rows are offset by the
+        row counts of the logs before it).
+
+    """
+
+    def __init__(self, *, instances: list[Instance], boundaries: list[int], **kwargs: Any) -> None:
+        super().__init__(instance=instances[0], **kwargs)
+        self.instances = instances
+        self.boundaries = boundaries
+
+    @property
+    def has_regret(self) -> bool:
+        return all(instance.error_rates is not None for instance in self.instances)
+
+    @property
+    def cumulative_regret(self) -> dict[str, np.ndarray]:
+        """``name -> (reps, horizon)`` cumulative regret, each round against its segment's optimum."""
+        if not self.has_regret:
+            raise ValueError("regret needs error rates: pass labels for every segment")
+        if self._regret is None:
+            gaps = np.concatenate(
+                [
+                    np.broadcast_to(instance.gaps, (end - start, instance.n_stages))
+                    for instance, start, end in zip(self.instances, self.boundaries, self.boundaries[1:])
+                ]
+            )
+            rounds = np.arange(self.horizon)
+            self._regret = {
+                name: np.cumsum(gaps[rounds, d.astype(np.int64) - 1], axis=1)
+                for name, d in self.depths.items()
+            }
+        return self._regret
+
+    def segment_regret(self, name: str, segment: int) -> tuple[float, float]:
+        """Mean over repetitions of the regret accumulated in segment ``segment``, and its 95% half-width."""
+        if isinstance(segment, bool) or not isinstance(segment, (int, np.integer)):
+            raise ValueError(f"segment must be an integer, got {segment!r}")
+        if not 0 <= segment < len(self.instances):
+            raise ValueError(f"segment must be in 0..{len(self.instances) - 1}, got {segment}")
+        regret = self.cumulative_regret[name]
+        start, end = self.boundaries[segment], self.boundaries[segment + 1]
+        before = regret[:, start - 1] if start else 0.0
+        values = regret[:, end - 1] - before
+        return float(values.mean()), _ci_half_width(values)
+
+
+def replay_piecewise(
+    segments: Sequence[tuple[Any, Any]],
+    *,
+    horizons: Sequence[int],
+    policies: Mapping[str, Policy],
+    reps: int = 100,
+    seed: int | None = 0,
+    sampling: str = "uniform",
+    stage_costs: Sequence[float] | None = None,
+    progress: bool = False,
+) -> PiecewiseReplayResult:
+    """Replay policies on a piecewise-stationary stream: segment ``k`` draws its rows from log ``k``.
+
+    Each repetition plays ``horizons[0]`` rounds on rows of the first log, then ``horizons[1]`` on
+    rows of the second, and so on, with one policy state throughout (the policy is not told about
+    the change). The regret of a round is measured against the optimal depth of its own segment,
+    with that segment's error rates (so every segment needs labels).
+
+    Parameters
+    ----------
+    segments
+        ``(outputs, labels)`` logs, one per segment, all with the same ``K`` stage columns.
+    horizons
+        Rounds of each segment (``>= 1`` each).
+    policies, reps, sampling, stage_costs, progress
+        As for :func:`replay`.
+    seed
+        Seed of the row sampling; segment ``k`` samples with the ``k``-th child of
+        ``numpy.random.SeedSequence(seed)``.
+
+    Examples
+    --------
+    The BSC cascade, then the same events with stage 2's outputs copied into stage 1 (stage 1 has
+    become as good as stage 2): the optimal depth moves from 2 to 1.
+
+    >>> from uss_stream.datasets.bsc import generate_bsc
+    >>> from uss_stream.policies import USSUCB
+    >>> outputs, labels = generate_bsc(2000, seed=1)
+    >>> improved = outputs.copy()
+    >>> improved[:, 0] = outputs[:, 1]
+    >>> result = replay_piecewise([(outputs, labels), (improved, labels)], horizons=[500, 500],
+    ...                           policies={"u": USSUCB([0.0, 0.15, 0.2])}, reps=4)
+    >>> [instance.optimal_depth for instance in result.instances], result.boundaries
+    ([2, 1], [0, 500, 1000])
+    >>> result.cumulative_regret["u"].shape
+    (4, 1000)
+
+    """
+    reps = _positive_int(reps, "reps")
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
+        raise ValueError("segments must be a non-empty sequence of (outputs, labels) logs")
+    if (
+        isinstance(horizons, (str, bytes))
+        or not isinstance(horizons, Sequence)
+        or len(horizons) != len(segments)
+    ):
+        raise ValueError(f"horizons must hold one horizon per segment ({len(segments)}), got {horizons!r}")
+    lengths = [_positive_int(h, f"horizons[{k}]") for k, h in enumerate(horizons)]
+    encoded = []
+    for k, segment in enumerate(segments):
+        if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
+            raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        encoded.append(encode_log(*segment))
+    n_stages = encoded[0][0].shape[1]
+    for k, (codes, _) in enumerate(encoded):
+        if codes.shape[1] != n_stages:
+            raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
+    templates = _check_policies(policies, n_stages)
+    cumulative = _regret_costs(templates, stage_costs, n_stages)
+    instances, row_blocks, offset = [], [], 0
+    children = np.random.SeedSequence(seed).spawn(len(segments))
+    for (codes, label_codes), length, child in zip(encoded, lengths, children):
+        wrong = codes != label_codes[:, None]
+        instances.append(
+            Instance(
+                cumulative_costs=cumulative,
+                error_rates=wrong.mean(axis=0),
+                disagreement=_disagreement(codes),
+                sd_violation=_sd_violation(wrong),
+            )
+        )
+        rows = sample_rows(codes.shape[0], horizon=length, reps=reps, seed=child, sampling=sampling)
+        row_blocks.append(rows + offset)
+        offset += codes.shape[0]
+    codes = np.concatenate([c for c, _ in encoded])
+    wrong = np.concatenate([c != lc[:, None] for c, lc in encoded])
+    rows = np.concatenate(row_blocks, axis=1)
+    depths = _run_policies(templates, rows, _pair_indicators(codes), wrong, progress)
+    return PiecewiseReplayResult(
+        instances=instances,
+        boundaries=[0, *np.cumsum(lengths).tolist()],
+        depths=depths,
+        rows=rows,
+        wrong=wrong,
+        horizon=rows.shape[1],
+        reps=reps,
+        seed=seed,
+        sampling=sampling,
+    )
+
+
 def sample_rows(
-    n_rows: int, *, horizon: int, reps: int, seed: int | None = 0, sampling: str = "uniform"
+    n_rows: int, *, horizon: int, reps: int, seed: Any = 0, sampling: str = "uniform"
 ) -> np.ndarray:
     """The ``(reps, horizon)`` log rows each repetition replays.
 
@@ -390,13 +578,16 @@ def simulate(
     pairs: np.ndarray,
     wrong: np.ndarray | None = None,
     on_progress: Callable[[int], Any] | None = None,
+    *,
+    streams: np.ndarray | None = None,
 ) -> np.ndarray:
     """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
 
     Parameters
     ----------
     policy
-        Evaluated through :meth:`~Policy.decide_many` only; its own counts are not used.
+        Evaluated through :meth:`~Policy.decide_many` only; its own counts are not used. Its
+        ``discount`` (if any) is applied to the counts as the streaming statistics do.
     rows
         ``(reps, horizon)`` indices into the log.
     pairs
@@ -406,6 +597,10 @@ def simulate(
         ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
     on_progress
         Called with the number of rounds decided at each step.
+    streams
+        ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
+        passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
+        for deterministic policies (then ``streams`` is not passed at all).
 
     Notes
     -----
@@ -417,7 +612,9 @@ def simulate(
     to ``decide_many`` as transposed views), so every elementwise operation runs over long
     contiguous loops. Speculated decisions beyond the accepted ones are written too and are
     overwritten when those rounds are decided for real; rounds past the horizon write to a
-    spare slot.
+    spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1} = γ·x_k + step_k``
+    one round of the window at a time (the operations of the streaming statistics), instead of
+    cumulative sums.
 
     """
     reps, horizon = rows.shape
@@ -431,14 +628,16 @@ def simulate(
     pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
     rows_flat = rows.ravel()
     spare = reps * horizon
+    gamma = getattr(policy, "discount", None)
+    count_type = np.int64 if gamma is None else np.float64
 
     t = np.ones(reps, dtype=np.int64)
-    queried = np.zeros((n_stages, reps), dtype=np.int64)
-    disagreements = np.zeros((n_pairs, reps), dtype=np.int64)
-    errors = None if wrong_planes is None else np.zeros((n_stages, reps), dtype=np.int64)
+    queried = np.zeros((n_stages, reps), dtype=count_type)
+    disagreements = np.zeros((n_pairs, reps), dtype=count_type)
+    errors = None if wrong_planes is None else np.zeros((n_stages, reps), dtype=count_type)
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
-    counts = np.zeros((n_stages, n_stages, 0), dtype=np.int64)
+    counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
     active = np.arange(reps)
     window = _FIRST_WINDOW
 
@@ -458,29 +657,36 @@ def simulate(
         step = np.empty((n_pairs, width, n_active), dtype=np.int8)
         for p in range(n_pairs):
             np.multiply(pair_planes[p][row], observed[p], out=step[p])
-        state_d = np.cumsum(step, axis=1, dtype=np.int64)
-        state_d -= step
-        state_d += disagreements[:, None, active]
         asked = stage[:, None] < depth
-        state_q = queried[:, None, active] + offset * asked[:, None, :]
-        state_e = None
+        step_e = None
         if errors is not None:
             step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
             for k in range(n_stages):
                 np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
-            state_e = np.cumsum(step_e, axis=1, dtype=np.int64)
-            state_e -= step_e
-            state_e += errors[:, None, active]
+        if gamma is None:
+            state_d = _before_each(step, disagreements[:, active])
+            state_q = queried[:, None, active] + offset * asked[:, None, :]
+            state_e = None if step_e is None else _before_each(step_e, errors[:, active])
+        else:
+            state_d = _discounted_before_each(step, disagreements[:, active], gamma)
+            constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
+            state_q = _discounted_before_each(constant, queried[:, active], gamma)
+            state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
         if counts.shape[2] < n_states:
-            counts = np.zeros((n_stages, n_stages, n_states), dtype=np.int64)
+            counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
         for p in range(n_pairs):
             counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
-        decided = policy.decide_many(
+        arguments = (
             (start + offset).ravel(),
             state_q.reshape(n_stages, n_states).T,
             counts[:, :, :n_states].transpose(2, 0, 1),
             None if state_e is None else state_e.reshape(n_stages, n_states).T,
-        ).reshape(width, n_active)
+        )
+        if streams is None:
+            decided = policy.decide_many(*arguments)
+        else:
+            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
+        decided = decided.reshape(width, n_active)
         depths[flat] = decided
 
         # Accept up to and including the first round whose decision differs from the guess.
@@ -490,11 +696,16 @@ def simulate(
         new_depth = decided[last, column]
         last_row = row[last, column]
         asked = stage[:, None] < new_depth
-        queried[:, active] = state_q[:, last, column] + asked
         observed = pair[:, None] < pairs_below[new_depth - 1]
-        disagreements[:, active] = state_d[:, last, column] + pair_planes[:, last_row] * observed
+        kept_q, kept_d = state_q[:, last, column], state_d[:, last, column]
+        kept_e = None if state_e is None else state_e[:, last, column]
+        if gamma is not None:
+            kept_q, kept_d = gamma * kept_q, gamma * kept_d
+            kept_e = None if kept_e is None else gamma * kept_e
+        queried[:, active] = kept_q + asked
+        disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
         if errors is not None:
-            errors[:, active] = state_e[:, last, column] + wrong_planes[:, last_row] * asked
+            errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
@@ -507,6 +718,24 @@ def simulate(
             on_progress(int(advanced.sum()))
         active = active[t[active] <= horizon]
     return depths[:spare].reshape(reps, horizon)
+
+
+def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Counts before each round of a window: ``start + step_0 + ... + step_{k-1}`` at offset ``k``."""
+    state = np.cumsum(step, axis=1, dtype=np.int64)
+    state -= step
+    state += start[:, None, :]
+    return state
+
+
+def _discounted_before_each(step: np.ndarray, start: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted counts before each round of a window: ``x_0 = start``, ``x_{k+1} = γ·x_k + step_k``."""
+    state = np.empty(step.shape, dtype=np.float64)
+    state[:, 0] = start
+    for k in range(1, step.shape[1]):
+        np.multiply(state[:, k - 1], gamma, out=state[:, k])
+        state[:, k] += step[:, k - 1]
+    return state
 
 
 def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:

@@ -13,13 +13,20 @@ ever queried together with every cheaper stage, the number of rounds in which th
 All are non-negative integers, so the statistics of two workers' streams add up to those of the
 union of the streams (:meth:`DisagreementStats.merge`), and they travel as plain JSON
 (:meth:`DisagreementStats.to_dict`, :meth:`DisagreementStats.from_dict`).
+
+With ``discount=γ`` the counts forget: every recorded round multiplies all of them by ``γ`` before
+adding its own indicators, so they are floats (``decisions`` stays an integer). See
+:mod:`uss_stream.forgetting` for the semantics, including what merging discounted counts means.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
+
+from uss_stream.forgetting import check_discount
 
 __all__ = ["STATE_FORMAT", "DisagreementStats"]
 
@@ -33,6 +40,9 @@ class DisagreementStats:
     ----------
     n_stages
         Number of stages ``K`` in the cascade (``K >= 1``).
+    discount
+        ``None`` (plain counts, the paper's) or the factor ``0 < γ < 1`` applied to every count
+        at each recorded round (:mod:`uss_stream.forgetting`).
 
     Examples
     --------
@@ -53,29 +63,49 @@ class DisagreementStats:
     >>> stats.merge(other).queried
     [4, 4, 2]
 
+    Discounted counts (``γ = 0.5``): the second round halves the first one's counts.
+
+    >>> discounted = DisagreementStats(2, discount=0.5)
+    >>> discounted.record([0, 1])
+    >>> discounted.record([1])
+    >>> discounted.queried, discounted.disagreements[0][1]
+    ([1.5, 0.5], 0.5)
+
     """
 
-    __slots__ = ("_n_stages", "decisions", "disagreements", "queried")
+    __slots__ = ("_discount", "_n_stages", "decisions", "disagreements", "queried")
 
-    def __init__(self, n_stages: int) -> None:
+    def __init__(self, n_stages: int, discount: float | None = None) -> None:
         if isinstance(n_stages, bool) or not isinstance(n_stages, int) or n_stages < 1:
             raise ValueError(f"n_stages must be an integer >= 1, got {n_stages!r}")
         self._n_stages = n_stages
+        self._discount = check_discount(discount)
+        zero = 0 if self._discount is None else 0.0
         self.decisions = 0
-        self.queried = [0] * n_stages
-        self.disagreements = [[0] * n_stages for _ in range(n_stages)]
+        self.queried = [zero] * n_stages
+        self.disagreements = [[zero] * n_stages for _ in range(n_stages)]
 
     @property
     def n_stages(self) -> int:
         """Number of stages ``K``."""
         return self._n_stages
 
+    @property
+    def discount(self) -> float | None:
+        """The per-round discount ``γ`` of the counts, ``None`` for plain counts."""
+        return self._discount
+
     def record(self, outputs: Sequence[Any]) -> None:
         """Count one round in which stages ``1..len(outputs)`` were queried.
 
         Only equality of the outputs is used. The caller validates the outputs; see
-        :func:`uss_stream.validation.check_outputs`.
+        :func:`uss_stream.validation.check_outputs`. With a discount, every count is first
+        multiplied by ``γ`` (``γ·x + 1.0`` or ``γ·x + 0.0``: the replay engine does the same
+        floating-point operations).
         """
+        if self._discount is not None:
+            self._record_discounted(outputs)
+            return
         depth = len(outputs)
         queried = self.queried
         disagreements = self.disagreements
@@ -86,6 +116,18 @@ class DisagreementStats:
                 if outputs[i] != output_j:
                     disagreements[i][j] += 1
 
+    def _record_discounted(self, outputs: Sequence[Any]) -> None:
+        gamma = self._discount
+        depth = len(outputs)
+        queried = self.queried
+        disagreements = self.disagreements
+        for j in range(self._n_stages):
+            queried[j] = gamma * queried[j] + (1.0 if j < depth else 0.0)
+            row_j = outputs[j] if j < depth else None
+            for i in range(j):
+                seen = j < depth and outputs[i] != row_j
+                disagreements[i][j] = gamma * disagreements[i][j] + (1.0 if seen else 0.0)
+
     def disagreement_rate(self, i: int, j: int) -> float:
         """Empirical ``P(Y^i != Y^j)`` for stage indices ``i < j`` (0-based); NaN if unobserved."""
         if not 0 <= i < j < self._n_stages:
@@ -94,12 +136,20 @@ class DisagreementStats:
         return self.disagreements[i][j] / n if n else float("nan")
 
     def merge(self, other: DisagreementStats) -> DisagreementStats:
-        """Return the statistics of the union of both streams (the counts add up)."""
+        """Return the statistics of the union of both streams (the counts add up).
+
+        Discounted statistics merge only with the same ``γ``; see :mod:`uss_stream.forgetting` for
+        what their sum means.
+        """
         if not isinstance(other, DisagreementStats):
             raise TypeError(f"other must be DisagreementStats, got {type(other).__name__}")
         if other.n_stages != self._n_stages:
             raise ValueError(f"cannot merge statistics of {self._n_stages} and {other.n_stages} stages")
-        merged = DisagreementStats(self._n_stages)
+        if other.discount != self._discount:
+            raise ValueError(
+                f"cannot merge statistics with discount {self._discount!r} and {other.discount!r}"
+            )
+        merged = DisagreementStats(self._n_stages, discount=self._discount)
         merged.decisions = self.decisions + other.decisions
         merged.queried = [a + b for a, b in zip(self.queried, other.queried)]
         merged.disagreements = [
@@ -113,14 +163,17 @@ class DisagreementStats:
         return DisagreementStats.from_dict(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable document of the counts."""
-        return {
+        """A JSON-serialisable document of the counts (with ``"discount"`` if they are discounted)."""
+        document: dict[str, Any] = {
             "format": STATE_FORMAT,
             "n_stages": self._n_stages,
             "decisions": self.decisions,
             "queried": list(self.queried),
             "disagreements": [list(row) for row in self.disagreements],
         }
+        if self._discount is not None:
+            document["discount"] = self._discount
+        return document
 
     def to_json(self) -> str:
         """The counts as a JSON string."""
@@ -142,9 +195,9 @@ class DisagreementStats:
         Raises
         ------
         ValueError
-            Naming what is wrong: wrong format tag, wrong shapes, non-integer or negative counts,
-            ``D_ij > n_j``, counts below the diagonal, ``n_j`` increasing with ``j`` or larger than
-            the number of decisions.
+            Naming what is wrong: wrong format tag, wrong shapes, non-integer or negative counts
+            (non-finite or negative ones when discounted), a bad discount, ``D_ij > n_j``, counts
+            below the diagonal, ``n_j`` increasing with ``j`` or larger than the number of decisions.
         """
         if not isinstance(document, dict):
             raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
@@ -160,12 +213,21 @@ class DisagreementStats:
         decisions = document["decisions"]
         if not _is_count(decisions):
             raise ValueError(f"state field 'decisions' must be a non-negative integer, got {decisions!r}")
+        try:
+            discount = check_discount(document.get("discount"))
+        except ValueError as error:
+            raise ValueError(f"state field 'discount': {error}") from None
+        is_count, kind = (
+            (_is_count, "a non-negative integer")
+            if discount is None
+            else (_is_weight, "a finite number >= 0")
+        )
         queried = document["queried"]
         if not isinstance(queried, list) or len(queried) != n_stages:
             raise ValueError(f"state field 'queried' must be a list of {n_stages} counts")
         for j, n in enumerate(queried):
-            if not _is_count(n):
-                raise ValueError(f"state field 'queried[{j}]' must be a non-negative integer, got {n!r}")
+            if not is_count(n):
+                raise ValueError(f"state field 'queried[{j}]' must be {kind}, got {n!r}")
             if j and n > queried[j - 1]:
                 raise ValueError(
                     f"state field 'queried' must be non-increasing (stage {j + 1} is only queried "
@@ -180,10 +242,8 @@ class DisagreementStats:
             if not isinstance(row, list) or len(row) != n_stages:
                 raise ValueError(f"state field 'disagreements' must be a {n_stages}x{n_stages} matrix")
             for j, d in enumerate(row):
-                if not _is_count(d):
-                    raise ValueError(
-                        f"state field 'disagreements[{i}][{j}]' must be a non-negative integer, got {d!r}"
-                    )
+                if not is_count(d):
+                    raise ValueError(f"state field 'disagreements[{i}][{j}]' must be {kind}, got {d!r}")
                 if j <= i and d:
                     raise ValueError(
                         f"state field 'disagreements[{i}][{j}]' must be 0 (only pairs i < j are counted)"
@@ -192,10 +252,14 @@ class DisagreementStats:
                     raise ValueError(
                         f"state field 'disagreements[{i}][{j}]'={d} exceeds 'queried[{j}]'={queried[j]}"
                     )
-        stats = cls(n_stages)
+        stats = cls(n_stages, discount=discount)
         stats.decisions = decisions
-        stats.queried = list(queried)
-        stats.disagreements = [list(row) for row in rows]
+        if discount is None:
+            stats.queried = list(queried)
+            stats.disagreements = [list(row) for row in rows]
+        else:
+            stats.queried = [float(n) for n in queried]
+            stats.disagreements = [[float(d) for d in row] for row in rows]
         return stats
 
     def __eq__(self, other: object) -> bool:
@@ -204,11 +268,21 @@ class DisagreementStats:
         return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
+        discount = "" if self._discount is None else f", discount={self._discount!r}"
         return (
             f"DisagreementStats(n_stages={self._n_stages}, decisions={self.decisions}, "
-            f"queried={self.queried})"
+            f"queried={self.queried}{discount})"
         )
 
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_weight(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )

@@ -8,6 +8,11 @@ error rates, if there are no labels). Without ``--input`` it replays a bundled c
 ``--policy`` specs::
 
     uss-ucb[:alpha=0.51]  alg2  fixed:depth=2  supervised[:alpha=0.51]  oracle
+    uss-ts[:seed=0]  uss-kl-ucb[:alpha=1]
+
+Every learning policy (all but ``fixed`` and ``oracle``) also takes ``discount=G`` (``0 < G < 1``):
+discounted, drift-aware counts (:mod:`uss_stream.forgetting`), e.g. ``uss-kl-ucb:discount=0.999``.
+``uss-ts`` without ``seed`` uses seed 0, so that replays are reproducible.
 
 It prints the summary table and writes ``summary.csv`` and ``regret.png`` to ``--out``; both are
 written to a temporary folder first and moved into place only when complete.
@@ -27,7 +32,16 @@ import numpy as np
 import pandas as pd
 
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
-from uss_stream.policies import USSUCB, FixedDepth, Hanawal2017WD, Oracle, Policy, SupervisedUCB
+from uss_stream.policies import (
+    USSKLUCB,
+    USSTS,
+    USSUCB,
+    FixedDepth,
+    Hanawal2017WD,
+    Oracle,
+    Policy,
+    SupervisedUCB,
+)
 from uss_stream.replay import SAMPLING_MODES, encode_log, replay
 
 __all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
@@ -66,7 +80,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         dest="policies",
         metavar="SPEC",
-        help="uss-ucb[:alpha=A] | alg2 | fixed:depth=D | supervised[:alpha=A] | oracle; repeatable "
+        help="uss-ucb[:alpha=A] | alg2 | fixed:depth=D | supervised[:alpha=A] | oracle | uss-ts[:seed=S] | "
+        "uss-kl-ucb[:alpha=A]; learning policies also take discount=G; repeatable "
         "(default: uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and supervised:alpha=0.51 "
         "when labels are given)",
     )
@@ -130,10 +145,16 @@ def run(args: argparse.Namespace) -> int:
 def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[float]) -> tuple[str, Policy]:
     """Build a policy from a ``--policy`` spec; returns its display name and the policy.
 
-    ``fixed:depth=-1`` means the deepest stage.
+    ``fixed:depth=-1`` means the deepest stage; ``uss-ts`` without ``seed`` uses seed 0 (replays
+    are reproducible). The display name is the spec with the parameters as given, plus ``alpha``
+    for ``uss-ucb`` and ``supervised`` and ``seed`` for ``uss-ts``.
 
     >>> parse_policy("uss-ucb:alpha=1", [0.0, 0.1], [0.3, 0.2])
-    ('uss-ucb:alpha=1', USSUCB(stage_costs=[0.0, 0.1], alpha=1.0, f=None))
+    ('uss-ucb:alpha=1', USSUCB(stage_costs=[0.0, 0.1], alpha=1.0, f=None, discount=None))
+    >>> parse_policy("uss-kl-ucb:discount=0.999", [0.0, 0.1], [0.3, 0.2])
+    ('uss-kl-ucb:discount=0.999', USSKLUCB(stage_costs=[0.0, 0.1], alpha=1.0, discount=0.999))
+    >>> parse_policy("uss-ts", [0.0, 0.1], [0.3, 0.2])
+    ('uss-ts:seed=0', USSTS(stage_costs=[0.0, 0.1], seed=0, discount=None))
     >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
     Traceback (most recent call last):
     ...
@@ -148,11 +169,13 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
             raise ValueError(f"--policy {spec!r}: parameters are key=value, got {item!r}")
         params[key.strip()] = value.strip()
     allowed = {
-        "uss-ucb": {"alpha"},
-        "supervised": {"alpha"},
-        "alg2": set(),
+        "uss-ucb": {"alpha", "discount"},
+        "supervised": {"alpha", "discount"},
+        "alg2": {"discount"},
         "oracle": set(),
         "fixed": {"depth"},
+        "uss-ts": {"seed", "discount"},
+        "uss-kl-ucb": {"alpha", "discount"},
     }
     if kind not in allowed:
         raise ValueError(f"--policy {spec!r}: unknown policy {kind!r}; one of {', '.join(allowed)}")
@@ -160,13 +183,27 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     if unknown:
         raise ValueError(f"--policy {spec!r}: unknown parameter(s) {', '.join(sorted(unknown))}")
     costs = list(stage_costs)
+    learning: dict[str, Any] = {}
+    if "discount" in params:
+        learning["discount"] = _parse(params["discount"], float, spec)
+    given = ",".join(f"{key}={value}" for key, value in params.items())
     if kind in ("uss-ucb", "supervised"):
         alpha = _parse(params.get("alpha", "0.51"), float, spec)
-        name = f"{kind}:alpha={params.get('alpha', '0.51')}"
+        name = f"{kind}:alpha={params.get('alpha', '0.51')}" + (
+            f",discount={params['discount']}" if "discount" in params else ""
+        )
         policy_class = USSUCB if kind == "uss-ucb" else SupervisedUCB
-        return name, policy_class(costs, alpha=alpha)
+        return name, _build(spec, policy_class, costs, alpha=alpha, **learning)
     if kind == "alg2":
-        return "alg2", Hanawal2017WD(costs)
+        return kind + (f":{given}" if given else ""), _build(spec, Hanawal2017WD, costs, **learning)
+    if kind == "uss-ts":
+        seed = params.get("seed", "0")
+        name = f"uss-ts:seed={seed}" + (f",discount={params['discount']}" if "discount" in params else "")
+        return name, _build(spec, USSTS, costs, seed=_parse(seed, int, spec), **learning)
+    if kind == "uss-kl-ucb":
+        if "alpha" in params:
+            learning["alpha"] = _parse(params["alpha"], float, spec)
+        return kind + (f":{given}" if given else ""), _build(spec, USSKLUCB, costs, **learning)
     if kind == "oracle":
         return "oracle", Oracle(costs, error_rates=list(error_rates))
     if "depth" not in params:
@@ -175,6 +212,14 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     if depth == -1:
         depth = len(costs)
     return f"fixed:depth={depth}", FixedDepth(depth, costs)
+
+
+def _build(spec: str, policy_class: type[Policy], costs: list[float], **params: Any) -> Policy:
+    """``policy_class(costs, **params)``; a bad value is reported with the spec it came from."""
+    try:
+        return policy_class(costs, **params)
+    except ValueError as error:
+        raise ValueError(f"--policy {spec!r}: {error}") from None
 
 
 def _parse(text: str, kind: type, spec: str) -> Any:

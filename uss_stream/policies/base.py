@@ -5,6 +5,12 @@ A policy sees one event at a time: :meth:`Policy.select` returns how many stages
 :class:`~uss_stream.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
 each policy also exposes :meth:`Policy.decide_many`, the same decision rule evaluated on many
 states at once; it must return exactly what :meth:`Policy.select` returns on each state.
+
+A randomised policy keys its random numbers on a 64-bit *stream key* and the round number
+(:mod:`uss_stream.policies.counter_rng`), so its decision is still a function of the state:
+:meth:`Policy.stream_keys` gives the replay engine one key per repetition, passed to
+``decide_many(..., streams=...)``, and :meth:`Policy.for_repetition` the streaming policy that makes
+repetition ``r``'s decisions. Deterministic policies return ``None`` and ignore ``streams``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.forgetting import check_discount
 from uss_stream.stats import DisagreementStats
 from uss_stream.validation import check_outputs, check_stage_costs
 
@@ -29,13 +36,17 @@ class Policy(abc.ABC):
     ----------
     stage_costs
         Per-stage costs ``c_1..c_K >= 0``; querying depth ``d`` costs ``C_d = c_1 + ... + c_d``.
+    discount
+        ``None`` (plain counts) or the per-round discount ``0 < γ < 1`` of the learned counts
+        (:mod:`uss_stream.forgetting`); policies that learn expose it as a constructor parameter.
 
     """
 
-    def __init__(self, stage_costs: Sequence[float]) -> None:
+    def __init__(self, stage_costs: Sequence[float], discount: float | None = None) -> None:
         self.stage_costs = stage_costs
         self._costs = check_stage_costs(stage_costs)
-        self._stats = DisagreementStats(len(self._costs))
+        self.discount = check_discount(discount)
+        self._stats = DisagreementStats(len(self._costs), discount=self.discount)
         self._pending_depth: int | None = None
 
     # -- read-only views -------------------------------------------------------------------------
@@ -107,6 +118,8 @@ class Policy(abc.ABC):
         queried: np.ndarray,
         disagreements: np.ndarray,
         errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
     ) -> np.ndarray:
         """The depths :meth:`select` would return for ``M`` states at once.
 
@@ -115,13 +128,29 @@ class Policy(abc.ABC):
         rounds
             ``M`` round numbers ``t`` (``>= 1``).
         queried
-            ``M x K`` counts ``n_j`` of the rounds before ``t``.
+            ``M x K`` counts ``n_j`` of the rounds before ``t`` (floats if discounted).
         disagreements
             ``M x K x K`` counts ``D_ij`` (only ``i < j`` read).
         errors
             ``M x K`` counts of rounds in which stage ``j`` was queried and wrong; only policies
             that learn from labels read them.
+        streams
+            ``M`` ``uint64`` stream keys, read by randomised policies only (``None``: the policy's
+            own stream, the one :meth:`select` uses). Policies written before this keyword may
+            omit it; the replay engine passes it only when :meth:`stream_keys` is not ``None``.
         """
+
+    def stream_keys(self, reps: int) -> np.ndarray | None:
+        """The ``uint64`` stream key of each of ``reps`` replay repetitions; ``None`` if deterministic."""
+        return None
+
+    def for_repetition(self, repetition: int) -> Policy:
+        """A fresh, untrained copy that decides as repetition ``repetition`` of a replay does.
+
+        For a deterministic policy this is :meth:`clone`; a randomised one also takes the
+        repetition's stream key (:meth:`stream_keys`).
+        """
+        return self.clone()
 
     def _pending(self) -> int:
         """The depth of the decision awaiting its outputs (it stays pending until they are valid)."""
@@ -145,6 +174,10 @@ class Policy(abc.ABC):
         stats = DisagreementStats.from_dict(document.get("stats"))
         if stats.n_stages != self.n_stages:
             raise ValueError(f"state document has {stats.n_stages} stages, the policy has {self.n_stages}")
+        if stats.discount != self.discount:
+            raise ValueError(
+                f"state document has discount {stats.discount!r}, the policy has {self.discount!r}"
+            )
         self._stats = stats
         self._pending_depth = None
 
@@ -162,7 +195,7 @@ class Policy(abc.ABC):
 
         >>> from uss_stream.policies import USSUCB
         >>> USSUCB(stage_costs=[0.0, 1.0], alpha=0.7).clone(stage_costs=[0.0, 0.5, 0.5])
-        USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None)
+        USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None, discount=None)
 
         """
         params = self._get_params()

@@ -48,6 +48,8 @@ class FixedDepth(Policy):
         queried: np.ndarray,
         disagreements: np.ndarray,
         errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
     ) -> np.ndarray:
         return np.full(len(rounds), self.depth, dtype=np.int64)
 

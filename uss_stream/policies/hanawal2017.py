@@ -27,6 +27,9 @@ class Hanawal2017WD(Policy):
     ----------
     stage_costs
         Per-stage costs ``c_1..c_K >= 0``.
+    discount
+        ``None`` (plain counts) or ``0 < γ < 1``: discounted counts and ``log τ_t`` in place of
+        ``log t`` (:mod:`uss_stream.forgetting`).
 
     Examples
     --------
@@ -41,9 +44,9 @@ class Hanawal2017WD(Policy):
 
     """
 
-    def __init__(self, stage_costs: Sequence[float]) -> None:
-        super().__init__(stage_costs)
-        self._log_f = LogExploration()
+    def __init__(self, stage_costs: Sequence[float], discount: float | None = None) -> None:
+        super().__init__(stage_costs, discount=discount)
+        self._log_f = LogExploration(discount=self.discount)
         self._gaps = cost_gaps(self._costs)
 
     def _decide(self, t: int) -> int:
@@ -57,6 +60,8 @@ class Hanawal2017WD(Policy):
         queried: np.ndarray,
         disagreements: np.ndarray,
         errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
     ) -> np.ndarray:
         scale = EXPLORATION * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
@@ -65,3 +70,4 @@ class Hanawal2017WD(Policy):
     @classmethod
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
+        yield {"stage_costs": [0.0, 0.1, 0.3], "discount": 0.99}

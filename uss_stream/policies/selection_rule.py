@@ -14,6 +14,11 @@ never beaten, so round 1 (nothing observed) queries all ``K`` stages.
 
 Both forms evaluate the same IEEE-754 comparisons on the same operands, so for equal inputs they
 return equal depths; the test suite checks this on random states.
+
+Policies whose comparison is not "gap above a number" (USS-KL-UCB compares KL divergences, USS-TS
+posterior probabilities) give the outcome of each comparison instead: :func:`select_depth_by` and
+:func:`select_depth_many_by` take ``beats(i, j)`` (``True`` iff stage ``i`` beats the deeper stage
+``j``) and apply the same sets, with ``B^l`` the strict test's complement.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["cost_gaps", "select_depth", "select_depth_many"]
+__all__ = [
+    "cost_gaps",
+    "pair_index",
+    "select_depth",
+    "select_depth_by",
+    "select_depth_many",
+    "select_depth_many_by",
+]
 
 
 def select_depth(
@@ -80,6 +92,77 @@ def select_depth(
         if high_ok:
             return i + 1
     return n_stages
+
+
+def select_depth_by(n_stages: int, beats: Callable[[int, int], bool], *, check_lower: bool = True) -> int:
+    """Depth (1-based) chosen by the set test from the outcomes of its comparisons, for one state.
+
+    ``beats(i, j)`` (0-based ``i < j``) says whether stage ``i`` beats the deeper stage ``j``;
+    ``B^h = {i : beats(i, j) for all j > i} ∪ {K}``, ``B^l = {i : not beats(j, i) for all j < i}``
+    (when ``check_lower``) and the depth is ``min(B^l ∩ B^h ∪ {K})``. ``beats`` is called lazily.
+
+    >>> select_depth_by(3, lambda i, j: (i, j) == (1, 2))   # only stage 2 beats a deeper one
+    2
+    >>> select_depth_by(3, lambda i, j: (i, j) in {(0, 1), (1, 2)})   # 1 beats 2: 2 not in B^l
+    3
+    >>> select_depth_by(3, lambda i, j: (i, j) in {(0, 1), (1, 2)}, check_lower=False)
+    2
+
+    """
+    for i in range(n_stages):
+        if check_lower:
+            lower_ok = True
+            for j in range(i):
+                if beats(j, i):
+                    lower_ok = False
+                    break
+            if not lower_ok:
+                continue
+        high_ok = True
+        for j in range(i + 1, n_stages):
+            if not beats(i, j):
+                high_ok = False
+                break
+        if high_ok:
+            return i + 1
+    return n_stages
+
+
+def select_depth_many_by(beats: np.ndarray, n_stages: int, *, check_lower: bool = True) -> np.ndarray:
+    """Vectorised :func:`select_depth_by` over ``M`` states.
+
+    ``beats`` is an ``M x P`` boolean array, ``P = K(K-1)/2``, one column per pair ``(i, j)``
+    (0-based ``i < j``) at index ``pair_index(i, j) = j(j-1)/2 + i`` (pairs ordered by ``j``, then
+    ``i``, as :func:`uss_stream.replay.pair_order`).
+
+    >>> import numpy as np
+    >>> beats = np.zeros((2, 3), dtype=bool)   # pairs (0, 1), (0, 2), (1, 2)
+    >>> beats[0, 2] = True                     # state 0: stage 2 beats stage 3
+    >>> select_depth_many_by(beats, 3).tolist()
+    [2, 3]
+
+    """
+    n_states = beats.shape[0]
+    depth = np.full(n_states, n_stages, dtype=np.int64)
+    for i in range(n_stages - 2, -1, -1):
+        admissible = np.ones(n_states, dtype=bool)
+        for j in range(i + 1, n_stages):
+            admissible &= beats[:, pair_index(i, j)]
+        if check_lower:
+            for j in range(i):
+                admissible &= ~beats[:, pair_index(j, i)]
+        depth[admissible] = i + 1
+    return depth
+
+
+def pair_index(i: int, j: int) -> int:
+    """Column of the pair ``(i, j)``, ``0 <= i < j``, when pairs are ordered by ``j`` then ``i``.
+
+    >>> [pair_index(i, j) for j in range(3) for i in range(j)]
+    [0, 1, 2]
+
+    """
+    return j * (j - 1) // 2 + i
 
 
 def cost_gaps(costs: Sequence[float]) -> np.ndarray:

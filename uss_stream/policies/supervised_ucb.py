@@ -32,6 +32,9 @@ class SupervisedUCB(USSUCB):
         Exploration parameter ``α > 0``.
     f
         Exploration function, ``None`` for ``f(t) = t``.
+    discount
+        ``None`` or ``0 < γ < 1``: the disagreement and error counts are discounted alike
+        (:mod:`uss_stream.forgetting`).
 
     Examples
     --------
@@ -50,13 +53,14 @@ class SupervisedUCB(USSUCB):
         stage_costs: Sequence[float],
         alpha: float = 0.51,
         f: Callable[[int], float] | None = None,
+        discount: float | None = None,
     ) -> None:
-        super().__init__(stage_costs, alpha=alpha, f=f)
-        self._errors = [0] * self.n_stages
+        super().__init__(stage_costs, alpha=alpha, f=f, discount=discount)
+        self._errors: list[Any] = [0 if self.discount is None else 0.0] * self.n_stages
 
     @property
-    def errors(self) -> list[int]:
-        """``E_j``: rounds in which stage ``j`` was queried and wrong."""
+    def errors(self) -> list[Any]:
+        """``E_j``: rounds in which stage ``j`` was queried and wrong (discounted if ``discount``)."""
         return list(self._errors)
 
     def update(self, outputs: Sequence[Any], label: Hashable | None = None) -> None:  # type: ignore[override]
@@ -67,9 +71,15 @@ class SupervisedUCB(USSUCB):
         self._stats.record(values)
         self._pending_depth = None
         errors = self._errors
-        for j, value in enumerate(values):
-            if value != label:
-                errors[j] += 1
+        gamma = self.discount
+        if gamma is None:
+            for j, value in enumerate(values):
+                if value != label:
+                    errors[j] += 1
+            return
+        depth = len(values)
+        for j in range(self.n_stages):
+            errors[j] = gamma * errors[j] + (1.0 if j < depth and values[j] != label else 0.0)
 
     def run(self, outputs: Any, labels: Any = None) -> np.ndarray:  # type: ignore[override]
         """The select/update loop over ``T x K`` outputs and ``T`` labels."""
@@ -108,6 +118,8 @@ class SupervisedUCB(USSUCB):
         queried: np.ndarray,
         disagreements: np.ndarray,
         errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
     ) -> np.ndarray:
         if errors is None:
             raise ValueError("SupervisedUCB.decide_many needs the error counts (labels)")
@@ -130,9 +142,9 @@ class SupervisedUCB(USSUCB):
         if not isinstance(errors, list) or len(errors) != self.n_stages:
             raise ValueError(f"state field 'errors' must be a list of {self.n_stages} counts")
         super().load_state_dict(document)
+        kinds = (int,) if self.discount is None else (int, float)
         for j, e in enumerate(errors):
-            if isinstance(e, bool) or not isinstance(e, int) or not 0 <= e <= self._stats.queried[j]:
-                raise ValueError(
-                    f"state field 'errors[{j}]' must be an integer in 0..queried[{j}], got {e!r}"
-                )
-        self._errors = list(errors)
+            if isinstance(e, bool) or not isinstance(e, kinds) or not 0 <= e <= self._stats.queried[j]:
+                kind = "an integer" if self.discount is None else "a number"
+                raise ValueError(f"state field 'errors[{j}]' must be {kind} in 0..queried[{j}], got {e!r}")
+        self._errors = list(errors) if self.discount is None else [float(e) for e in errors]

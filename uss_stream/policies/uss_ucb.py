@@ -36,6 +36,9 @@ class USSUCB(Policy):
     f
         Exploration function of the round, ``f(t) >= 1``; ``None`` means ``f(t) = t``.
         Not part of the saved state: pass the same ``f`` when restoring.
+    discount
+        ``None`` (the paper's counts) or ``0 < γ < 1``: discounted counts and ``log f(τ_t)`` with
+        the effective horizon ``τ_t`` (discounted UCB; :mod:`uss_stream.forgetting`).
 
     Examples
     --------
@@ -59,8 +62,9 @@ class USSUCB(Policy):
         stage_costs: Sequence[float],
         alpha: float = 0.51,
         f: Callable[[int], float] | None = None,
+        discount: float | None = None,
     ) -> None:
-        super().__init__(stage_costs)
+        super().__init__(stage_costs, discount=discount)
         if (
             isinstance(alpha, bool)
             or not isinstance(alpha, (int, float))
@@ -72,7 +76,7 @@ class USSUCB(Policy):
             raise ValueError(f"f must be a callable t -> f(t) or None, got {f!r}")
         self.alpha = alpha
         self.f = f
-        self._log_f = LogExploration(f)
+        self._log_f = LogExploration(f, self.discount)
         self._gaps = cost_gaps(self._costs)
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
@@ -89,6 +93,8 @@ class USSUCB(Policy):
         queried: np.ndarray,
         disagreements: np.ndarray,
         errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
     ) -> np.ndarray:
         scale = self.alpha * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
@@ -104,3 +110,4 @@ class USSUCB(Policy):
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
         yield {"stage_costs": [0.0, 0.5], "alpha": 1.5}
+        yield {"stage_costs": [0.0, 0.1, 0.3], "discount": 0.99}
