@@ -13,7 +13,7 @@ from river import base, datasets, evaluate, linear_model, metrics, preprocessing
 
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.cascade import ABSTAINED
-from uss_stream.policies import USSUCB, FixedDepth
+from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth
 
 
 class Echo(base.Classifier):
@@ -106,7 +106,7 @@ def event(row):
 
 def test_depths_equal_uss_ucb_run_on_the_same_outputs():
     outputs = noisy_outputs()
-    cascade = echo_cascade()
+    cascade = echo_cascade(policy=USSUCB(stage_costs=COSTS))
     decisions = [cascade.decide_one(event(row)) for row in outputs]
     expected = USSUCB(stage_costs=COSTS).run(outputs)
     assert [d.depth for d in decisions] == expected.tolist()
@@ -241,7 +241,7 @@ def test_warm_up_answers_with_all_stages_without_stepping_the_policy():
 
 def test_after_warm_up_the_depths_equal_uss_ucb_on_the_remaining_rows():
     outputs = noisy_outputs(n_events=600)
-    cascade = echo_cascade(warm_up=20)
+    cascade = echo_cascade(warm_up=20, policy=USSUCB(stage_costs=COSTS))
     depths = []
     for row in outputs:
         x = event(row)
@@ -291,8 +291,8 @@ def test_abstaining_stage_is_reported_as_disagreeing():
 def test_default_policy_and_warm_up():
     cascade = CascadeClassifier(stages=[Stage(linear_model.LogisticRegression(), cost=0.0)])
     assert cascade.warm_up == 50
-    assert isinstance(cascade._policy, USSUCB)
-    assert cascade._policy.alpha == 0.51
+    assert isinstance(cascade._policy, USSKLUCB)  # the default since "Beyond the paper" (docs/results.md)
+    assert cascade._policy.alpha == 1.0 and cascade._policy.discount is None
     assert cascade._policy.stage_costs == [0.0]
 
 

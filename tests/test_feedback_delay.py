@@ -8,7 +8,7 @@ import pytest
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
 from uss_stream.feedback_delay import feedback_delays, simulate_delayed
 from uss_stream.pending import PendingDecisions
-from uss_stream.policies import USSUCB, Hanawal2017WD
+from uss_stream.policies import USSKLUCB, USSTS, USSUCB, Hanawal2017WD
 from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
 
 
@@ -33,14 +33,29 @@ def _streaming(policy, outputs, rows, delays):
 
 
 @pytest.mark.parametrize("delay", [0, 1, 7, (0, 30)])
-@pytest.mark.parametrize("template", [USSUCB(stage_costs=[0.0, 0.15, 0.2]), Hanawal2017WD([0.0, 0.15, 0.2])])
+@pytest.mark.parametrize(
+    "template",
+    [
+        USSUCB(stage_costs=[0.0, 0.15, 0.2]),
+        Hanawal2017WD([0.0, 0.15, 0.2]),
+        USSKLUCB([0.0, 0.15, 0.2]),
+        USSTS([0.0, 0.15, 0.2], seed=4),
+    ],
+)
 def test_delayed_replay_equals_streaming_loop(delay, template):
     outputs, pairs = _log()
     rows = sample_rows(len(outputs), horizon=600, reps=3, seed=11)
     delays = feedback_delays(delay, reps=3, horizon=600, seed=5)
     got = simulate_delayed(template.clone(), rows, pairs, delays)
     for r in range(3):
-        assert got[r].tolist() == _streaming(template.clone(), outputs, rows[r], delays[r])
+        assert got[r].tolist() == _streaming(template.for_repetition(r), outputs, rows[r], delays[r])
+
+
+def test_discounted_policies_are_rejected():
+    _, pairs = _log()
+    rows = np.zeros((1, 3), dtype=np.int64)
+    with pytest.raises(ValueError, match="discount"):
+        simulate_delayed(USSUCB([0.0, 0.1, 0.2], discount=0.99), rows, pairs, np.zeros_like(rows))
 
 
 def test_zero_delay_is_the_synchronous_replay():

@@ -59,7 +59,8 @@ def simulate_delayed(
     Parameters
     ----------
     policy
-        Evaluated through :meth:`~Policy.decide_many` only.
+        Evaluated through :meth:`~Policy.decide_many` only; repetition ``r`` of a randomised
+        policy decides as :meth:`~Policy.for_repetition` ``(r)`` would.
     rows
         ``(reps, horizon)`` indices into the log.
     pairs
@@ -78,6 +79,10 @@ def simulate_delayed(
     buffer indexed by their arrival round, of length ``max(delays) + 2``.
     """
     reps, horizon = rows.shape
+    if getattr(policy, "discount", None) is not None:
+        raise ValueError(
+            "simulate_delayed accumulates plain counts: a policy with discount= is not supported"
+        )
     if delays.shape != rows.shape:
         raise ValueError(f"delays must have shape {rows.shape}, got {delays.shape}")
     if delays.size and delays.min() < 0:
@@ -98,6 +103,7 @@ def simulate_delayed(
     due_d = np.zeros((ring, reps, n_pairs), dtype=np.int64)
     due_e = None if wrong is None else np.zeros((ring, reps, n_stages), dtype=np.int64)
     depths = np.empty((reps, horizon), dtype=np.int8 if n_stages < 128 else np.int32)
+    streams = policy.stream_keys(reps)  # randomised policies: repetition r = for_repetition(r)
 
     for t in range(1, horizon + 1):
         slot = t % ring
@@ -108,7 +114,9 @@ def simulate_delayed(
         if errors is not None:
             errors += due_e[slot]
             due_e[slot] = 0
-        depth = policy.decide_many(np.full(reps, t, dtype=np.int64), queried, disagreements, errors)
+        depth = policy.decide_many(
+            np.full(reps, t, dtype=np.int64), queried, disagreements, errors, streams=streams
+        )
         depths[:, t - 1] = depth
         row = rows[:, t - 1]
         arrival = (t + delays[:, t - 1] + 1) % ring

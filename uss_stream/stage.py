@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from river import base
 
@@ -29,6 +30,13 @@ class Stage(base.Base):
         features this stage adds (see :class:`~uss_stream.feature_costs.FeatureCosts`).
     name
         A label for reports; ``None`` gives ``"stage<j>"`` (1-based position) in the cascade.
+    provider
+        Lazy feature acquisition: a callable ``provider(x) -> dict`` that fetches the stage's
+        features for event ``x`` (e.g. from a feature store, or by running a sensor). It is
+        called only when the stage is queried by a decision, so a deployment pays only for the
+        stages it queries, and by :meth:`~uss_stream.CascadeClassifier.learn_one`, which trains
+        every stage. Its answer replaces the event as the source of the stage's view (cut to
+        ``features`` if given). Code, never a pickle: it is not part of any saved state.
 
     Examples
     --------
@@ -57,6 +65,7 @@ class Stage(base.Base):
       features=('a', 'b')
       cost=0.1
       name=None
+      provider=None
     )
 
     """
@@ -67,6 +76,7 @@ class Stage(base.Base):
         features: Sequence[Hashable] | None = None,
         cost: float | None = None,
         name: str | None = None,
+        provider: Callable[[dict[Hashable, Any]], dict[Hashable, Any]] | None = None,
     ) -> None:
         if not isinstance(model, base.Classifier):
             raise TypeError(
@@ -89,10 +99,15 @@ class Stage(base.Base):
             raise ValueError(f"Stage cost must be a finite number >= 0 or None, got {cost!r}")
         if name is not None and not isinstance(name, str):
             raise TypeError(f"Stage name must be a string or None, got {name!r}")
+        if provider is not None and not callable(provider):
+            raise TypeError(
+                f"Stage provider must be a callable x -> dict of features or None, got {provider!r}"
+            )
         self.model = model
         self.features = features
         self.cost = cost
         self.name = name
+        self.provider = provider
 
     def __str__(self) -> str:
         return f"Stage({self.model})"
