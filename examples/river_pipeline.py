@@ -25,13 +25,13 @@ from river import evaluate, linear_model, metrics, preprocessing, stream
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.datasets.pima import load_pima, pima_feature_costs
 from uss_stream.feature_costs import FeatureCosts
-from uss_stream.policies import FixedDepth
+from uss_stream.policies import USSUCB, FixedDepth, Policy
 
 HISTORY = ("pregnancies", "blood_pressure", "skin_thickness", "bmi", "diabetes_pedigree", "age")
 FEATURES = (HISTORY, (*HISTORY, "glucose"), (*HISTORY, "glucose", "insulin"))
 
 
-def make_cascade(prices: FeatureCosts, policy: FixedDepth | None = None, warm_up: int = 50):
+def make_cascade(prices: FeatureCosts, policy: Policy | None = None, warm_up: int = 50):
     stages = [
         Stage(linear_model.LogisticRegression(), features=features, name=name)
         for name, features in zip(("history", "+glucose", "+insulin"), FEATURES)
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     rows = []
     summaries = []
-    candidates = [("USS-UCB", None, 50)] + [(f"fixed depth {d}", FixedDepth(d), 0) for d in (1, 2, 3)]
+    costs = list(make_cascade(prices).stage_costs)
+    candidates = [("USS-UCB", USSUCB(costs), 50), ("USS-KL-UCB (default)", None, 50)]
+    candidates += [(f"fixed depth {d}", FixedDepth(d), 0) for d in (1, 2, 3)]
     for label, policy, warm_up in candidates:
         result = evaluate_cascade(make_cascade(prices, policy, warm_up), args.passes, args.delay)
         mean_cad = result["mean_cost"] / args.price
@@ -78,12 +80,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     deepest = rows[-1]
     print(
-        f"{'policy':<14} {'accuracy':>9} {'mean cost (CAD)':>16} {'cost vs depth 3':>16} "
+        f"{'policy':<21} {'accuracy':>9} {'mean cost (CAD)':>16} {'cost vs depth 3':>16} "
         f"{'price*cost+error':>17}  depth histogram"
     )
     for row in rows:
         print(
-            f"{row['policy']:<14} {row['accuracy']:>9.2%} {row['mean_cost_cad']:>16.2f} "
+            f"{row['policy']:<21} {row['accuracy']:>9.2%} {row['mean_cost_cad']:>16.2f} "
             f"{row['mean_cost_cad'] / deepest['mean_cost_cad']:>16.2f} {row['objective']:>17.4f}  "
             f"{row['depths']}"
         )
