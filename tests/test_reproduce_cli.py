@@ -180,8 +180,9 @@ def test_reproduce_writes_results_and_figures(tmp_path: Path, capsys) -> None:
     for heading in ("Tables 1–4", "Fig. 2", "Fig. 3", "Fig. 4a", "Fig. 4b", "Fig. 4c", "Where we match"):
         assert heading in text
     assert "Beyond the paper" in text
+    assert "Feedback delay" in text
     figures = sorted(p.name for p in (out / "figures").iterdir())
-    assert len(figures) == 9 and all(name.endswith(".png") for name in figures)
+    assert len(figures) == 10 and all(name.endswith(".png") for name in figures)
     for name in figures:
         assert f"figures/{name}" in text
     assert (out / "other.md").read_text() == "kept"

@@ -110,7 +110,7 @@ def delay_markdown(frame: pd.DataFrame, figure_path: str) -> str:
     shares = ", ".join(f"D = {d}: {share[d]:.2f}" for d in delays[1:] if d in share.index)
     return "\n".join(
         [
-            "## Feedback delay: regret against the report delay D",
+            "## 10. Feedback delay: regret against the report delay D",
             "",
             "The outputs of each decision are reported D rounds later (the sensor-orchestration flow of "
             "`uss_stream.pending.PendingDecisions`); USS-UCB (α = 0.51) on every WD case of the suite, "

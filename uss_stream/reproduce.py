@@ -56,6 +56,7 @@ from uss_stream.datasets.paper import (
     dataset_log,
 )
 from uss_stream.datasets.pima import pima_feature_costs
+from uss_stream.delay_study import delay_figure, delay_markdown, delay_study
 from uss_stream.forgetting import DRIFT_DISCOUNT
 from uss_stream.instances import Instance
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, Policy, SupervisedUCB
@@ -178,7 +179,7 @@ def reproduce(
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     done = reproduce(folder, reps=2, horizon=50)
     ...     print(done.results.name, len(done.figures))
-    results.md 9
+    results.md 10
 
     """
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
@@ -190,7 +191,7 @@ def reproduce(
         raise ValueError(f"output folder {out} exists and is not a folder")
     started = time.perf_counter()
     xi_costs = _xi_costs()
-    n_jobs = len(PAPER_CASES) * 2 + len(xi_costs) + len(DRIFT_DIRECTIONS) + 1
+    n_jobs = len(PAPER_CASES) * 2 + len(xi_costs) + len(DRIFT_DIRECTIONS) + 2
     with tqdm(total=n_jobs, unit="replay", disable=not progress) as bar:
         settings = {"reps": reps, "horizon": horizon, "seed": seed}
         main = {name: _run_case(case, settings) for name, case in _tick(PAPER_CASES.items(), bar)}
@@ -198,6 +199,8 @@ def reproduce(
         sweep = [(xi, _run_xi(costs, settings)) for xi, costs in _tick(xi_costs, bar)]
         drift = {name: _run_drift(name, settings) for name in _tick(DRIFT_DIRECTIONS, bar)}
         river = next(_tick([_run_river(2 * horizon)], bar))
+        wd_cases = [name for name, run in main.items() if run.instance.satisfies_wd]
+        delays = next(_tick([delay_study(cases=wd_cases, reps=reps, horizon=horizon, seed=seed)], bar))
     figures = {
         "fig2_regret.png": _figure_cases(main),
         **{f"fig3_alg2_vs_ussucb_case{case}.png": _figure_policies(main, case) for case in COMPARISON_CASES},
@@ -206,6 +209,7 @@ def reproduce(
         "fig4c_swapped.png": _figure_cases(swapped, " (last two stages swapped)"),
         "fig5_beyond_regret.png": _figure_beyond(main),
         "fig6_drift.png": _figure_drift(drift),
+        "fig7_delay.png": delay_figure(delays),
     }
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out))
@@ -214,6 +218,7 @@ def reproduce(
             figure.savefig(staging / name, dpi=_DPI)
         elapsed = time.perf_counter() - started
         text = _markdown(main, swapped, sweep, (drift, river), figures, settings, elapsed)
+        text += "\n" + delay_markdown(delays, "figures/fig7_delay.png")
         (staging / "results.md").write_text(text, encoding="utf-8")
         (out / "figures").mkdir(exist_ok=True)
         written = []
