@@ -17,6 +17,7 @@ __all__ = ["main", "build_parser"]
 COMMAND_MODULES = (
     "uss_stream.commands.replay",
     "uss_stream.commands.reproduce",
+    "connectors.kafka.cli",
 )
 
 

@@ -1,0 +1,222 @@
+"""End-to-end throughput of the Kafka decision service against a bare consume→produce passthrough.
+
+Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``.
+
+The input topic (one partition, outputs mode, K = 3) is written once with a fast producer. Then,
+alternately, in the same process and on the same broker:
+
+* **passthrough**: a kafka-python consumer → producer loop that copies each record to an output
+  topic (no decoding, no commits; one flush at the end), with the service's own client settings;
+* **service**: :class:`connectors.kafka.Application` with :class:`OutputsProcessor` (decode,
+  validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
+  checkpoints every five seconds).
+
+Both are timed the same way, from the output topic: events / (CreateTime of the last output
+record − CreateTime of the first), so start-up (group join, restore) is excluded for both. The
+figure of merit is the ratio service / passthrough (median of the rounds' ratios); the service's decisions
+are checked against ``USSUCB.run`` on the same stream. Also reported: p50/p99 of the per-event
+decide latency (raw bytes → encoded decision) and whether kafka-python uses the C ``crc32c``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+
+import numpy as np
+
+from connectors.kafka import Application, ClientConfig, OutputsProcessor, Topics, create_topics
+from connectors.kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from uss_stream.policies import USSUCB
+
+STAGE_COSTS = [0.0, 0.15, 0.2]
+
+
+def _outputs(n: int, seed: int) -> np.ndarray:
+    """A BSC-like stream: stage 1 errs 20%, stage 2 10%, stage 3 is the truth."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n)
+    return np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1).astype(int)
+
+
+def _produce_input(bootstrap: str, topic: str, outputs: np.ndarray) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=1024 * 1024)
+    for i, row in enumerate(outputs.tolist()):
+        producer.send(topic, json.dumps({"id": f"e{i}", "outputs": row}).encode(), partition=0)
+    producer.flush()
+    producer.close()
+
+
+def _read_output(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> list:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **CONSUMER_DEFAULTS,
+    )
+    consumer.assign([TopicPartition(topic, 0)])
+    records: list = []
+    deadline = time.monotonic() + timeout
+    while len(records) < n and time.monotonic() < deadline:
+        for batch in consumer.poll(timeout_ms=500, max_records=50_000).values():
+            records.extend(batch)
+    consumer.close()
+    if len(records) < n:
+        raise RuntimeError(f"{topic}: only {len(records)} of {n} records after {timeout}s")
+    return records
+
+
+def _rate(records: list) -> float:
+    span_ms = records[-1].timestamp - records[0].timestamp
+    return len(records) / max(span_ms / 1000.0, 1e-3)
+
+
+def _passthrough(bootstrap: str, source: str, target: str, n: int, max_poll_records: int) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    consumer = KafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=max_poll_records,
+        **CONSUMER_DEFAULTS,
+    )
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
+    )
+    copied = 0
+    while copied < n:
+        for tp, records in consumer.poll(timeout_ms=500).items():
+            send = producer.send
+            for record in records:
+                send(target, record.value, key=record.key, partition=tp.partition)
+            copied += len(records)
+    producer.flush()
+    producer.close()
+    consumer.close()
+
+
+def _service(bootstrap: str, topics: Topics, n: int, max_poll_records: int) -> Application:
+    app = Application(
+        ClientConfig(bootstrap),
+        group_id=f"bench-svc-{uuid.uuid4().hex[:8]}",
+        topics=topics,
+        max_poll_records=max_poll_records,
+        http_port=None,
+    )
+    thread = threading.Thread(target=app.run, args=(OutputsProcessor(STAGE_COSTS),), daemon=True)
+    thread.start()
+    while app.summary.events < n and thread.is_alive():
+        time.sleep(0.05)
+    app.stop()
+    thread.join()
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-poll-records", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
+
+    from kafka import KafkaAdminClient
+    from kafka.record import util as record_util
+
+    crc = "C crc32c" if record_util._crc32c is not record_util.crc32c_py else "pure-Python crc32c"
+    n = args.events
+    outputs = _outputs(n, args.seed)
+    expected = USSUCB(STAGE_COSTS).run(outputs)
+    run_id = uuid.uuid4().hex[:8]
+    source = f"bench-in-{run_id}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics({source: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
+    made = [source]
+    started = time.perf_counter()
+    _produce_input(bootstrap, source, outputs)
+    print(
+        f"kafka-python with {crc}; {n} events (K = 3) written in {time.perf_counter() - started:.1f}s",
+        flush=True,
+    )
+
+    passthrough_rates, service_rates, latencies = [], [], []
+    for r in range(args.rounds):
+        target = f"bench-pass-{run_id}-{r}"
+        admin.create_topics({target: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
+        made.append(target)
+        _passthrough(bootstrap, source, target, n, args.max_poll_records)
+        passthrough_rates.append(_rate(_read_output(bootstrap, target, n)))
+        gc.collect()  # the records read back must not slow the next run's garbage collections
+
+        # Each round's service is a new group, so it gets its own topics (checkpoints are keyed by
+        # input partition: a shared state topic would hand it the previous round's learner).
+        topics = Topics(
+            input=source,
+            output=f"bench-out-{run_id}-{r}",
+            dead_letter=f"bench-dlq-{run_id}-{r}",
+            state=f"bench-st-{run_id}-{r}",
+        )
+        create_topics(admin, topics)
+        made += [topics.output, topics.dead_letter, topics.state]
+        app = _service(bootstrap, topics, n, args.max_poll_records)
+        decisions = _read_output(bootstrap, topics.output, n)
+        depths = np.array([json.loads(record.value)["depth"] for record in decisions])
+        if not np.array_equal(depths, expected):
+            raise SystemExit("service decisions differ from USSUCB.run on the same stream")
+        service_rates.append(_rate(decisions))
+        metrics = app.metrics
+        latencies.append(
+            (
+                metrics.latency.quantile(0.5),
+                metrics.latency.quantile(0.99),
+                metrics.batch_time.quantile(0.5),
+                metrics.batch_time.quantile(0.99),
+            )
+        )
+        del decisions, app
+        gc.collect()
+        print(
+            f"round {r + 1}: passthrough {passthrough_rates[-1]:9.0f} ev/s"
+            f"   service {service_rates[-1]:9.0f} ev/s"
+            f"   ratio {service_rates[-1] / passthrough_rates[-1]:.2f}",
+            flush=True,
+        )
+    admin.delete_topics(made)
+    admin.close()
+
+    passthrough = statistics.median(passthrough_rates)
+    service = statistics.median(service_rates)
+    p50, p99, batch50, batch99 = (statistics.median(values) for values in zip(*latencies))
+    print(f"\npassthrough (median): {passthrough:9.0f} events/s")
+    print(f"service     (median): {service:9.0f} events/s   (target >= 20000)")
+    ratios = [s / p for s, p in zip(service_rates, passthrough_rates)]
+    print(
+        f"ratio service / passthrough (median of the rounds' ratios): {statistics.median(ratios):.2f}"
+        f"   (lowest {min(ratios):.2f}; target >= 0.80)"
+    )
+    print(f"decide time per event: p50 {p50 * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us")
+    print(
+        f"batch time (<= {args.max_poll_records} records): p50 {batch50 * 1e3:.1f} ms,"
+        f" p99 {batch99 * 1e3:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

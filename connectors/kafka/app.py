@@ -1,0 +1,812 @@
+"""The decision service: consume events, decide, produce decisions, checkpoint the learners.
+
+:class:`Application` owns the Kafka clients and the poll loop; a
+:class:`~connectors.kafka.processing.Processor` says what to do with each event. One learner per
+input partition; the loop, per batch of records returned by ``poll``:
+
+1. decides every record (or rejects it to the dead-letter topic) and sends the results,
+2. at a commit point (every ``commit_interval`` seconds / ``commit_every`` records), flushes the
+   producer, checks that every record was delivered, and commits the offsets;
+3. at a checkpoint (every ``checkpoint_interval`` seconds / ``checkpoint_every`` records, on a
+   revocation and on shutdown), writes each changed learner's state with the offset it covers to the
+   compacted state topic and flushes it, *before* committing.
+
+On assignment the new partitions are paused; the loop then restores each learner from its
+checkpoint and positions the consumer as :func:`~connectors.kafka.checkpoint.plan_restore` says,
+and resumes them. See ``docs/kafka.md`` for the delivery guarantees.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
+from connectors.kafka.config import ClientConfig
+from connectors.kafka.deadletter import DeadLetter
+from connectors.kafka.events import REASONS, InvalidEvent
+from connectors.kafka.http import HttpEndpoint
+from connectors.kafka.metrics import ServiceMetrics
+from connectors.kafka.processing import Processor
+from connectors.kafka.topics import Topics, check_state_topic
+
+__all__ = ["Application", "DeliveryError", "RunSummary"]
+
+log = logging.getLogger("connectors.kafka")
+
+#: Consumer settings tuned for throughput (overridable with ``consumer_options``).
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "fetch_max_bytes": 64 * 1024 * 1024,
+    "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    "fetch_max_wait_ms": 100,
+    "isolation_level": "read_committed",
+    "session_timeout_ms": 45_000,
+    "heartbeat_interval_ms": 3_000,
+}
+
+#: Producer settings tuned for throughput (overridable with ``producer_options``).
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "linger_ms": 20,
+    "batch_size": 512 * 1024,
+    "max_request_size": 4 * 1024 * 1024,
+}
+
+
+class DeliveryError(RuntimeError):
+    """The broker did not acknowledge some records: nothing at or after them is committed."""
+
+
+@dataclass
+class RunSummary:
+    """What one :meth:`Application.run` did.
+
+    ``events == sum(depth_counts) + sum(dead_letters.values()) + replayed`` when the run kept its
+    partitions to the end (records of a partition revoked mid-batch are not double counted).
+    """
+
+    events: int = 0
+    labels: int = 0
+    replayed: int = 0
+    depth_counts: list[int] = field(default_factory=list)
+    dead_letters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    commits: int = 0
+    checkpoints: int = 0
+    restored: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def decisions(self) -> int:
+        return sum(self.depth_counts)
+
+
+@dataclass
+class _Partition:
+    """A learner and the offsets of one input partition."""
+
+    tp: Any
+    learner: Any
+    out_partition: int
+    dlq_partition: int
+    next_offset: int  # next record to process (-1: unknown until the first record)
+    committed: int  # last committed offset known (-1: none)
+    checkpointed: int  # offset covered by the last checkpoint written or restored (-1: none)
+    replay_until: int  # records below this are replayed without producing
+
+
+@dataclass
+class _LabelsPartition:
+    tp: Any
+    dlq_partition: int
+    next_offset: int = -1
+    committed: int = -1
+
+
+class Application:
+    """A Kafka decision service: ``Application(...).run(processor)``.
+
+    Parameters
+    ----------
+    client
+        Connection and security settings of every client.
+    group_id
+        Consumer group; instances of the same group share the input partitions.
+    topics
+        Topic names; ``topics.labels`` only in features mode.
+    commit_interval, commit_every
+        Commit (after flushing) every ``commit_interval`` seconds and/or every ``commit_every``
+        records (``0`` disables the count).
+    checkpoint_interval, checkpoint_every
+        Checkpoint (and commit) every ``checkpoint_interval`` seconds and/or ``checkpoint_every``
+        records (``0`` disables either); also on revocation and shutdown.
+    max_input_bytes
+        Larger input values are dead-lettered with reason ``oversize``; dead letters carry at most
+        this many bytes of the original value.
+    max_poll_records
+        Records per ``poll`` (one batch).
+    auto_offset_reset
+        Where a new group starts: ``"earliest"`` (default: nothing is skipped) or ``"latest"``.
+    group_instance_id
+        Static membership: a restarted instance with the same id takes its partitions back
+        without waiting for the session timeout.
+    exit_when_idle
+        Stop (gracefully) once no record arrived for this many seconds (``None``: run until
+        :meth:`stop`).
+    consumer_options, producer_options
+        Extra kafka-python settings for the consumer / producer.
+    http_host, http_port
+        Serve ``/metrics`` and ``/healthz`` there; ``http_port=None`` disables it, ``0`` picks a port.
+    health_timeout
+        ``/healthz`` fails if the poll loop has not come back for this many seconds.
+
+    Examples
+    --------
+    >>> from connectors.kafka import Application, ClientConfig, OutputsProcessor, Topics
+    >>> app = Application(
+    ...     ClientConfig("127.0.0.1:9092"), group_id="uss",
+    ...     topics=Topics(input="events", output="decisions", dead_letter="events-dlq", state="uss-state"),
+    ...     exit_when_idle=10.0, http_port=None)
+    >>> app.health()[0]   # not running yet
+    False
+
+    ``app.run(OutputsProcessor(stage_costs=[0, 0.15, 0.2]))`` then serves until :meth:`stop`
+    (or ten idle seconds) and returns a :class:`RunSummary`.
+    """
+
+    def __init__(
+        self,
+        client: ClientConfig,
+        group_id: str,
+        topics: Topics,
+        *,
+        commit_interval: float = 1.0,
+        commit_every: int = 0,
+        checkpoint_interval: float = 5.0,
+        checkpoint_every: int = 0,
+        max_input_bytes: int = 256 * 1024,
+        max_poll_records: int = 5000,
+        auto_offset_reset: str = "earliest",
+        group_instance_id: str | None = None,
+        exit_when_idle: float | None = None,
+        consumer_options: Mapping[str, Any] | None = None,
+        producer_options: Mapping[str, Any] | None = None,
+        http_host: str = "0.0.0.0",
+        http_port: int | None = 9108,
+        health_timeout: float = 60.0,
+    ) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
+        for name, value in (
+            ("commit_interval", commit_interval),
+            ("checkpoint_interval", checkpoint_interval),
+            ("health_timeout", health_timeout),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        for name, value in (("commit_every", commit_every), ("checkpoint_every", checkpoint_every)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        for name, value in (("max_input_bytes", max_input_bytes), ("max_poll_records", max_poll_records)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if auto_offset_reset not in ("earliest", "latest"):
+            raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {auto_offset_reset!r}")
+        if exit_when_idle is not None and not exit_when_idle > 0:
+            raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {exit_when_idle!r}")
+        self.client = client
+        self.group_id = group_id
+        self.topics = topics
+        self.commit_interval = float(commit_interval)
+        self.commit_every = commit_every
+        self.checkpoint_interval = float(checkpoint_interval)
+        self.checkpoint_every = checkpoint_every
+        self.max_input_bytes = max_input_bytes
+        self.max_poll_records = max_poll_records
+        self.auto_offset_reset = auto_offset_reset
+        self.group_instance_id = group_instance_id
+        self.exit_when_idle = exit_when_idle
+        self.consumer_options = dict(consumer_options or {})
+        self.producer_options = dict(producer_options or {})
+        self.http_host = http_host
+        self.http_port = http_port
+        self.health_timeout = float(health_timeout)
+
+        self.metrics: ServiceMetrics | None = None
+        self.summary = RunSummary()
+        self._http: HttpEndpoint | None = None
+        self._stop = threading.Event()
+        self._lock = threading.RLock()
+        self._status = "created"
+        self._started = time.monotonic()
+        self._last_poll = self._started
+        self._last_activity = self._started
+        self._aborting = False
+        # Set up by run():
+        self._processor: Processor
+        self._consumer: Any = None
+        self._producer: Any = None
+        self._store: CheckpointStore | None = None
+        self._partitions: dict[Any, _Partition] = {}
+        self._labels: dict[Any, _LabelsPartition] = {}
+        self._pending: set[Any] = set()
+        # Send failures, appended by the producer's thread; checked at every flush. (Holding each
+        # send's future instead would keep a second's worth of them alive through several garbage
+        # collections, which costs more than the errback.)
+        self._delivery_errors: list[BaseException] = []
+        self._on_delivery_error = self._delivery_errors.append
+        self._timings: list[tuple[int, int]] = []
+        self._batch_depths: list[int] = []
+        self._n_output = self._n_dlq = 1
+        self._since_commit = self._since_checkpoint = 0
+        self._last_commit = self._last_checkpoint = self._started
+
+    # -- control ---------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the loop to stop after the current batch (safe from signal handlers and other threads)."""
+        self._stop.set()
+
+    @property
+    def http_address(self) -> tuple[str, int] | None:
+        """``(host, port)`` of the metrics/health endpoint while it runs."""
+        return None if self._http is None else (self.http_host, self._http.port)
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """``(healthy, details)``: healthy while running and polling within ``health_timeout``."""
+        now = time.monotonic()
+        poll_age = now - self._last_poll
+        healthy = self._status == "starting" or (self._status == "running" and poll_age < self.health_timeout)
+        details: dict[str, Any] = {
+            "status": self._status if healthy or self._status != "running" else "stalled",
+            "group_id": self.group_id,
+            "input_topic": self.topics.input,
+            "assigned_partitions": sorted(tp.partition for tp in self._partitions),
+            "last_poll_age_seconds": round(poll_age, 3),
+            "events": self.summary.events,
+            "decisions": self.summary.decisions,
+        }
+        if self.metrics is not None:
+            details["last_commit_age_seconds"] = round(self.metrics.last_commit_age(), 3)
+            details["last_checkpoint_age_seconds"] = round(self.metrics.last_checkpoint_age(), 3)
+        return healthy, details
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self, processor: Processor) -> RunSummary:
+        """Serve until :meth:`stop` (or ``exit_when_idle``); a clean stop commits and checkpoints."""
+        if self._status != "created":
+            raise RuntimeError("an Application runs once; create a new one")
+        if self.topics.labels is not None and processor.mode != "features":
+            raise ValueError("a labels topic is only used in features mode")
+        self._processor = processor
+        self._status = "starting"
+        self._started = time.monotonic()
+        self.summary = RunSummary(depth_counts=[0] * processor.n_stages)
+        self._batch_depths = [0] * (processor.n_stages + 1)
+        try:
+            self._setup()
+            self._status = "running"
+            self._loop()
+            self._status = "stopping"
+            self._commit_point(checkpoint=True)
+            self._consumer.close()
+            self._consumer = None
+        except BaseException:
+            self._status = "failed"
+            self._aborting = True
+            raise
+        finally:
+            self._close()
+            self.summary.seconds = time.monotonic() - self._started
+        self._status = "stopped"
+        log.info(
+            "stopped: %d events, %d decisions %s, %d dead letters, %d replayed, %d commits, %d checkpoints",
+            self.summary.events,
+            self.summary.decisions,
+            self.summary.depth_counts,
+            sum(self.summary.dead_letters.values()),
+            self.summary.replayed,
+            self.summary.commits,
+            self.summary.checkpoints,
+        )
+        return self.summary
+
+    def _setup(self) -> None:
+        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+        processor = self._processor
+        topics = self.topics
+        admin = KafkaAdminClient(**self.client.kafka_kwargs("admin"))
+        try:
+            partitions = _partition_counts(admin, topics.all())
+            self._check_state_topic(admin)
+        finally:
+            admin.close()
+        if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
+            raise ValueError(
+                f"labels topic {topics.labels!r} has {partitions[topics.labels]} partitions and input topic "
+                f"{topics.input!r} {partitions[topics.input]}: they must be co-partitioned"
+            )
+        self._n_output = partitions[topics.output]
+        self._n_dlq = partitions[topics.dead_letter]
+
+        self.metrics = ServiceMetrics(processor.n_stages)
+        if self.http_port is not None:
+            self._http = HttpEndpoint(self.metrics.registry, self.health, self.http_host, self.http_port)
+            self._http.start()
+            log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
+
+        self._producer = KafkaProducer(
+            **self.client.kafka_kwargs("producer"),
+            **{**PRODUCER_DEFAULTS, **self.producer_options},
+            acks="all",
+            enable_idempotence=True,
+        )
+        self._store = CheckpointStore(topics.state, self.client.kafka_kwargs("state-reader"))
+        consumer_settings = {
+            **CONSUMER_DEFAULTS,
+            **self.consumer_options,
+            "group_id": self.group_id,
+            "group_instance_id": self.group_instance_id,
+            "enable_auto_commit": False,
+            "auto_offset_reset": self.auto_offset_reset,
+            "max_poll_records": self.max_poll_records,
+            "allow_auto_create_topics": False,
+            # Range keeps partition p of the input and labels topics on the same member.
+            "partition_assignment_strategy": [RangePartitionAssignor()],
+        }
+        self._consumer = KafkaConsumer(**self.client.kafka_kwargs("consumer"), **consumer_settings)
+        subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
+        self._consumer.subscribe(subscribed, listener=_listener_for(self))
+        log.info(
+            "%s mode, group %r: %s -> %s (dead letters %s, state %s)",
+            processor.mode,
+            self.group_id,
+            "+".join(subscribed),
+            topics.output,
+            topics.dead_letter,
+            topics.state,
+        )
+
+    def _check_state_topic(self, admin: Any) -> None:
+        try:
+            check_state_topic(admin, self.topics.state)
+        except ValueError:
+            raise
+        except Exception as error:  # e.g. DescribeConfigs not authorised: not fatal, but say so
+            log.warning("could not check that state topic %r is compacted: %s", self.topics.state, error)
+
+    def _loop(self) -> None:
+        consumer = self._consumer
+        poll_ms = 250
+        while not self._stop.is_set():
+            batch = consumer.poll(timeout_ms=poll_ms)
+            now = time.monotonic()
+            self._last_poll = now
+            restored = self._restore_pending() if self._pending else ()
+            if batch:
+                with self._lock:
+                    self._process(batch, skip=restored)
+                self._last_activity = time.monotonic()
+            elif self.exit_when_idle is not None and now - self._last_activity >= self.exit_when_idle:
+                log.info("no record for %.1fs: stopping", now - self._last_activity)
+                break
+            self._maybe_commit()
+
+    # -- processing ------------------------------------------------------------------------------
+    def _process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:
+        summary = self.summary
+        events = 0
+        for tp, records in batch.items():
+            if not records or tp in skip:  # fetched before the partition was (re)positioned
+                continue
+            state = self._partitions.get(tp)
+            if state is not None:
+                events += self._decide(state, records)
+                continue
+            labels = self._labels.get(tp)
+            if labels is not None:
+                self._learn(labels, records)
+                continue
+            log.debug(
+                "dropping %d fetched records of %s (not restored or no longer assigned)", len(records), tp
+            )
+        depths = self._batch_depths
+        metrics = self.metrics
+        metrics.record_batch(events, depths, self._timings)
+        for depth in range(1, len(depths)):
+            summary.depth_counts[depth - 1] += depths[depth]
+            depths[depth] = 0
+        self._timings.clear()
+        summary.events += events
+        self._since_commit += events
+        self._since_checkpoint += events
+
+    def _decide(self, state: _Partition, records: list[Any]) -> int:
+        """Decide (or replay, or reject) a partition's records; returns how many were consumed."""
+        if records[0].offset < state.next_offset:  # never feed the learner a record twice
+            records = records[bisect.bisect_left(records, state.next_offset, key=_offset) :]
+            if not records:
+                return 0
+        consumed = len(records)
+        if state.replay_until > records[0].offset:
+            cut = bisect.bisect_left(records, state.replay_until, key=_offset)
+            self._replay(state, records[:cut])
+            records = records[cut:]
+            if not records:
+                return consumed
+        values = [record.value for record in records]
+        start = time.perf_counter_ns()
+        payloads, depths, errors = state.learner.process_batch(values, self.max_input_bytes)
+        self._timings.append((time.perf_counter_ns() - start, len(values)))
+        send = self._producer.send
+        topic = self.topics.output
+        partition = state.out_partition
+        on_error = self._on_delivery_error
+        counts = self._batch_depths
+        for record, payload, depth in zip(records, payloads, depths):
+            if payload is not None:
+                counts[depth] += 1
+                send(topic, payload, key=record.key, partition=partition).add_errback(on_error)
+        if any(errors):
+            for record, error in zip(records, errors):
+                if error is not None:
+                    self._reject(state.dlq_partition, record, error.reason, error.detail)
+        state.next_offset = records[-1].offset + 1
+        return consumed
+
+    def _replay(self, state: _Partition, records: list[Any]) -> None:
+        """Feed records whose results were already delivered to the learner, producing nothing."""
+        state.learner.process_batch([record.value for record in records], self.max_input_bytes)
+        state.next_offset = records[-1].offset + 1
+        self.summary.replayed += len(records)
+        self.metrics.replayed.inc(len(records))
+
+    def _learn(self, labels: _LabelsPartition, records: list[Any]) -> None:
+        from kafka import TopicPartition
+
+        state = self._partitions.get(TopicPartition(self.topics.input, labels.tp.partition))
+        limit = self.max_input_bytes
+        for record in records:
+            value = record.value
+            if state is None:
+                self._reject(
+                    labels.dlq_partition,
+                    record,
+                    "processing_error",
+                    f"no learner for input partition {labels.tp.partition} in this instance",
+                )
+            elif value is not None and len(value) > limit:
+                self._reject(
+                    labels.dlq_partition, record, "oversize", f"value has {len(value)} bytes, limit {limit}"
+                )
+            else:
+                try:
+                    state.learner.learn(value)
+                except InvalidEvent as error:
+                    self._reject(labels.dlq_partition, record, error.reason, error.detail)
+        labels.next_offset = records[-1].offset + 1
+        self.summary.labels += len(records)
+        self.metrics.labels.inc(len(records))
+
+    def _reject(self, dlq_partition: int, record: Any, reason: str, detail: str) -> None:
+        letter = DeadLetter(
+            reason=reason,
+            error=detail,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            timestamp=record.timestamp,
+            key=record.key,
+            value=record.value,
+            headers=tuple(record.headers or ()),
+        )
+        key, value, headers = letter.to_record(self.max_input_bytes)
+        self._producer.send(
+            self.topics.dead_letter, value, key=key, headers=headers, partition=dlq_partition
+        ).add_errback(self._on_delivery_error)
+        self.summary.dead_letters[reason] += 1
+        self.metrics.dead_letter(reason)
+
+    # -- commit points ---------------------------------------------------------------------------
+    def _maybe_commit(self) -> None:
+        now = time.monotonic()
+        checkpoint = (self.checkpoint_every and self._since_checkpoint >= self.checkpoint_every) or (
+            self.checkpoint_interval and now - self._last_checkpoint >= self.checkpoint_interval
+        )
+        if (
+            checkpoint
+            or (self.commit_every and self._since_commit >= self.commit_every)
+            or now - self._last_commit >= self.commit_interval
+        ):
+            self._commit_point(checkpoint=bool(checkpoint))
+
+    def _commit_point(self, checkpoint: bool) -> None:
+        """Flush, check delivery, checkpoint if asked, then commit every partition's progress."""
+        with self._lock:
+            self._flush()
+            if checkpoint:
+                self._write_checkpoints(list(self._partitions.values()))
+            offsets = self._offsets(list(self._partitions.values()) + list(self._labels.values()))
+        self._commit(offsets)
+        self._last_commit = time.monotonic()
+        self._since_commit = 0
+
+    def _flush(self) -> None:
+        """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered."""
+        self._producer.flush()
+        if self._delivery_errors:
+            errors = self._delivery_errors
+            raise DeliveryError(
+                f"{len(errors)} decision/dead-letter record(s) were not delivered "
+                f"(first error: {errors[0]!r}); offsets are not committed"
+            )
+
+    def _write_checkpoints(self, states: Iterable[_Partition]) -> None:
+        changed = [state for state in states if state.next_offset > state.checkpointed]
+        now = time.monotonic()
+        if changed:
+            written_at = time.time()
+            description = self._processor.describe()
+            futures = []
+            for state in changed:
+                checkpoint = Checkpoint(
+                    topic=state.tp.topic,
+                    partition=state.tp.partition,
+                    offset=state.next_offset,
+                    state=state.learner.state_dict(),
+                    group_id=self.group_id,
+                    processor=description,
+                    written_at=written_at,
+                )
+                futures.append(
+                    self._producer.send(self.topics.state, checkpoint.to_bytes(), key=checkpoint.key)
+                )
+            self._producer.flush()
+            failed = [future for future in futures if not future.succeeded()]
+            if failed:
+                raise DeliveryError(f"checkpoint not written: {failed[0].exception!r}")
+            for state in changed:
+                state.checkpointed = state.next_offset
+            self.summary.checkpoints += len(changed)
+            self.metrics.checkpointed(len(changed))
+        self._last_checkpoint = now
+        self._since_checkpoint = 0
+
+    @staticmethod
+    def _offsets(states: Iterable[_Partition | _LabelsPartition]) -> dict[Any, Any]:
+        from kafka.structs import OffsetAndMetadata
+
+        return {
+            state.tp: OffsetAndMetadata(state.next_offset, "", -1)
+            for state in states
+            if state.next_offset > state.committed
+        }
+
+    def _commit(self, offsets: dict[Any, Any]) -> None:
+        from kafka.errors import (
+            CommitFailedError,
+            IllegalGenerationError,
+            RebalanceInProgressError,
+            UnknownMemberIdError,
+        )
+
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets)
+        except (
+            CommitFailedError,
+            RebalanceInProgressError,
+            IllegalGenerationError,
+            UnknownMemberIdError,
+        ) as error:
+            # The partitions are moving: the checkpoints written on revocation make the handover exact.
+            log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
+            return
+        for tp, offset in offsets.items():
+            state = self._partitions.get(tp) or self._labels.get(tp)
+            if state is not None:
+                state.committed = offset.offset
+        self.summary.commits += 1
+        self.metrics.committed()
+        self._update_lag(offsets)
+
+    def _update_lag(self, offsets: Mapping[Any, Any]) -> None:
+        for tp, offset in offsets.items():
+            if tp.topic != self.topics.input:
+                continue
+            end = self._consumer.highwater(tp)
+            if end is not None:
+                self.metrics.lag.labels(partition=str(tp.partition)).set(max(0, end - offset.offset))
+
+    # -- rebalances ------------------------------------------------------------------------------
+    # The listener runs on kafka-python's IO thread while the main thread waits in poll(),
+    # commit() or close(): it must not call blocking consumer methods, so it only flushes the
+    # producer, writes checkpoints, commits asynchronously and pauses; restores happen in the loop.
+    def _on_revoked(self, revoked: Iterable[Any]) -> None:
+        revoked = set(revoked)
+        with self._lock:
+            self._pending -= revoked
+            states = [self._partitions[tp] for tp in revoked if tp in self._partitions]
+            labels = [self._labels[tp] for tp in revoked if tp in self._labels]
+            offsets: dict[Any, Any] = {}
+            if not self._aborting:
+                self._flush()
+                self._write_checkpoints(states)
+                offsets = self._offsets(states + labels)
+            for tp in revoked:
+                self._partitions.pop(tp, None)
+                self._labels.pop(tp, None)
+            if self.metrics is not None:
+                self.metrics.assigned.set(len(self._partitions))
+        if offsets:
+            self._consumer.commit_async(offsets)
+        if states:
+            log.info("revoked %s", _names(state.tp for state in states))
+
+    def _on_lost(self, lost: Iterable[Any]) -> None:
+        lost = set(lost)
+        with self._lock:
+            self._pending -= lost
+            for tp in lost:
+                self._partitions.pop(tp, None)
+                self._labels.pop(tp, None)
+        log.warning("lost %s (group membership expired): their learners are dropped", _names(lost))
+
+    def _on_assigned(self, assigned: Iterable[Any]) -> None:
+        assigned = list(assigned)
+        with self._lock:
+            self._pending.update(tp for tp in assigned if tp.topic == self.topics.input)
+            for tp in assigned:
+                if tp.topic == self.topics.labels:
+                    self._labels[tp] = _LabelsPartition(tp, dlq_partition=tp.partition % self._n_dlq)
+        if assigned:
+            # Nothing is fetched until the loop has restored the learners (and positioned the consumer).
+            self._consumer.pause(*assigned)
+        self._last_activity = time.monotonic()
+
+    def _restore_pending(self) -> set[Any]:
+        """Restore the learners of newly assigned partitions; returns the partitions restored."""
+        from kafka import TopicPartition
+
+        consumer = self._consumer
+        with self._lock:
+            pending = sorted(self._pending & consumer.assignment())
+            self._pending.clear()
+        if not pending:
+            return set()
+        store = self._store
+        store.refresh()
+        starts = consumer.beginning_offsets(pending)
+        ends = consumer.end_offsets(pending)
+        restored = []
+        for tp in pending:
+            checkpoint = store.get(tp.topic, tp.partition)
+            committed = consumer.committed(tp)
+            plan = plan_restore(
+                None if checkpoint is None else checkpoint.offset, committed, starts[tp], ends[tp]
+            )
+            if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != self.group_id:
+                raise CheckpointError(
+                    f"state topic {self.topics.state!r} holds a checkpoint of {tp.topic}/{tp.partition} "
+                    f"written by group {checkpoint.group_id!r}, not {self.group_id!r}: every service "
+                    "(consumer group) needs its own state topic"
+                )
+            learner = self._processor.new_learner()
+            if plan.use_checkpoint:
+                try:
+                    learner.load_state_dict(checkpoint.state)
+                except ValueError as error:
+                    raise CheckpointError(
+                        f"the checkpoint of {tp.topic}/{tp.partition} does not fit the configured processor "
+                        f"({self._processor.describe()}): {error}; use a new state topic or delete the key"
+                    ) from error
+            if plan.warning:
+                log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
+            if plan.seek is not None:
+                consumer.seek(tp, plan.seek)
+            state = _Partition(
+                tp=tp,
+                learner=learner,
+                out_partition=tp.partition % self._n_output,
+                dlq_partition=tp.partition % self._n_dlq,
+                next_offset=-1 if plan.seek is None else plan.seek,
+                committed=plan.committed,
+                checkpointed=checkpoint.offset if plan.use_checkpoint else -1,
+                replay_until=plan.replay_until,
+            )
+            with self._lock:
+                self._partitions[tp] = state
+            to_resume = [tp]
+            if self.topics.labels is not None:
+                labels_tp = TopicPartition(self.topics.labels, tp.partition)
+                if labels_tp in self._labels:
+                    to_resume.append(labels_tp)
+            consumer.resume(*to_resume)
+            restored.append(
+                f"{tp.topic}/{tp.partition}: "
+                + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
+                + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
+                + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
+            )
+        # Labels partitions whose input partition is not ours (mis-partitioned topics) still flow.
+        with self._lock:
+            orphans = [
+                tp
+                for tp in self._labels
+                if TopicPartition(self.topics.input, tp.partition) not in self._partitions
+                and tp in consumer.paused()
+            ]
+        if orphans:
+            consumer.resume(*orphans)
+        self.summary.restored.extend(restored)
+        self.metrics.assigned.set(len(self._partitions))
+        self._last_activity = time.monotonic()
+        for line in restored:
+            log.info("restored %s", line)
+        return set(pending)
+
+    # -- teardown --------------------------------------------------------------------------------
+    def _close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close(autocommit=False)
+            except Exception as error:
+                log.warning("closing the consumer: %s", error)
+        if self._producer is not None:
+            try:
+                self._producer.close(timeout=10)
+            except Exception as error:
+                log.warning("closing the producer: %s", error)
+        if self._store is not None:
+            self._store.close()
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+
+def _offset(record: Any) -> int:
+    return record.offset
+
+
+def _names(tps: Iterable[Any]) -> str:
+    return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(tps)) or "nothing"
+
+
+def _partition_counts(admin: Any, names: Iterable[str]) -> dict[str, int]:
+    names = list(names)
+    described = admin.describe_topics(names)
+    counts = {}
+    missing = []
+    for entry in described:
+        if entry.get("error_code", 0) != 0 or not entry.get("partitions"):
+            missing.append(entry.get("name"))
+        else:
+            counts[entry["name"]] = len(entry["partitions"])
+    missing += [name for name in names if name not in counts and name not in missing]
+    if missing:
+        raise ValueError(
+            f"topic(s) {', '.join(sorted(set(missing)))} do not exist; create them first "
+            "(uss-stream kafka create-topics ...)"
+        )
+    return counts
+
+
+def _listener_for(app: Application) -> Any:
+    from kafka import ConsumerRebalanceListener
+
+    class _Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            app._on_revoked(revoked)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            app._on_assigned(assigned)
+
+        def on_partitions_lost(self, lost: Any) -> None:
+            app._on_lost(lost)
+
+    return _Listener()

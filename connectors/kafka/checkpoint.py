@@ -1,0 +1,310 @@
+"""Learner checkpoints on a compacted topic, and how a restored learner rejoins the stream.
+
+**What a checkpoint is.** For input partition ``p``, a checkpoint is the pair *(learner state,
+offset)* where the state is exactly the learner after processing every record of ``p`` below
+``offset`` and none at or above it. The service writes checkpoints only at batch boundaries, so
+the pair is always self-consistent, whichever instance wrote it and whenever.
+
+**Invariant.** A checkpoint (and an offset commit) covering offset ``o`` is written only after the
+decisions and dead letters of every record below ``o`` were flushed (acknowledged by the broker).
+
+**Restore** (:func:`plan_restore`): the learner is loaded from the last checkpoint ``o`` and the
+consumer is positioned at ``o``, whatever the committed offset ``c`` says:
+
+* ``c <= o`` (the checkpoint is ahead, e.g. a crash between checkpoint and commit): records in
+  ``[c, o)`` are skipped; their decisions were flushed before the checkpoint was written.
+* ``c > o`` (the checkpoint lags, e.g. checkpoints less frequent than commits): records in
+  ``[o, c)`` are *replayed*: the learner processes them again, with its decisions suppressed,
+  because they were flushed before ``c`` was committed. The learner counts each record once.
+* records from ``max(o, c)`` on are decided normally; those the previous run had already decided
+  but not committed yield duplicate decisions (at-least-once), with the same depths.
+
+Without a checkpoint the learner starts empty at the partition's first offset and replays up to the
+committed offset (rebuilding the state from the log); without either, it starts at the position
+``auto_offset_reset`` gives.
+
+The checkpoint record: key ``"<input topic>/<partition>"`` (UTF-8), value a JSON :class:`Checkpoint`;
+a null value (tombstone) deletes the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointStore",
+    "RestorePlan",
+    "plan_restore",
+]
+
+CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used (it does not fit the partition or the processor)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The learner state of one input partition and the offset it covers.
+
+    Examples
+    --------
+    >>> checkpoint = Checkpoint(topic="events", partition=3, offset=5000, state={"policy": "USSUCB"},
+    ...                         group_id="uss", processor={"mode": "outputs"}, written_at=1.0)
+    >>> checkpoint.key
+    b'events/3'
+    >>> Checkpoint.from_record(checkpoint.key, checkpoint.to_bytes()) == checkpoint
+    True
+
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    state: dict[str, Any]
+    group_id: str = ""
+    processor: dict[str, Any] = field(default_factory=dict)
+    written_at: float = 0.0
+
+    @property
+    def key(self) -> bytes:
+        """The record key: ``"<topic>/<partition>"``."""
+        return checkpoint_key(self.topic, self.partition)
+
+    def to_bytes(self) -> bytes:
+        """The record value (JSON)."""
+        return json.dumps(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "topic": self.topic,
+                "partition": self.partition,
+                "offset": self.offset,
+                "group_id": self.group_id,
+                "processor": self.processor,
+                "written_at": self.written_at,
+                "state": self.state,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_record(cls, key: bytes | None, value: bytes) -> Checkpoint:
+        """Parse and check a checkpoint record; raises ``ValueError`` naming the problem."""
+        try:
+            document = json.loads(value)
+        except ValueError as error:
+            raise ValueError(f"checkpoint is not JSON: {error}") from None
+        if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"checkpoint does not have format {CHECKPOINT_FORMAT!r}")
+        topic, partition, offset = document.get("topic"), document.get("partition"), document.get("offset")
+        if not isinstance(topic, str) or not _is_count(partition) or not _is_count(offset):
+            raise ValueError(
+                "checkpoint needs a string 'topic' and non-negative integers 'partition', 'offset'"
+            )
+        if key is not None and key != checkpoint_key(topic, partition):
+            raise ValueError(f"checkpoint for {topic}/{partition} stored under key {key!r}")
+        state = document.get("state")
+        if not isinstance(state, dict):
+            raise ValueError("checkpoint 'state' must be a JSON object")
+        return cls(
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            state=state,
+            group_id=str(document.get("group_id", "")),
+            processor=dict(document.get("processor") or {}),
+            written_at=float(document.get("written_at", 0.0)),
+        )
+
+
+def checkpoint_key(topic: str, partition: int) -> bytes:
+    """``b"<topic>/<partition>"`` (topic names cannot contain ``/``)."""
+    return f"{topic}/{partition}".encode()
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    """Where a restored learner starts.
+
+    Attributes
+    ----------
+    use_checkpoint
+        Load the checkpoint's state (otherwise the learner starts empty).
+    seek
+        Offset to position the consumer at; ``None`` keeps the consumer's own position (committed
+        offset or ``auto_offset_reset``).
+    replay_until
+        Records below this offset are replayed into the learner without producing anything.
+    committed
+        The committed offset (``-1`` if none); the service never commits below it.
+    warning
+        Why the restored learner may differ from an uninterrupted one, if it may.
+    """
+
+    use_checkpoint: bool
+    seek: int | None
+    replay_until: int
+    committed: int
+    warning: str | None = None
+
+
+def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, log_end: int) -> RestorePlan:
+    """Decide where a learner restored for one partition starts (see the module docstring).
+
+    Parameters
+    ----------
+    checkpoint
+        Offset covered by the last checkpoint, ``None`` if there is none.
+    committed
+        The group's committed offset, ``None`` if there is none.
+    log_start, log_end
+        The partition's first offset and its end offset (next offset to be written).
+
+    Examples
+    --------
+    Checkpoint behind the committed offset: replay ``[4000, 5000)`` silently.
+
+    >>> plan_restore(checkpoint=4000, committed=5000, log_start=0, log_end=9000)
+    RestorePlan(use_checkpoint=True, seek=4000, replay_until=5000, committed=5000, warning=None)
+
+    Checkpoint ahead (crash between checkpoint and commit): skip to it.
+
+    >>> plan_restore(checkpoint=5000, committed=4000, log_start=0, log_end=9000)
+    RestorePlan(use_checkpoint=True, seek=5000, replay_until=5000, committed=4000, warning=None)
+
+    No checkpoint but a committed offset: rebuild the learner from the log.
+
+    >>> plan = plan_restore(checkpoint=None, committed=300, log_start=0, log_end=9000)
+    >>> plan.seek, plan.replay_until, plan.use_checkpoint
+    (0, 300, False)
+
+    A fresh group and no checkpoint: the consumer's ``auto_offset_reset`` decides.
+
+    >>> plan_restore(checkpoint=None, committed=None, log_start=0, log_end=10)
+    RestorePlan(use_checkpoint=False, seek=None, replay_until=-1, committed=-1, warning=None)
+
+    """
+    committed_offset = -1 if committed is None else committed
+    if checkpoint is None:
+        if committed is None:
+            return RestorePlan(False, None, -1, -1)
+        warning = None
+        if committed > log_start:
+            warning = (
+                f"no checkpoint: rebuilding the learner from the log, replaying offsets "
+                f"[{log_start}, {committed}) without producing"
+            )
+            if log_start > 0:
+                warning += f"; offsets below {log_start} were deleted by retention and are not counted"
+        return RestorePlan(False, log_start, committed, committed_offset, warning)
+    if checkpoint > log_end:
+        raise CheckpointError(
+            f"checkpoint covers offset {checkpoint} but the partition ends at {log_end}: the input topic "
+            "was recreated or truncated; delete the checkpoint (a tombstone for its key) "
+            "or use a new state topic"
+        )
+    warning = None
+    seek = checkpoint
+    if checkpoint < log_start:
+        warning = (
+            f"checkpoint covers offset {checkpoint} but the partition starts at {log_start}: "
+            f"records [{checkpoint}, {log_start}) were deleted by retention and are not counted"
+        )
+        seek = log_start
+    return RestorePlan(True, seek, max(committed_offset, seek), committed_offset, warning)
+
+
+class CheckpointStore:
+    """Reads the state topic (kafka-python consumer, no group) and writes to it (the service's producer).
+
+    The reader keeps its position: each :meth:`refresh` reads only what was appended since, up to
+    the end offsets at the time of the call, and keeps the last checkpoint per key.
+
+    Parameters
+    ----------
+    topic
+        The state topic.
+    consumer_kwargs
+        kafka-python ``KafkaConsumer`` settings (connection, security).
+    timeout
+        Seconds a refresh may take before it raises ``TimeoutError``.
+    """
+
+    def __init__(self, topic: str, consumer_kwargs: dict[str, Any], timeout: float = 60.0) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self.topic = topic
+        self.timeout = timeout
+        self._consumer = KafkaConsumer(
+            **consumer_kwargs,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            allow_auto_create_topics=False,
+        )
+        partitions = self._consumer.partitions_for_topic(topic)
+        if not partitions:
+            self._consumer.close()
+            raise ValueError(
+                f"state topic {topic!r} does not exist (create it: uss-stream kafka create-topics)"
+            )
+        self._partitions = [TopicPartition(topic, p) for p in sorted(partitions)]
+        self._consumer.assign(self._partitions)
+        self._consumer.seek_to_beginning(*self._partitions)
+        self._latest: dict[bytes, Checkpoint] = {}
+
+    def refresh(self) -> None:
+        """Read the state topic up to its current end."""
+        consumer = self._consumer
+        end = consumer.end_offsets(self._partitions)
+        deadline = time.monotonic() + self.timeout
+        while any(consumer.position(tp) < end[tp] for tp in self._partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"could not read state topic {self.topic!r} to its end within {self.timeout}s"
+                )
+            for records in consumer.poll(timeout_ms=200, max_records=10_000).values():
+                self._apply(records)
+
+    def _apply(self, records: Iterable[Any]) -> None:
+        for record in records:
+            if record.key is None:
+                log.warning(
+                    "ignoring a record without key at %s/%d@%d", self.topic, record.partition, record.offset
+                )
+                continue
+            if record.value is None:
+                self._latest.pop(record.key, None)
+                continue
+            try:
+                self._latest[record.key] = Checkpoint.from_record(record.key, record.value)
+            except ValueError as error:
+                log.warning(
+                    "ignoring an invalid checkpoint at %s/%d@%d (the previous one for its key stays): %s",
+                    self.topic,
+                    record.partition,
+                    record.offset,
+                    error,
+                )
+
+    def get(self, topic: str, partition: int) -> Checkpoint | None:
+        """The last checkpoint read for input partition ``topic/partition``."""
+        return self._latest.get(checkpoint_key(topic, partition))
+
+    def close(self) -> None:
+        self._consumer.close()

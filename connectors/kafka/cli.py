@@ -1,0 +1,581 @@
+"""``uss-stream kafka ...``: run the decision service, create its topics, stream the demo events.
+
+Every option can also be given by an environment variable (named in ``--help``, listed in
+:data:`ENVIRONMENT`); a command-line option wins over its variable. Secrets (SASL and SSL key
+passwords) are best passed by environment only.
+
+::
+
+    uss-stream kafka create-topics --bootstrap-servers 127.0.0.1:9092 --input-topic IN \\
+        --output-topic OUT --dlq-topic DLQ --state-topic STATE --partitions 3
+    uss-stream kafka run --bootstrap-servers 127.0.0.1:9092 --input-topic IN --output-topic OUT \\
+        --dlq-topic DLQ --state-topic STATE --group-id G --stage-costs 0,0.15,0.2
+    uss-stream kafka demo-producer --bootstrap-servers 127.0.0.1:9092 --topic IN --events 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ENVIRONMENT", "register"]
+
+#: Environment variable of each option, by ``argparse`` destination.
+ENVIRONMENT: dict[str, str] = {}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``kafka`` command and its subcommands."""
+    parser = subparsers.add_parser(
+        "kafka",
+        help="Kafka decision service: run it, create its topics, stream demo events",
+        description="Consume events from Kafka, decide each event's depth, produce the decisions.",
+    )
+    commands = parser.add_subparsers(dest="kafka_command", required=True, metavar="SUBCOMMAND")
+    _add_run(commands)
+    _add_create_topics(commands)
+    _add_demo_producer(commands)
+
+
+# -- options ---------------------------------------------------------------------------------------
+def _option(
+    parser: argparse._ActionsContainer,
+    flag: str,
+    env: str,
+    *,
+    required: bool = False,
+    convert: Callable[[str], Any] = str,
+    default: Any = None,
+    choices: tuple[str, ...] | None = None,
+    help: str,
+) -> None:
+    """An option that falls back to environment variable ``env``.
+
+    The variable's text goes through the same conversion and checks as the option, when the
+    subcommand is parsed (argparse converts string defaults).
+    """
+    dest = flag.lstrip("-").replace("-", "_")
+    ENVIRONMENT[dest] = env
+    raw = os.environ.get(env)
+    if raw:
+        default = raw
+    if choices is not None:
+        convert = _one_of(choices)
+        help = f"{help}: {', '.join(choices)}"
+    parser.add_argument(
+        flag,
+        dest=dest,
+        type=convert,
+        default=default,
+        required=required and default is None,
+        metavar=dest.upper() if choices is None else "{" + ",".join(choices) + "}",
+        help=f"{help} [env {env}]",
+    )
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def convert(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return text
+
+    return convert
+
+
+def _flag(parser: argparse._ActionsContainer, flag: str, env: str, *, help: str) -> None:
+    """A boolean flag that environment variable ``env`` (``1/true/yes``) can also set."""
+    dest = flag.lstrip("-").replace("-", "_")
+    ENVIRONMENT[dest] = env
+    default = os.environ.get(env, "").strip().lower() in ("1", "true", "yes", "on")
+    parser.add_argument(flag, dest=dest, action="store_true", default=default, help=f"{help} [env {env}]")
+
+
+def _costs(text: str) -> list[float]:
+    """``"0,0.15,0.2"`` -> ``[0.0, 0.15, 0.2]``."""
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"stage costs must be comma-separated numbers, got {text!r}"
+        ) from None
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connection and security")
+    _option(
+        group, "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS", required=True, help="host:port[,host:port]"
+    )
+    _option(group, "--client-id", "USS_KAFKA_CLIENT_ID", default="uss-stream", help="client id prefix")
+    _option(
+        group,
+        "--security-protocol",
+        "USS_KAFKA_SECURITY_PROTOCOL",
+        default="PLAINTEXT",
+        choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+        help="protocol to talk to the brokers",
+    )
+    _option(group, "--ssl-cafile", "USS_KAFKA_SSL_CAFILE", help="CA certificate (PEM) to verify the brokers")
+    _option(group, "--ssl-certfile", "USS_KAFKA_SSL_CERTFILE", help="client certificate (PEM) for mutual TLS")
+    _option(group, "--ssl-keyfile", "USS_KAFKA_SSL_KEYFILE", help="client private key (PEM)")
+    _option(group, "--ssl-password", "USS_KAFKA_SSL_PASSWORD", help="password of the private key")
+    _option(group, "--ssl-crlfile", "USS_KAFKA_SSL_CRLFILE", help="certificate revocation list (PEM)")
+    _flag(
+        group,
+        "--no-ssl-check-hostname",
+        "USS_KAFKA_NO_SSL_CHECK_HOSTNAME",
+        help="skip host name verification",
+    )
+    _option(
+        group,
+        "--sasl-mechanism",
+        "USS_KAFKA_SASL_MECHANISM",
+        choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"),
+        help="SASL mechanism",
+    )
+    _option(group, "--sasl-username", "USS_KAFKA_SASL_USERNAME", help="SASL user")
+    _option(group, "--sasl-password", "USS_KAFKA_SASL_PASSWORD", help="SASL password (prefer the variable)")
+    _option(
+        group,
+        "--sasl-kerberos-service-name",
+        "USS_KAFKA_SASL_KERBEROS_SERVICE_NAME",
+        default="kafka",
+        help="Kerberos service name (GSSAPI)",
+    )
+    group.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any kafka-python client setting, for every client (repeatable), e.g. request_timeout_ms=60000",
+    )
+
+
+def _client_config(args: argparse.Namespace) -> Any:
+    from connectors.kafka.config import ClientConfig, merge_options
+
+    return ClientConfig(
+        bootstrap_servers=args.bootstrap_servers,
+        client_id=args.client_id,
+        security_protocol=args.security_protocol,
+        ssl_cafile=args.ssl_cafile,
+        ssl_certfile=args.ssl_certfile,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_password=args.ssl_password,
+        ssl_crlfile=args.ssl_crlfile,
+        ssl_check_hostname=not args.no_ssl_check_hostname,
+        sasl_mechanism=args.sasl_mechanism,
+        sasl_username=args.sasl_username,
+        sasl_password=args.sasl_password,
+        sasl_kerberos_service_name=args.sasl_kerberos_service_name,
+        options=merge_options(args.kafka_option),
+    )
+
+
+def _add_topics(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("topics")
+    _option(group, "--input-topic", "USS_KAFKA_INPUT_TOPIC", required=True, help="events to decide")
+    _option(group, "--output-topic", "USS_KAFKA_OUTPUT_TOPIC", required=True, help="decisions")
+    _option(group, "--dlq-topic", "USS_KAFKA_DLQ_TOPIC", required=True, help="dead letters")
+    _option(
+        group, "--state-topic", "USS_KAFKA_STATE_TOPIC", required=True, help="learner checkpoints (compacted)"
+    )
+    _option(group, "--labels-topic", "USS_KAFKA_LABELS_TOPIC", help="labelled events (features mode only)")
+
+
+def _topics(args: argparse.Namespace) -> Any:
+    from connectors.kafka.topics import Topics
+
+    return Topics(
+        input=args.input_topic,
+        output=args.output_topic,
+        dead_letter=args.dlq_topic,
+        state=args.state_topic,
+        labels=args.labels_topic,
+    )
+
+
+def _add_logging(parser: argparse.ArgumentParser) -> None:
+    _option(
+        parser,
+        "--log-level",
+        "USS_KAFKA_LOG_LEVEL",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level of the service (kafka-python logs at WARNING unless DEBUG)",
+    )
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+
+
+# -- run -------------------------------------------------------------------------------------------
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="run the decision service",
+        description="Consume events, decide each event's depth (USS-UCB), produce decisions; "
+        "dead-letter invalid events; checkpoint the learners to the compacted state topic.",
+    )
+    _add_connection(parser)
+    _add_topics(parser)
+    job = parser.add_argument_group("processing")
+    _option(job, "--group-id", "USS_KAFKA_GROUP_ID", required=True, help="consumer group")
+    _option(
+        job,
+        "--mode",
+        "USS_KAFKA_MODE",
+        default="outputs",
+        choices=("outputs", "features"),
+        help="outputs: events carry the stage outputs; features: the service runs a cascade",
+    )
+    _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, help="c_1,...,c_K (outputs mode)")
+    _option(
+        job,
+        "--alpha",
+        "USS_KAFKA_ALPHA",
+        convert=_positive_float,
+        default=0.51,
+        help="USS-UCB exploration (> 0)",
+    )
+    _option(
+        job,
+        "--cascade-factory",
+        "USS_KAFKA_CASCADE_FACTORY",
+        help="package.module:function returning a CascadeClassifier (features mode)",
+    )
+    _option(
+        job,
+        "--max-input-bytes",
+        "USS_KAFKA_MAX_INPUT_BYTES",
+        convert=_positive_int,
+        default=256 * 1024,
+        help="larger input values are dead-lettered as oversize",
+    )
+    delivery = parser.add_argument_group("delivery, checkpoints and lifecycle")
+    _option(
+        delivery,
+        "--commit-interval",
+        "USS_KAFKA_COMMIT_INTERVAL",
+        convert=_non_negative_float,
+        default=1.0,
+        help="seconds between commits (flush first); 0 = after every batch",
+    )
+    _option(
+        delivery,
+        "--commit-every",
+        "USS_KAFKA_COMMIT_EVERY",
+        convert=_non_negative_int,
+        default=0,
+        help="also commit after this many records (0 = off)",
+    )
+    _option(
+        delivery,
+        "--checkpoint-interval",
+        "USS_KAFKA_CHECKPOINT_INTERVAL",
+        convert=_non_negative_float,
+        default=5.0,
+        help="seconds between learner checkpoints (0 = off)",
+    )
+    _option(
+        delivery,
+        "--checkpoint-every",
+        "USS_KAFKA_CHECKPOINT_EVERY",
+        convert=_non_negative_int,
+        default=0,
+        help="also checkpoint after this many records (0 = off)",
+    )
+    _option(
+        delivery,
+        "--max-poll-records",
+        "USS_KAFKA_MAX_POLL_RECORDS",
+        convert=_positive_int,
+        default=5000,
+        help="records per batch",
+    )
+    _option(
+        delivery,
+        "--auto-offset-reset",
+        "USS_KAFKA_AUTO_OFFSET_RESET",
+        default="earliest",
+        choices=("earliest", "latest"),
+        help="where a new consumer group starts",
+    )
+    _option(
+        delivery,
+        "--group-instance-id",
+        "USS_KAFKA_GROUP_INSTANCE_ID",
+        help="static group membership id (a restart takes its partitions back at once)",
+    )
+    _option(
+        delivery,
+        "--session-timeout-ms",
+        "USS_KAFKA_SESSION_TIMEOUT_MS",
+        convert=_positive_int,
+        default=45_000,
+        help="consumer group session timeout",
+    )
+    _option(
+        delivery,
+        "--exit-when-idle",
+        "USS_KAFKA_EXIT_WHEN_IDLE",
+        convert=_positive_float,
+        help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds",
+    )
+    delivery.add_argument(
+        "--consumer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python consumer setting",
+    )
+    delivery.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python producer setting",
+    )
+    ops = parser.add_argument_group("metrics and health")
+    _option(
+        ops,
+        "--metrics-host",
+        "USS_KAFKA_METRICS_HOST",
+        default="0.0.0.0",
+        help="address of /metrics, /healthz",
+    )
+    _option(
+        ops,
+        "--metrics-port",
+        "USS_KAFKA_METRICS_PORT",
+        convert=int,
+        default=9108,
+        help="port of /metrics and /healthz (0 = any free port, -1 = no endpoint)",
+    )
+    _add_logging(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop."""
+    from connectors.kafka.app import Application
+    from connectors.kafka.config import merge_options
+    from connectors.kafka.processing import FeaturesProcessor, OutputsProcessor
+
+    _setup_logging(args.log_level)
+    if args.mode == "outputs":
+        if not args.stage_costs:
+            raise ValueError("outputs mode needs --stage-costs c_1,...,c_K")
+        if args.cascade_factory:
+            raise ValueError("--cascade-factory is for features mode (--mode features)")
+        processor: Any = OutputsProcessor(args.stage_costs, alpha=args.alpha)
+    else:
+        if not args.cascade_factory:
+            raise ValueError("features mode needs --cascade-factory package.module:function")
+        processor = FeaturesProcessor(args.cascade_factory)
+    app = Application(
+        _client_config(args),
+        group_id=args.group_id,
+        topics=_topics(args),
+        commit_interval=args.commit_interval,
+        commit_every=args.commit_every,
+        checkpoint_interval=args.checkpoint_interval,
+        checkpoint_every=args.checkpoint_every,
+        max_input_bytes=args.max_input_bytes,
+        max_poll_records=args.max_poll_records,
+        auto_offset_reset=args.auto_offset_reset,
+        group_instance_id=args.group_instance_id,
+        exit_when_idle=args.exit_when_idle,
+        consumer_options={
+            "session_timeout_ms": args.session_timeout_ms,
+            **merge_options(args.consumer_option),
+        },
+        producer_options=merge_options(args.producer_option),
+        http_host=args.metrics_host,
+        http_port=None if args.metrics_port < 0 else args.metrics_port,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        logging.getLogger("connectors.kafka").info(
+            "%s: finishing the batch, then stopping", signal.Signals(signum).name
+        )
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        summary = app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    dead = sum(summary.dead_letters.values())
+    print(
+        f"kafka run: {summary.events} events, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {dead} dead letters, {summary.replayed} replayed, "
+        f"{summary.checkpoints} checkpoints, {summary.commits} commits in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- create-topics ---------------------------------------------------------------------------------
+def _add_create_topics(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "create-topics",
+        help="create the input, output, dead-letter (and labels) topics and the compacted state topic",
+    )
+    _add_connection(parser)
+    _add_topics(parser)
+    _option(
+        parser, "--partitions", "USS_KAFKA_PARTITIONS", convert=_positive_int, default=1, help="partitions"
+    )
+    _option(
+        parser,
+        "--replication-factor",
+        "USS_KAFKA_REPLICATION_FACTOR",
+        convert=_positive_int,
+        default=1,
+        help="replicas per partition",
+    )
+    _option(
+        parser,
+        "--state-partitions",
+        "USS_KAFKA_STATE_PARTITIONS",
+        convert=_positive_int,
+        default=1,
+        help="partitions of the state topic",
+    )
+    parser.set_defaults(handler=create_topics_command)
+
+
+def create_topics_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
+    from kafka import KafkaAdminClient
+
+    from connectors.kafka.topics import create_topics
+
+    topics = _topics(args)
+    admin = KafkaAdminClient(**_client_config(args).kafka_kwargs("admin"))
+    try:
+        outcome = create_topics(
+            admin,
+            topics,
+            partitions=args.partitions,
+            replication_factor=args.replication_factor,
+            state_partitions=args.state_partitions,
+        )
+    finally:
+        admin.close()
+    for name in topics.all():
+        print(f"{name}: {outcome[name]}")
+    return 0
+
+
+# -- demo-producer ---------------------------------------------------------------------------------
+def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "demo-producer",
+        help="stream the bundled PIMA events (stage outputs or features)",
+        description="Stream PIMA diabetes events. Outputs mode: the per-stage predictions of a "
+        "three-stage cascade trained offline (scikit-learn logistic regressions on growing, "
+        "cost-ordered feature subsets). Features mode: the features (and labels to --labels-topic).",
+    )
+    _add_connection(parser)
+    _option(parser, "--topic", "USS_KAFKA_INPUT_TOPIC", required=True, help="topic to write the events to")
+    _option(
+        parser,
+        "--mode",
+        "USS_KAFKA_MODE",
+        default="outputs",
+        choices=("outputs", "features"),
+        help="what the events carry",
+    )
+    _option(
+        parser, "--labels-topic", "USS_KAFKA_LABELS_TOPIC", help="features mode: write labelled copies here"
+    )
+    _option(
+        parser,
+        "--events",
+        "USS_KAFKA_DEMO_EVENTS",
+        convert=_non_negative_int,
+        default=10_000,
+        help="how many",
+    )
+    _option(
+        parser,
+        "--rate",
+        "USS_KAFKA_DEMO_RATE",
+        convert=_non_negative_float,
+        default=0.0,
+        help="events per second (0 = as fast as possible)",
+    )
+    _option(parser, "--seed", "USS_KAFKA_DEMO_SEED", convert=int, default=0, help="shuffle seed")
+    _add_logging(parser)
+    parser.set_defaults(handler=demo_producer_command)
+
+
+def demo_producer_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka demo-producer``."""
+    from kafka import KafkaProducer
+
+    from connectors.kafka.demo import pima_stage_costs, produce_demo
+
+    _setup_logging(args.log_level)
+    if args.labels_topic and args.mode != "features":
+        raise ValueError("--labels-topic is for --mode features")
+    producer = KafkaProducer(**_client_config(args).kafka_kwargs("demo-producer"), linger_ms=10)
+    try:
+        sent = produce_demo(
+            producer,
+            args.topic,
+            mode=args.mode,
+            events=args.events,
+            rate=args.rate,
+            labels_topic=args.labels_topic,
+            seed=args.seed,
+        )
+    finally:
+        producer.close()
+    costs = ",".join(f"{c:.4g}" for c in pima_stage_costs())
+    print(
+        f"demo-producer: {sent} {args.mode} events to {args.topic} (PIMA stage costs {costs})",
+        file=sys.stderr,
+    )
+    return 0

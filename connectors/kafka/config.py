@@ -1,0 +1,190 @@
+"""Kafka client configuration: bootstrap servers, security (SSL, SASL) and pass-through options.
+
+Every client the service opens (consumer, producer, admin, checkpoint reader) gets the same
+connection and security settings from one :class:`ClientConfig`, so an SSL or SASL setup is given
+once. Anything kafka-python accepts can be passed through ``options`` (``--kafka-option KEY=VALUE``
+on the command line).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["SASL_MECHANISMS", "SECURITY_PROTOCOLS", "ClientConfig", "merge_options", "parse_option"]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
+
+# Settings the service owns: passing them through would break its delivery guarantees.
+_RESERVED = frozenset(
+    {
+        "enable_auto_commit",
+        "group_id",
+        "key_deserializer",
+        "value_deserializer",
+        "key_serializer",
+        "value_serializer",
+        "transactional_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Connection settings shared by every Kafka client of the service.
+
+    Parameters
+    ----------
+    bootstrap_servers
+        Comma-separated ``host:port`` list.
+    client_id
+        Prefix of the clients' ``client_id`` (each client appends its role).
+    security_protocol
+        One of :data:`SECURITY_PROTOCOLS`.
+    ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password, ssl_crlfile
+        PEM files (and key password) for ``SSL`` / ``SASL_SSL``.
+    ssl_check_hostname
+        Verify the broker's certificate host name.
+    sasl_mechanism, sasl_username, sasl_password
+        SASL settings for ``SASL_PLAINTEXT`` / ``SASL_SSL``.
+    sasl_kerberos_service_name
+        Kerberos service name for ``GSSAPI``.
+    options
+        Further kafka-python settings applied to every client (``{"request_timeout_ms": 60000}``).
+
+    Examples
+    --------
+    >>> config = ClientConfig("broker:9093", security_protocol="SASL_SSL",
+    ...                       sasl_mechanism="SCRAM-SHA-512", sasl_username="svc", sasl_password="s3cret",
+    ...                       ssl_cafile="/etc/kafka/ca.pem")
+    >>> kwargs = config.kafka_kwargs("consumer")
+    >>> kwargs["security_protocol"], kwargs["sasl_plain_username"], kwargs["client_id"]
+    ('SASL_SSL', 'svc', 'uss-stream-consumer')
+    >>> "s3cret" in repr(config)
+    False
+    >>> ClientConfig("b:9092", security_protocol="SSH")
+    Traceback (most recent call last):
+    ...
+    ValueError: security_protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'SSH'
+
+    """
+
+    bootstrap_servers: str
+    client_id: str = "uss-stream"
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = field(default=None, repr=False)
+    ssl_crlfile: str | None = None
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    sasl_kerberos_service_name: str = "kafka"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        servers = [s.strip() for s in str(self.bootstrap_servers).split(",") if s.strip()]
+        if not servers:
+            raise ValueError("bootstrap_servers must name at least one host:port")
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ValueError(
+                f"security_protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, "
+                f"got {self.security_protocol!r}"
+            )
+        uses_sasl = self.security_protocol.startswith("SASL_")
+        if uses_sasl and self.sasl_mechanism is None:
+            raise ValueError(f"security_protocol {self.security_protocol} needs a sasl_mechanism")
+        if self.sasl_mechanism is not None:
+            if not uses_sasl:
+                raise ValueError(
+                    f"sasl_mechanism {self.sasl_mechanism} needs security_protocol SASL_PLAINTEXT or SASL_SSL"
+                )
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ValueError(
+                    f"sasl_mechanism must be one of {', '.join(SASL_MECHANISMS)}, got {self.sasl_mechanism!r}"
+                )
+            if self.sasl_mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512") and (
+                not self.sasl_username or self.sasl_password is None
+            ):
+                raise ValueError(
+                    f"sasl_mechanism {self.sasl_mechanism} needs sasl_username and sasl_password"
+                )
+        reserved = sorted(_RESERVED.intersection(self.options))
+        if reserved:
+            raise ValueError(
+                f"option(s) {', '.join(reserved)} are set by the service and cannot be overridden"
+            )
+
+    def kafka_kwargs(self, role: str) -> dict[str, Any]:
+        """Keyword arguments for a kafka-python client playing ``role`` (e.g. ``"producer"``)."""
+        kwargs: dict[str, Any] = {
+            "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
+            "client_id": f"{self.client_id}-{role}",
+            "security_protocol": self.security_protocol,
+        }
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            kwargs["ssl_check_hostname"] = self.ssl_check_hostname
+            for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_password", "ssl_crlfile"):
+                value = getattr(self, name)
+                if value is not None:
+                    kwargs[name] = value
+        if self.sasl_mechanism is not None:
+            kwargs["sasl_mechanism"] = self.sasl_mechanism
+            if self.sasl_mechanism == "GSSAPI":
+                kwargs["sasl_kerberos_service_name"] = self.sasl_kerberos_service_name
+            else:
+                kwargs["sasl_plain_username"] = self.sasl_username
+                kwargs["sasl_plain_password"] = self.sasl_password
+        kwargs.update(self.options)
+        return kwargs
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """Parse ``KEY=VALUE`` into a kafka-python setting; the value is a Python literal if it is one.
+
+    >>> parse_option("request_timeout_ms=60000")
+    ('request_timeout_ms', 60000)
+    >>> parse_option("ssl_check_hostname=False")
+    ('ssl_check_hostname', False)
+    >>> parse_option("compression_type=gzip")
+    ('compression_type', 'gzip')
+    >>> parse_option("oops")
+    Traceback (most recent call last):
+    ...
+    ValueError: Kafka option must look like KEY=VALUE, got 'oops'
+
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip().replace(".", "_").replace("-", "_")
+    if not sep or not key.isidentifier():
+        raise ValueError(f"Kafka option must look like KEY=VALUE, got {text!r}")
+    raw = raw.strip()
+    if raw in ("true", "false"):
+        return key, raw == "true"
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    if not isinstance(value, (int, float, bool, str)):
+        value = raw
+    return key, value
+
+
+def merge_options(*groups: Iterable[str]) -> dict[str, Any]:
+    """Parse several lists of ``KEY=VALUE`` strings into one dict; later groups win.
+
+    >>> merge_options(["linger_ms=5"], ["linger_ms=20", "acks=all"])
+    {'linger_ms': 20, 'acks': 'all'}
+
+    """
+    merged: dict[str, Any] = {}
+    for group in groups:
+        for text in group:
+            key, value = parse_option(text)
+            merged[key] = value
+    return merged

@@ -1,0 +1,91 @@
+"""The service's HTTP endpoint: ``/metrics`` (Prometheus text format) and ``/healthz`` (JSON).
+
+``/healthz`` answers 200 while the service is healthy (its poll loop is alive) and 503 otherwise,
+with a JSON body describing the state (assigned partitions, ages of the last poll, commit and
+checkpoint), so that it serves as a Kubernetes liveness and readiness probe.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+__all__ = ["HttpEndpoint"]
+
+HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
+
+
+class HttpEndpoint:
+    """Serve ``/metrics`` and ``/healthz`` from a daemon thread.
+
+    Parameters
+    ----------
+    registry
+        The Prometheus registry to expose.
+    health
+        Returns ``(healthy, details)``.
+    host, port
+        Where to listen; port ``0`` picks a free port (see :attr:`port`).
+
+    Examples
+    --------
+    >>> import urllib.request
+    >>> endpoint = HttpEndpoint(CollectorRegistry(), lambda: (True, {"status": "ok"}), "127.0.0.1", 0)
+    >>> endpoint.start()
+    >>> urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}/healthz").read()
+    b'{"status": "ok"}'
+    >>> endpoint.close()
+
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry, health: HealthCheck, host: str = "0.0.0.0", port: int = 9108
+    ):
+        self._registry = registry
+        self._health = health
+        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="uss-kafka-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._reply(200, CONTENT_TYPE_LATEST, generate_latest(endpoint._registry))
+                elif path in ("/healthz", "/health"):
+                    healthy, details = endpoint._health()
+                    self._reply(200 if healthy else 503, "application/json", json.dumps(details).encode())
+                else:
+                    self._reply(404, "text/plain; charset=utf-8", b"not found: try /metrics or /healthz\n")
+
+            def _reply(self, status: int, content_type: str, body: bytes) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Requests are not logged (probes would flood the log)."""
+
+        return Handler

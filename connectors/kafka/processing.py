@@ -1,0 +1,355 @@
+"""The processing functions: what the service does with one event, one learner per input partition.
+
+A :class:`Processor` describes the job and builds a fresh :class:`Learner` for each input
+partition. A learner turns an input value into a decision value (:meth:`Learner.process`),
+optionally learns from a labelled value (:meth:`Learner.learn`), and exposes its learned state as
+JSON (:meth:`Learner.state_dict` / :meth:`Learner.load_state_dict`) for the checkpoints.
+
+* :class:`OutputsProcessor` — the stage outputs arrive with the event; a :class:`~uss_stream.policies.USSUCB`
+  policy decides the depth and learns from the first ``depth`` outputs.
+* :class:`FeaturesProcessor` — the event carries features; a :class:`uss_stream.CascadeClassifier`
+  built by a user factory (``"package.module:function"``, code, never a pickle) queries its stages
+  and learns from a labels topic.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from connectors.kafka.batching import decide_batch
+from connectors.kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
+from uss_stream.policies import USSUCB
+
+__all__ = ["BatchResult", "FeaturesProcessor", "Learner", "OutputsProcessor", "Processor", "load_factory"]
+
+
+class BatchResult(NamedTuple):
+    """What :meth:`Learner.process_batch` returns: three lists aligned with the input values.
+
+    For event ``i``: ``payloads[i]`` is the decision value and ``depths[i]`` its depth, or
+    ``payloads[i]`` is ``None``, ``depths[i]`` is 0 and ``errors[i]`` says why it was rejected.
+    (Parallel lists of bytes and ints, rather than a tuple per event, keep a batch's results out of
+    the garbage collector's way.)
+    """
+
+    payloads: list[bytes | None]
+    depths: list[int]
+    errors: list[InvalidEvent | None]
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """The per-partition state machine of a processor."""
+
+    def process(self, value: bytes | None) -> tuple[bytes, int]:
+        """Decide one event: ``(decision value, depth)``; raises :class:`~.events.InvalidEvent`."""
+
+    def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
+        """Decide a batch of events in order, as many :meth:`process` calls would.
+
+        Values longer than ``max_bytes`` are rejected as ``oversize``; a rejected event does not
+        change the learner.
+        """
+
+    def learn(self, value: bytes | None) -> None:
+        """Learn from one labelled event; raises :class:`~.events.InvalidEvent`."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learned state as a JSON-serialisable document."""
+
+    def load_state_dict(self, document: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; raises ``ValueError`` if it does not fit."""
+
+
+@runtime_checkable
+class Processor(Protocol):
+    """Builds learners and describes itself in checkpoints."""
+
+    mode: str
+    n_stages: int
+
+    def new_learner(self) -> Learner:
+        """A fresh learner for one input partition."""
+
+    def describe(self) -> dict[str, Any]:
+        """The configuration recorded with every checkpoint (JSON)."""
+
+
+class OutputsProcessor:
+    """Outputs mode: decide depths with USS-UCB from the stage outputs carried by each event.
+
+    Parameters
+    ----------
+    stage_costs
+        Per-stage costs ``c_1..c_K`` (cheapest stage first).
+    alpha
+        USS-UCB's exploration parameter.
+
+    Examples
+    --------
+    >>> processor = OutputsProcessor([0, 0.15, 0.2])
+    >>> learner = processor.new_learner()
+    >>> learner.process(b'{"id": "e1", "outputs": [1, 0, 1]}')   # round 1 queries every stage
+    (b'{"id":"e1","depth":3,"prediction":1,"cost":0.35}', 3)
+    >>> learner.state_dict()["stats"]["queried"]
+    [1, 1, 1]
+
+    The decisions are exactly those of :meth:`USSUCB.run` over the same outputs:
+
+    >>> import json
+    >>> from uss_stream.policies import USSUCB
+    >>> rows = [[1, 0, 1], [0, 0, 0], [1, 1, 0], [1, 1, 1]] * 5
+    >>> learner = processor.new_learner()
+    >>> values = [json.dumps({"id": i, "outputs": r}).encode() for i, r in enumerate(rows)]
+    >>> depths = [learner.process(value)[1] for value in values]
+    >>> depths == USSUCB([0, 0.15, 0.2]).run(rows).tolist()
+    True
+
+    """
+
+    mode = "outputs"
+
+    def __init__(self, stage_costs: Sequence[float], alpha: float = 0.51) -> None:
+        self._template = USSUCB(stage_costs=list(stage_costs), alpha=alpha)
+        self.stage_costs = [float(c) for c in stage_costs]
+        self.alpha = alpha
+        self.n_stages = self._template.n_stages
+
+    def new_learner(self) -> OutputsLearner:
+        return OutputsLearner(self._template.clone())
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, "stage_costs": self.stage_costs, "alpha": self.alpha}
+
+
+class OutputsLearner:
+    """One USS-UCB policy fed with the outputs carried by the events (see :class:`OutputsProcessor`).
+
+    :meth:`process_batch` decides a batch's valid events with :func:`~.batching.decide_batch`
+    (exactly the ``select``/``update`` loop, vectorised).
+    """
+
+    __slots__ = ("_codec", "_last_depth", "_policy")
+
+    def __init__(self, policy: USSUCB) -> None:
+        self._policy = policy
+        self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
+        self._last_depth = policy.n_stages
+
+    @property
+    def policy(self) -> USSUCB:
+        """The learner's policy."""
+        return self._policy
+
+    def process(self, value: bytes | None) -> tuple[bytes, int]:
+        codec = self._codec
+        event_id, outputs = codec.decode(value)
+        policy = self._policy
+        depth = policy.select()
+        revealed = outputs[:depth]
+        policy.update(revealed)
+        self._last_depth = depth
+        return codec.encode(event_id, depth, revealed[-1]), depth
+
+    def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
+        count = len(values)
+        payloads: list[bytes | None] = [None] * count
+        depths = [0] * count
+        errors: list[InvalidEvent | None] = [None] * count
+        decode = self._codec.decode
+        positions: list[int] = []
+        ids: list[Any] = []
+        outputs: list[Any] = []  # the valid events' outputs, flat (row-major)
+        keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
+        for position, value in enumerate(values):
+            if value is not None and len(value) > max_bytes:
+                errors[position] = _oversize(value, max_bytes)
+                continue
+            try:
+                event_id, row = decode(value)
+            except InvalidEvent as error:
+                errors[position] = error
+                continue
+            keep_position(position)
+            keep_id(event_id)
+            keep_outputs(row)
+        if positions:
+            decided = decide_batch(self._policy, outputs, guess=self._last_depth)
+            self._last_depth = decided[-1]
+            encode = self._codec.encode
+            n_stages = self._policy.n_stages
+            base = -1
+            for position, event_id, depth in zip(positions, ids, decided):
+                payloads[position] = encode(event_id, depth, outputs[base + depth])
+                depths[position] = depth
+                base += n_stages
+        return BatchResult(payloads, depths, errors)
+
+    def learn(self, value: bytes | None) -> None:
+        raise InvalidEvent(
+            "processing_error", "outputs mode learns from the stage outputs; it takes no labels"
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._policy.state_dict()
+
+    def load_state_dict(self, document: dict[str, Any]) -> None:
+        self._policy.load_state_dict(document)
+
+
+class FeaturesProcessor:
+    """Features mode: run a :class:`uss_stream.CascadeClassifier` on each event's features.
+
+    Parameters
+    ----------
+    factory
+        A zero-argument callable returning a new ``CascadeClassifier``, or its import path
+        ``"package.module:function"``. It is called once per input partition (and once here, to
+        check it).
+
+    Notes
+    -----
+    Checkpoints hold the cascade's policy counts (JSON). The stages' River models are not
+    serialised (no pickle): after a restart they are whatever the factory returns (load
+    pre-trained weights there) and keep learning from the labels topic.
+
+    Examples
+    --------
+    >>> processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+    >>> processor.n_stages
+    3
+    >>> learner = processor.new_learner()
+    >>> value, depth = learner.process(b'{"id": 1, "features": {"age": 50, "bmi": 33.6, "glucose": 148}}')
+    >>> depth   # warm-up: every stage is queried until the stages have learned
+    3
+    >>> learner.learn(b'{"id": 1, "features": {"age": 50, "bmi": 33.6, "glucose": 148}, "label": 1}')
+
+    """
+
+    mode = "features"
+
+    def __init__(self, factory: str | Callable[[], Any]) -> None:
+        self.factory_path = factory if isinstance(factory, str) else _qualified_name(factory)
+        self._factory = load_factory(factory) if isinstance(factory, str) else factory
+        if not callable(self._factory):
+            raise ValueError(f"cascade factory must be callable, got {self._factory!r}")
+        probe = self._build()
+        self.n_stages = len(probe.stage_costs)
+        self.stage_costs = [float(c) for c in probe.stage_costs]
+
+    def _build(self) -> Any:
+        cascade = self._factory()
+        for method in ("decide_one", "learn_one"):
+            if not callable(getattr(cascade, method, None)):
+                raise ValueError(
+                    f"cascade factory {self.factory_path} must return a CascadeClassifier, "
+                    f"got {type(cascade).__name__} (no {method}())"
+                )
+        if not hasattr(cascade, "_policy"):
+            raise ValueError(
+                f"cascade factory {self.factory_path} must return a uss_stream.CascadeClassifier"
+            )
+        return cascade
+
+    def new_learner(self) -> FeaturesLearner:
+        return FeaturesLearner(self._build())
+
+    def describe(self) -> dict[str, Any]:
+        return {"mode": self.mode, "factory": self.factory_path, "stage_costs": self.stage_costs}
+
+
+class FeaturesLearner:
+    """One cascade (see :class:`FeaturesProcessor`)."""
+
+    __slots__ = ("_cascade", "_codec")
+
+    def __init__(self, cascade: Any) -> None:
+        self._cascade = cascade
+        self._codec = FeaturesCodec()
+
+    @property
+    def cascade(self) -> Any:
+        """The learner's cascade."""
+        return self._cascade
+
+    def process(self, value: bytes | None) -> tuple[bytes, int]:
+        event_id, features = self._codec.decode(value)
+        try:
+            decision = self._cascade.decide_one(features)
+        except Exception as error:
+            raise InvalidEvent(
+                "processing_error", f"cascade failed: {type(error).__name__}: {error}"
+            ) from error
+        return self._codec.encode(event_id, decision), int(decision.depth)
+
+    def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
+        result = BatchResult([], [], [])
+        for value in values:
+            payload, depth, error = None, 0, None
+            if value is not None and len(value) > max_bytes:
+                error = _oversize(value, max_bytes)
+            else:
+                try:
+                    payload, depth = self.process(value)
+                except InvalidEvent as rejected:
+                    error = rejected
+            result.payloads.append(payload)
+            result.depths.append(depth)
+            result.errors.append(error)
+        return result
+
+    def learn(self, value: bytes | None) -> None:
+        features, label = self._codec.decode_label(value)
+        try:
+            self._cascade.learn_one(features, label)
+        except Exception as error:
+            raise InvalidEvent(
+                "processing_error", f"cascade failed to learn: {type(error).__name__}: {error}"
+            ) from error
+
+    # The cascade exposes no public accessor for its policy yet; its policy's state is the learner state.
+    def state_dict(self) -> dict[str, Any]:
+        return self._cascade._policy.state_dict()
+
+    def load_state_dict(self, document: dict[str, Any]) -> None:
+        self._cascade._policy.load_state_dict(document)
+
+
+def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:
+    return InvalidEvent("oversize", f"value has {len(value)} bytes, the limit is {max_bytes}")
+
+
+def load_factory(path: str) -> Callable[[], Any]:
+    """Import ``"package.module:function"`` and return the function (code is imported, never unpickled).
+
+    >>> load_factory("connectors.kafka.demo:pima_cascade").__name__
+    'pima_cascade'
+    >>> load_factory("connectors.kafka.demo")
+    Traceback (most recent call last):
+    ...
+    ValueError: cascade factory must look like 'package.module:function', got 'connectors.kafka.demo'
+
+    """
+    module_name, sep, attribute = str(path).partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"cascade factory must look like 'package.module:function', got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import cascade factory module {module_name!r}: {error}") from error
+    target: Any = module
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    if not callable(target):
+        raise ValueError(f"cascade factory {path!r} is not callable")
+    return target
+
+
+def _qualified_name(function: Callable[..., Any]) -> str:
+    module = getattr(function, "__module__", None) or "?"
+    return f"{module}:{getattr(function, '__qualname__', repr(function))}"

@@ -1,0 +1,232 @@
+"""Fixtures of the Kafka tests: a real broker, unique topics, and helpers to produce and read.
+
+The broker is, in this order: ``KAFKA_BOOTSTRAP_SERVERS`` if set (``make test`` sets it, starting
+``deploy/kafka/broker.sh`` if needed); a testcontainers ``KafkaContainer`` if a Docker engine
+answers; otherwise the tests that need it FAIL, saying how to get one. They never skip and never
+fake the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from connectors.kafka import (
+    Application,
+    Checkpoint,
+    ClientConfig,
+    Processor,
+    RunSummary,
+    Topics,
+    create_topics,
+)
+from uss_stream.policies import USSUCB
+
+COSTS = [0.0, 0.15, 0.2]
+CUMULATIVE = [0.0, 0.15, 0.35]
+
+
+def stream(n: int, seed: int = 0, start: int = 0) -> tuple[list[bytes], np.ndarray]:
+    """``n`` outputs-mode events ``e<start>..``: stage 1 errs 20%, stage 2 10%, stage 3 is right."""
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, 2, n)
+    outputs = np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
+    values = [
+        json.dumps({"id": f"e{start + i}", "outputs": row}).encode() for i, row in enumerate(outputs.tolist())
+    ]
+    return values, outputs
+
+
+def decisions_of(records: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(record.value) for record in records]
+
+
+def checkpoints_of(bootstrap: str, topic: str) -> list[Checkpoint]:
+    return [Checkpoint.from_record(r.key, r.value) for r in read_all(bootstrap, topic) if r.value is not None]
+
+
+def policy_after(outputs: np.ndarray) -> USSUCB:
+    policy = USSUCB(COSTS)
+    policy.run(outputs)
+    return policy
+
+
+NO_BROKER = (
+    "The Kafka tests need a real broker and none was found. Either\n"
+    "  * run `make test` (it starts the local KRaft broker of deploy/kafka/broker.sh), or\n"
+    "  * start one yourself: `KAFKA_PORT=29092 bash deploy/kafka/broker.sh start`, run the tests with\n"
+    "    KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:29092,\n"
+    "    and stop it with `KAFKA_PORT=29092 bash deploy/kafka/broker.sh stop`,\n"
+    "  * or start a Docker engine, so that testcontainers can run confluentinc/cp-kafka."
+)
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers() -> Iterator[str]:
+    """``host:port`` of a real Kafka broker (see the module docstring)."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    if _docker_answers():
+        from testcontainers.community.kafka import KafkaContainer
+
+        with KafkaContainer("confluentinc/cp-kafka:7.6.0").with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    pytest.fail(NO_BROKER, pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def admin(bootstrap_servers: str) -> Iterator[Any]:
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def make_topics(admin: Any) -> Iterator[Callable[..., Topics]]:
+    """``make_topics(partitions=1, labels=False) -> Topics`` with unique names, deleted afterwards."""
+    created: list[str] = []
+
+    def make(partitions: int = 1, labels: bool = False) -> Topics:
+        run = uuid.uuid4().hex[:10]
+        topics = Topics(
+            input=f"t-{run}-in",
+            output=f"t-{run}-out",
+            dead_letter=f"t-{run}-dlq",
+            state=f"t-{run}-state",
+            labels=f"t-{run}-labels" if labels else None,
+        )
+        create_topics(admin, topics, partitions=partitions)
+        created.extend(topics.all())
+        return topics
+
+    yield make
+    if created:
+        admin.delete_topics(created)
+
+
+def produce(
+    bootstrap_servers: str, topic: str, values: Sequence[bytes | None], partition: int | None = 0
+) -> None:
+    """Send ``values`` in order (to one partition unless ``partition`` is None) and flush.
+
+    A null value (which Kafka only takes with a key) is sent with the key ``b"null"``.
+    """
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5, batch_size=256 * 1024)
+    for value in values:
+        producer.send(topic, value, key=None if value is not None else b"null", partition=partition)
+    producer.flush()
+    producer.close()
+
+
+def read_all(
+    bootstrap_servers: str, topic: str, expected: int | None = None, timeout: float = 30.0
+) -> list[Any]:
+    """Every record of ``topic`` (all partitions, each in offset order).
+
+    With ``expected``, reads until that many arrived (fails after ``timeout``); without, reads to
+    the current end of each partition.
+    """
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    end = consumer.end_offsets(partitions)
+    records: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        if expected is not None and len(records) >= expected:
+            break
+        if expected is None and all(consumer.position(tp) >= end[tp] for tp in partitions):
+            break
+        if time.monotonic() > deadline:
+            consumer.close()
+            raise AssertionError(f"{topic}: {len(records)} records after {timeout}s, expected {expected}")
+        for batch in consumer.poll(timeout_ms=200, max_records=20_000).values():
+            records.extend(batch)
+    consumer.close()
+    records.sort(key=lambda r: (r.partition, r.offset))
+    return records
+
+
+def new_app(
+    bootstrap_servers: str, topics: Topics, group_id: str | None = None, **settings: Any
+) -> Application:
+    """An :class:`Application` for tests: no HTTP endpoint, stops after one idle second."""
+    settings.setdefault("exit_when_idle", 1.0)
+    settings.setdefault("http_port", None)
+    return Application(
+        ClientConfig(bootstrap_servers),
+        group_id=group_id or f"g-{uuid.uuid4().hex[:10]}",
+        topics=topics,
+        **settings,
+    )
+
+
+class Running:
+    """An application running in a thread (``join()`` returns its :class:`RunSummary`)."""
+
+    def __init__(self, app: Application, processor: Processor) -> None:
+        self.app = app
+        self.summary: RunSummary | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(processor,), daemon=True)
+        self._thread.start()
+
+    def _run(self, processor: Processor) -> None:
+        try:
+            self.summary = self.app.run(processor)
+        except BaseException as error:
+            self.error = error
+
+    def wait_for(self, condition: Callable[[Application], bool], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition(self.app):
+            if not self._thread.is_alive():
+                raise AssertionError(f"the application stopped early: {self.error!r}")
+            if time.monotonic() > deadline:
+                raise AssertionError("condition not reached in time")
+            time.sleep(0.02)
+
+    def join(self, timeout: float = 60.0) -> RunSummary:
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.app.stop()
+            self._thread.join(10)
+            raise AssertionError("the application did not stop in time")
+        if self.error is not None:
+            raise self.error
+        assert self.summary is not None
+        return self.summary
+
+
+def run_app(app: Application, processor: Processor, timeout: float = 60.0) -> RunSummary:
+    """Run ``app`` until it stops by itself (idle), within ``timeout`` seconds."""
+    return Running(app, processor).join(timeout)

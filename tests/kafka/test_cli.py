@@ -1,0 +1,229 @@
+"""The ``uss-stream kafka`` commands on a real broker, including SIGKILL and SIGTERM of the service."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import COSTS, checkpoints_of, policy_after, produce, read_all, stream
+
+from connectors.kafka import Topics
+from uss_stream.cli import main
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(120),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+
+def topic_options(topics: Topics) -> list[str]:
+    return [
+        "--input-topic", topics.input, "--output-topic", topics.output,
+        "--dlq-topic", topics.dead_letter, "--state-topic", topics.state,
+    ]  # fmt: skip
+
+
+class Service:
+    """``uss-stream kafka run`` in its own process; its log (stderr) is collected as it comes."""
+
+    def __init__(self, bootstrap: str, topics: Topics, group: str, *extra: str) -> None:
+        command = [
+            sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
+            *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
+            "--metrics-port", "-1", *extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append(line)
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def alive(self) -> None:
+        assert self.process.poll() is None, f"the service exited early:\n{self.log[-3000:]}"
+
+    def wait_for_log(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log:
+            self.alive()
+            assert time.monotonic() < deadline, (
+                f"no {text!r} in the log after {timeout}s:\n{self.log[-3000:]}"
+            )
+            time.sleep(0.02)
+
+    def finish(self, timeout: float = 60.0) -> str:
+        """Wait for a clean exit (0); returns the log."""
+        self.process.wait(timeout=timeout)
+        self._reader.join(10)
+        assert self.process.returncode == 0, self.log[-3000:]
+        return self.log
+
+
+def output_count(bootstrap: str, topic: str) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    count = consumer.end_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+    consumer.close()
+    return count
+
+
+def wait_for_outputs(
+    bootstrap: str, topic: str, at_least: int, service: Service, timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while output_count(bootstrap, topic) < at_least:
+        service.alive()
+        assert time.monotonic() < deadline, f"fewer than {at_least} decisions after {timeout}s"
+        time.sleep(0.02)
+
+
+def committed_offset(admin: Any, group: str, topic: str) -> int:
+    from kafka import TopicPartition
+
+    offsets = admin.list_group_offsets({group: [TopicPartition(topic, 0)]})[group]
+    return offsets[TopicPartition(topic, 0)].offset
+
+
+def trickle(bootstrap: str, topic: str, values: list[bytes], per_second: float) -> threading.Thread:
+    """Produce ``values`` in the background at about ``per_second`` events per second."""
+
+    def run() -> None:
+        chunk = max(1, int(per_second / 20))
+        for start in range(0, len(values), chunk):
+            produce(bootstrap, topic, values[start : start + chunk])
+            time.sleep(chunk / per_second)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, capsys):
+    import uuid
+
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    run = uuid.uuid4().hex[:10]
+    topics = Topics(
+        input=f"c-{run}-in", output=f"c-{run}-out", dead_letter=f"c-{run}-dlq", state=f"c-{run}-st"
+    )
+    command = ["kafka", "create-topics", "--bootstrap-servers", bootstrap_servers, *topic_options(topics)]
+    try:
+        assert main([*command, "--partitions", "3"]) == 0
+        assert capsys.readouterr().out.split("\n")[:4] == [f"{name}: created" for name in topics.all()]
+        assert main(command) == 0
+        assert capsys.readouterr().out.split("\n")[:4] == [f"{name}: exists" for name in topics.all()]
+        described = {t["name"]: len(t["partitions"]) for t in admin.describe_topics(list(topics.all()))}
+        assert described == {topics.input: 3, topics.output: 3, topics.dead_letter: 3, topics.state: 1}
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topics.state)])
+        assert configs["topic"][topics.state]["cleanup.policy"]["value"] == "compact"
+
+        producer = [
+            "kafka",
+            "demo-producer",
+            "--bootstrap-servers",
+            bootstrap_servers,
+            "--topic",
+            topics.input,
+        ]
+        assert main([*producer, "--events", "1000"]) == 0
+        events = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.input, expected=1000)]
+        assert len(events) == 1000 and all(len(e["outputs"]) == 3 for e in events)
+        assert {e["id"] for e in events} == {f"pima-{i}" for i in range(1, 1001)}
+    finally:
+        admin.delete_topics(list(topics.all()))
+
+
+def test_sigterm_finishes_the_batch_commits_checkpoints_and_exits_0(bootstrap_servers, make_topics, admin):
+    topics = make_topics()
+    values, outputs = stream(10_000)
+    group = "sigterm-group"
+    running = Service(bootstrap_servers, topics, group, "--max-poll-records", "300")
+    running.wait_for_log("restored")  # the service is up: now the events come, in real time
+    producing = trickle(bootstrap_servers, topics.input, values, per_second=4_000)
+    wait_for_outputs(bootstrap_servers, topics.output, 4_000, running)
+    running.process.send_signal(signal.SIGTERM)
+    log = running.finish(timeout=30)
+    assert "SIGTERM: finishing the batch, then stopping" in log
+    decided = output_count(bootstrap_servers, topics.output)
+    assert decided < 10_000, "the service should have been stopped mid-stream"
+    assert committed_offset(admin, group, topics.input) == decided
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].offset == decided
+
+    producing.join()
+    Service(bootstrap_servers, topics, group, "--exit-when-idle", "1").finish()
+    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output, expected=10_000)]
+    assert len(read_all(bootstrap_servers, topics.output)) == 10_000
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+
+
+def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_records(
+    bootstrap_servers, make_topics, admin, record_property
+):
+    topics = make_topics()
+    values, outputs = stream(10_000)
+    expected = USSUCB(COSTS).run(outputs)
+    group = "sigkill-group"
+    # Commits every 1000 records, checkpoints every 4000, a kill after 6300: the checkpoint (~4000)
+    # lags the commit (~6000), so the restart replays records silently, and decides again those
+    # after the commit.
+    cadence = ["--commit-interval", "600", "--commit-every", "1000", "--checkpoint-interval", "0",
+               "--checkpoint-every", "4000", "--max-poll-records", "200", "--group-instance-id", "svc-1",
+               "--session-timeout-ms", "6000"]  # fmt: skip
+    running = Service(bootstrap_servers, topics, group, *cadence)
+    running.wait_for_log("restored")
+    producing = trickle(bootstrap_servers, topics.input, values, per_second=2_500)
+    wait_for_outputs(bootstrap_servers, topics.output, 6_300, running)
+    running.process.kill()
+    running.process.wait(timeout=10)
+    assert running.process.returncode == -signal.SIGKILL
+    before_restart = output_count(bootstrap_servers, topics.output)
+    committed = committed_offset(admin, group, topics.input)
+    checkpoint = checkpoints_of(bootstrap_servers, topics.state)[-1].offset
+    assert 0 < checkpoint < committed <= before_restart < 10_000
+
+    producing.join()
+    log = Service(bootstrap_servers, topics, group, *cadence, "--exit-when-idle", "2").finish()
+    records = read_all(bootstrap_servers, topics.output, expected=10_000)
+    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]
+    counts = Counter(d["id"] for d in decisions)
+    # Nothing lost: every event has a decision, each with the uninterrupted run's depth.
+    assert set(counts) == {f"e{i}" for i in range(10_000)}
+    assert all(d["depth"] == expected[int(d["id"][1:])] for d in decisions)
+    # Duplicates only for records decided but not committed before the kill.
+    duplicated = sorted(int(event_id[1:]) for event_id, n in counts.items() if n > 1)
+    assert max(counts.values()) <= 2
+    assert all(committed <= i < before_restart for i in duplicated)
+    assert len(duplicated) == before_restart - committed
+    # The learner counted every record once: its final state is the uninterrupted run's.
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
+    replayed = committed - checkpoint
+    assert f"{replayed} replayed" in log
+    report = (
+        f"SIGKILL after {before_restart} decisions: committed offset {committed}, "
+        f"last checkpoint {checkpoint}; "
+        f"restart replayed {replayed} records silently and duplicated {len(duplicated)} decisions "
+        f"(offsets {duplicated[0] if duplicated else '-'}..{duplicated[-1] if duplicated else '-'}); "
+        f"{len(records)} decisions in all for 10000 events"
+    )
+    record_property("sigkill_report", report)
+    print(report)
+    assert np.bincount([d["depth"] for d in decisions], minlength=4)[1:].sum() == 10_000 + len(duplicated)

@@ -1,0 +1,244 @@
+"""The decision service on a real broker: decisions, dead letters, checkpoints, restarts, rebalances."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+from conftest import (
+    COSTS,
+    CUMULATIVE,
+    Running,
+    checkpoints_of,
+    decisions_of,
+    new_app,
+    policy_after,
+    produce,
+    read_all,
+    run_app,
+    stream,
+)
+
+from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
+from connectors.kafka.demo import demo_records
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(120),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+
+def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_servers, make_topics):
+    topics = make_topics()
+    values, outputs = stream(10_000)
+    produce(bootstrap_servers, topics.input, values)
+    app = new_app(bootstrap_servers, topics, exit_when_idle=3.0, http_port=0, http_host="127.0.0.1")
+    running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
+    running.wait_for(lambda a: a.summary.events == 10_000)
+    host, port = app.http_address
+    health = json.loads(urllib.request.urlopen(f"http://{host}:{port}/healthz", timeout=5).read())
+    assert health["status"] == "running" and health["assigned_partitions"] == [0]
+    metrics = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read().decode()
+    assert "uss_kafka_events_total 10000.0" in metrics
+    assert "uss_kafka_decide_latency_seconds_count 10000.0" in metrics
+    summary = running.join()
+
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=10_000))
+    assert len(read_all(bootstrap_servers, topics.output)) == 10_000
+    expected = USSUCB(COSTS, alpha=0.51).run(outputs)
+    assert [d["id"] for d in decisions] == [f"e{i}" for i in range(10_000)]
+    assert [d["depth"] for d in decisions] == expected.tolist()
+    assert [d["prediction"] for d in decisions] == [int(outputs[i, k - 1]) for i, k in enumerate(expected)]
+    assert [d["cost"] for d in decisions] == [CUMULATIVE[k - 1] for k in expected]
+    assert summary.depth_counts == np.bincount(expected, minlength=4)[1:].tolist()
+    assert read_all(bootstrap_servers, topics.dead_letter) == []
+    (last,) = checkpoints_of(bootstrap_servers, topics.state)[-1:]
+    assert (last.topic, last.partition, last.offset) == (topics.input, 0, 10_000)
+    assert last.state == policy_after(outputs).state_dict()
+
+
+def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstrap_servers, make_topics):
+    topics = make_topics()
+    valid, outputs = stream(200)
+    malformed = [
+        (b"not json at all", "invalid_json"),
+        (None, "invalid_json"),
+        (b'{"outputs": [1, 0, 1]}', "missing_field"),
+        (b'{"id": "x", "outputs": "1,0,1"}', "wrong_type"),
+        (b'{"id": "x", "outputs": [1, 0]}', "wrong_output_count"),
+        (b'{"id": "x", "outputs": [1, null, 0]}', "missing_output"),
+        (b'{"id": "x", "outputs": [NaN, 0, 1]}', "missing_output"),
+        (json.dumps({"id": "x", "outputs": [1, 0, 1], "pad": "z" * 600}).encode(), "oversize"),
+    ]
+    values: list[bytes | None] = []
+    bad_offsets = {}
+    for i, value in enumerate(valid):
+        values.append(value)
+        if i % 25 == 10 and len(bad_offsets) < len(malformed):
+            bad_offsets[len(values)] = malformed[len(bad_offsets)]
+            values.append(malformed[len(bad_offsets) - 1][0])
+    produce(bootstrap_servers, topics.input, values)
+    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS))
+
+    letters = [
+        DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter, expected=8)
+    ]
+    assert [(letter.offset, letter.reason) for letter in letters] == [
+        (offset, reason) for offset, (_, reason) in bad_offsets.items()
+    ]
+    for letter, (offset, (value, _)) in zip(letters, bad_offsets.items()):
+        assert (letter.topic, letter.partition, letter.offset) == (topics.input, 0, offset)
+        assert letter.error
+        assert letter.value == (None if value is None else value[:512])
+        assert letter.key == (b"null" if value is None else None)
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=200))
+    # The rejected records never reached the learner: the valid ones are decided as if alone.
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert summary.dead_letters["missing_output"] == 2 and sum(summary.dead_letters.values()) == 8
+    assert summary.events == len(values)
+
+
+def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers, make_topics):
+    topics = make_topics()
+    values, outputs = stream(10_000)
+    produce(bootstrap_servers, topics.input, values)
+    group = "restart-group"
+    first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS))
+    first.wait_for(lambda a: a.summary.events >= 5_000)
+    first.app.stop()
+    stopped_at = first.join().events
+    assert 5_000 <= stopped_at < 10_000
+
+    second = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    assert second.restored == [
+        f"{topics.input}/0: checkpoint @{stopped_at}, committed @{stopped_at}, start @{stopped_at}"
+    ]
+    assert second.events == 10_000 - stopped_at
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=10_000))
+    assert len(read_all(bootstrap_servers, topics.output)) == 10_000  # a clean stop duplicates nothing
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
+
+
+def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes(
+    bootstrap_servers, make_topics, admin
+):
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    topics = make_topics()
+    values, outputs = stream(6_000)
+    produce(bootstrap_servers, topics.input, values[:4_000])
+    group = "ahead-group"
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
+    # committed offset lags behind.
+    admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(1_000, "", -1)})
+    produce(bootstrap_servers, topics.input, values[4_000:])
+
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    assert summary.restored == [f"{topics.input}/0: checkpoint @4000, committed @1000, start @4000"]
+    assert (summary.events, summary.replayed) == (2_000, 0)
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=6_000))
+    assert len(read_all(bootstrap_servers, topics.output)) == 6_000
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+
+
+def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
+    bootstrap_servers, make_topics
+):
+    from kafka import KafkaProducer
+
+    topics = make_topics()
+    values, outputs = stream(10_000)
+    group = "behind-group"
+    produce(bootstrap_servers, topics.input, values[:3_000])
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    (old,) = checkpoints_of(bootstrap_servers, topics.state)
+    assert old.offset == 3_000
+    produce(bootstrap_servers, topics.input, values[3_000:6_000])
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    # As when checkpoints are rarer than commits: the last checkpoint (3000) lags the commit (6000).
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    producer.send(topics.state, old.to_bytes(), key=old.key)
+    producer.flush()
+    producer.close()
+    produce(bootstrap_servers, topics.input, values[6_000:])
+
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    assert summary.restored == [
+        f"{topics.input}/0: checkpoint @3000, committed @6000, start @3000, replay to @6000"
+    ]
+    assert (summary.replayed, summary.decisions) == (3_000, 4_000)
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=10_000))
+    assert len(read_all(bootstrap_servers, topics.output)) == 10_000  # the replay produced nothing
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
+
+
+def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_topics):
+    from connectors.kafka import CheckpointError
+
+    topics = make_topics()
+    values, _ = stream(100)
+    produce(bootstrap_servers, topics.input, values)
+    run_app(new_app(bootstrap_servers, topics, "owner"), OutputsProcessor(COSTS))
+    with pytest.raises(CheckpointError, match="needs its own state topic"):
+        run_app(new_app(bootstrap_servers, topics, "intruder"), OutputsProcessor(COSTS))
+
+
+def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics):
+    topics = make_topics(partitions=2)
+    per_partition = {p: stream(3_000, seed=p, start=10_000 * p) for p in (0, 1)}
+    for p, (values, _) in per_partition.items():
+        produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
+    group = "moving-group"
+    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    first.wait_for(lambda a: a.summary.events == 3_000)
+    # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
+    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
+    for p, (values, _) in per_partition.items():
+        produce(bootstrap_servers, topics.input, values[1_500:], partition=p)
+    summaries = [first.join(), second.join()]
+
+    moved = second.summary.restored[0]
+    assert "checkpoint @1500" in moved and "start @1500" in moved
+    assert sum(s.decisions for s in summaries) == 6_000
+    records = read_all(bootstrap_servers, topics.output, expected=6_000)
+    assert len(read_all(bootstrap_servers, topics.output)) == 6_000
+    for p, (_, outputs) in per_partition.items():
+        depths = [json.loads(r.value)["depth"] for r in records if r.partition == p]
+        assert depths == USSUCB(COSTS).run(outputs).tolist()
+
+
+def test_features_mode_runs_the_cascade_and_learns_from_the_labels_topic(bootstrap_servers, make_topics):
+    topics = make_topics(labels=True)
+    events, labelled = zip(*demo_records("features", 400, seed=3))
+    produce(bootstrap_servers, topics.input, list(events))
+    produce(bootstrap_servers, topics.labels, list(labelled))
+    processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+    summary = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
+
+    assert (summary.events, summary.labels, summary.decisions) == (400, 400, 400)
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=400))
+    assert [d["id"] for d in decisions] == [json.loads(e)["id"] for e in events]
+    for decision in decisions:
+        assert decision["depth"] == len(decision["outputs"])
+        assert decision["cost"] == pytest.approx(sum(processor.stage_costs[: decision["depth"]]))
+        assert decision["prediction"] == decision["outputs"][-1]
+    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)
+    assert checkpoint.processor["mode"] == "features"
+    stepped = sum(not d["warm_up"] for d in decisions)
+    assert checkpoint.state["stats"]["decisions"] == stepped
+
+    # A restart restores the policy's counts.
+    produce(bootstrap_servers, topics.input, [json.dumps({"id": "late", "features": {"age": 40}}).encode()])
+    restarted = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
+    assert restarted.restored == [f"{topics.input}/0: checkpoint @400, committed @400, start @400"]
+    assert restarted.decisions == 1
