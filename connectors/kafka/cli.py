@@ -40,6 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_run(commands)
     _add_create_topics(commands)
     _add_demo_producer(commands)
+    # Imported here: orchestration_cli reuses this module's option helpers.
+    from connectors.kafka.orchestration_cli import register as add_orchestrate
+
+    add_orchestrate(commands)
 
 
 # -- options ---------------------------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""``uss-stream kafka orchestrate``: run the orchestration-mode service (see ``docs/orchestration.md``).
+
+Until the subcommand is registered in :mod:`connectors.kafka.cli`, run it with
+``python -m connectors.kafka.orchestration_cli orchestrate ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from connectors.kafka.cli import (
+    _add_connection,
+    _add_logging,
+    _client_config,
+    _costs,
+    _non_negative_float,
+    _option,
+    _positive_float,
+    _positive_int,
+    _setup_logging,
+)
+
+__all__ = ["main", "orchestrate_command", "register"]
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add the ``orchestrate`` subcommand to the ``kafka`` subcommands."""
+    parser = commands.add_parser(
+        "orchestrate",
+        help="orchestration mode: decide requests now, learn from the sensors' later reports",
+        description="Consume requests, produce decisions (depth, stages, cost), join the sensors' "
+        "reports to the pending decisions by id. Single process: one learner for all partitions.",
+    )
+    _add_connection(parser)
+    topics = parser.add_argument_group("topics")
+    _option(topics, "--requests-topic", "USS_KAFKA_REQUESTS_TOPIC", required=True, help="requests")
+    _option(topics, "--reports-topic", "USS_KAFKA_REPORTS_TOPIC", required=True, help="sensor reports")
+    _option(topics, "--decisions-topic", "USS_KAFKA_DECISIONS_TOPIC", required=True, help="decisions")
+    _option(topics, "--dlq-topic", "USS_KAFKA_DLQ_TOPIC", required=True, help="dead letters")
+    _option(topics, "--state-topic", "USS_KAFKA_STATE_TOPIC", required=True, help="checkpoints (compacted)")
+    job = parser.add_argument_group("orchestration")
+    _option(job, "--group-id", "USS_KAFKA_GROUP_ID", required=True, help="consumer group (checkpoint key)")
+    _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, required=True, help="c_1,...,c_K")
+    _option(job, "--stage-names", "USS_KAFKA_STAGE_NAMES", convert=_names, help="names (default stage1..K)")
+    _option(job, "--alpha", "USS_KAFKA_ALPHA", convert=_positive_float, default=0.51, help="USS-UCB alpha")
+    _option(
+        job,
+        "--max-age-decisions",
+        "USS_KAFKA_MAX_AGE_DECISIONS",
+        convert=_positive_int,
+        help="expire a pending decision after that many later decisions",
+    )
+    _option(
+        job,
+        "--max-age-seconds",
+        "USS_KAFKA_MAX_AGE_SECONDS",
+        convert=_positive_float,
+        help="expire a pending decision after that many seconds",
+    )
+    _option(
+        job,
+        "--checkpoint-every",
+        "USS_KAFKA_CHECKPOINT_EVERY",
+        convert=_positive_int,
+        default=10_000,
+        help="checkpoint and commit every N records",
+    )
+    _option(
+        job,
+        "--checkpoint-interval",
+        "USS_KAFKA_CHECKPOINT_INTERVAL",
+        convert=_positive_float,
+        default=5.0,
+        help="checkpoint and commit every S seconds",
+    )
+    _option(
+        job,
+        "--exit-when-idle",
+        "USS_KAFKA_EXIT_WHEN_IDLE",
+        convert=_non_negative_float,
+        help="stop after S seconds without records",
+    )
+    _add_logging(parser)
+    parser.set_defaults(handler=orchestrate_command)
+
+
+def orchestrate_command(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT (or idle); print a summary; exit 0 after a clean stop."""
+    from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator
+
+    _setup_logging(args.log_level)
+    orchestrator = Orchestrator(
+        _client_config(args),
+        group_id=args.group_id,
+        topics=OrchestrationTopics(
+            requests=args.requests_topic,
+            reports=args.reports_topic,
+            decisions=args.decisions_topic,
+            dead_letter=args.dlq_topic,
+            state=args.state_topic,
+        ),
+        stage_costs=args.stage_costs,
+        stage_names=args.stage_names,
+        alpha=args.alpha,
+        max_age_decisions=args.max_age_decisions,
+        max_age_seconds=args.max_age_seconds,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_interval=args.checkpoint_interval,
+        exit_when_idle=args.exit_when_idle,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        orchestrator.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        summary = orchestrator.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    dead = {reason: n for reason, n in summary.dead_letters.items() if n}
+    print(
+        f"kafka orchestrate: {summary.requests} requests, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {summary.reports} reports, {summary.applied} applied, "
+        f"{orchestrator.book.pending} pending, {orchestrator.book.counters['expired']} expired, "
+        f"dead letters {dead}, {summary.checkpoints} checkpoints in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m connectors.kafka.orchestration_cli orchestrate ...``."""
+    parser = argparse.ArgumentParser(prog="python -m connectors.kafka.orchestration_cli")
+    register(parser.add_subparsers(dest="kafka_command", required=True, metavar="SUBCOMMAND"))
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except ValueError as error:
+        logging.getLogger("connectors.kafka").error("%s", error)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

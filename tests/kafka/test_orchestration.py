@@ -1,0 +1,298 @@
+"""Orchestration mode: requests -> decisions, sensor reports joined by id, on a real broker."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import produce, read_all
+
+from connectors.kafka import ClientConfig
+from connectors.kafka.events import InvalidEvent
+from connectors.kafka.orchestration import (
+    OrchestrationDeadLetter,
+    OrchestrationSummary,
+    OrchestrationTopics,
+    Orchestrator,
+    create_orchestration_topics,
+    parse_report,
+    parse_request,
+)
+from uss_stream.stats import DisagreementStats
+
+COSTS = [0.0, 0.1, 0.2]
+
+
+# -- broker-free ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, "invalid_json"),
+        (b"not json", "invalid_json"),
+        (b"\xff\xfe", "invalid_json"),
+        (b"[1]", "wrong_type"),
+        (b'{"context": 1}', "missing_field"),
+        (b'{"id": 1.5}', "wrong_type"),
+        (b'{"id": "x", "pad": "' + b"a" * 100 + b'"}', "oversize"),
+    ],
+)
+def test_parse_request_rejects(value: bytes | None, reason: str) -> None:
+    with pytest.raises(InvalidEvent) as error:
+        parse_request(value, max_bytes=64)
+    assert error.value.reason == reason
+
+
+def test_parse_report() -> None:
+    assert parse_report(b'{"id": "a", "outputs": [1, 0, 1]}') == ("a", [1, 0, 1])
+    for value, reason in ((b'{"id": "a"}', "missing_field"), (b'{"id": "a", "outputs": 1}', "wrong_type")):
+        with pytest.raises(InvalidEvent) as error:
+            parse_report(value)
+        assert error.value.reason == reason
+
+
+def offline(**settings: Any) -> Orchestrator:
+    topics = OrchestrationTopics("req", "rep", "dec", "dlq", "state")
+    return Orchestrator(
+        ClientConfig("127.0.0.1:1"), group_id="g", topics=topics, stage_costs=COSTS, **settings
+    )
+
+
+def test_decision_and_checkpoint_round_trip() -> None:
+    first = offline()
+    assert first.decision(3, 3, {"lane": 1}) == {
+        "id": 3,
+        "depth": 3,
+        "stages": ["stage1", "stage2", "stage3"],
+        "cost": pytest.approx(0.3),
+        "context": {"lane": 1},
+    }
+    first.book.decide("a")
+    first.book.decide(7)
+    first.book.report(7, [1, 0, 1])
+    document = json.loads(json.dumps(first.checkpoint_document()))
+    second = offline()
+    second.restore(document)
+    assert second.book.pending == 1 and second.book.depth_of("a") == first.book.depth_of("a")
+    assert second.book.policy.stats == first.book.policy.stats
+    second.book.report("a", [1])
+    with pytest.raises(ValueError, match="stage costs"):
+        Orchestrator(
+            ClientConfig("127.0.0.1:1"),
+            group_id="g",
+            topics=OrchestrationTopics("req", "rep", "dec", "dlq", "state"),
+            stage_costs=[0.0, 0.5],
+        ).restore(document)
+    with pytest.raises(ValueError, match="distinct names"):
+        offline(stage_names=["a", "a", "b"])
+    with pytest.raises(ValueError, match="unknown dead-letter reason"):
+        OrchestrationDeadLetter("nope", "", "t", 0, 0, None, None, None)
+
+
+# -- on the broker ----------------------------------------------------------------------------------
+@pytest.fixture
+def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], OrchestrationTopics]]:
+    created: list[str] = []
+
+    def make() -> OrchestrationTopics:
+        run = uuid.uuid4().hex[:10]
+        topics = OrchestrationTopics(
+            requests=f"o-{run}-req",
+            reports=f"o-{run}-rep",
+            decisions=f"o-{run}-dec",
+            dead_letter=f"o-{run}-dlq",
+            state=f"o-{run}-state",
+        )
+        create_orchestration_topics(admin, topics)
+        created.extend(topics.all())
+        return topics
+
+    yield make
+    if created:
+        admin.delete_topics(created)
+
+
+class Serving:
+    """An orchestrator running in a thread."""
+
+    def __init__(self, orchestrator: Orchestrator) -> None:
+        self.orchestrator = orchestrator
+        self.result: OrchestrationSummary | BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self.orchestrator.run()
+        except BaseException as error:
+            self.result = error
+
+    def wait_for(self, condition: Callable[[OrchestrationSummary], bool], timeout: float = 40.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition(self.orchestrator.summary):
+            assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
+            assert time.monotonic() < deadline, f"condition not reached: {self.orchestrator.summary}"
+            time.sleep(0.02)
+
+    def stop(self) -> OrchestrationSummary:
+        self.orchestrator.stop()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+        assert isinstance(self.result, OrchestrationSummary), self.result
+        return self.result
+
+
+def new_orchestrator(
+    bootstrap: str, topics: OrchestrationTopics, group: str, **settings: Any
+) -> Orchestrator:
+    return Orchestrator(ClientConfig(bootstrap), group_id=group, topics=topics, stage_costs=COSTS, **settings)
+
+
+def dead_reasons(bootstrap: str, topic: str) -> Counter[str]:
+    return Counter(OrchestrationDeadLetter.from_record(r.value).reason for r in read_all(bootstrap, topic))
+
+
+def last_checkpoint(bootstrap: str, topics: OrchestrationTopics) -> dict[str, Any]:
+    return json.loads(read_all(bootstrap, topics.state)[-1].value)
+
+
+@pytest.mark.kafka
+def test_shuffled_delayed_reports_exactly_once(
+    bootstrap_servers: str, make_orchestration_topics: Callable[[], OrchestrationTopics]
+) -> None:
+    n = 5_000
+    topics = make_orchestration_topics()
+    serving = Serving(new_orchestrator(bootstrap_servers, topics, f"g-{uuid.uuid4().hex[:8]}"))
+    assert serving.orchestrator.ready.wait(30)
+    rng = np.random.default_rng(1)
+    truth = rng.integers(0, 2, n)
+    outputs = np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"r{i}"}).encode() for i in range(n)])
+    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions, expected=n)]
+    assert Counter(d["id"] for d in decisions) == Counter(f"r{i}" for i in range(n))
+    requests = read_all(bootstrap_servers, topics.requests)
+    decided_at = {
+        json.loads(r.value)["id"]: r.timestamp for r in read_all(bootstrap_servers, topics.decisions)
+    }
+    latency = np.array([decided_at[json.loads(r.value)["id"]] - r.timestamp for r in requests])
+    span = (max(decided_at.values()) - min(r.timestamp for r in requests)) / 1000
+    p99 = np.percentile(latency, 99)
+    print(f"\norchestration: {n / span:.0f} decisions/s, p99 request->decision {p99:.0f} ms")
+
+    shuffle = random.Random(2)
+    reported = [d for d in decisions if shuffle.random() >= 0.01]  # 1% never reported
+    shuffle.shuffle(reported)
+    reports = [
+        json.dumps({"id": d["id"], "outputs": outputs[int(d["id"][1:]), : d["depth"]].tolist()}).encode()
+        for d in reported
+    ]
+    expected = DisagreementStats(3)
+    expected.decisions = n
+    for d in reported:
+        expected.record(outputs[int(d["id"][1:]), : d["depth"]].tolist())
+    produce(bootstrap_servers, topics.reports, reports)
+    serving.wait_for(lambda s: s.reports == len(reports))
+    summary = serving.stop()
+
+    assert summary.decisions == n and summary.applied == len(reported)
+    assert sum(summary.dead_letters.values()) == 0
+    assert read_all(bootstrap_servers, topics.dead_letter) == []
+    state = last_checkpoint(bootstrap_servers, topics)["state"]
+    assert DisagreementStats.from_dict(state["policy"]["stats"]) == expected
+    assert len(state["pending"]) == n - len(reported)
+    assert state["counters"]["applied"] == len(reported)
+
+
+@pytest.mark.kafka
+def test_rejects_restart_and_expiry(
+    bootstrap_servers: str, make_orchestration_topics: Callable[[], OrchestrationTopics]
+) -> None:
+    topics = make_orchestration_topics()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(100)])
+    first = new_orchestrator(bootstrap_servers, topics, group, exit_when_idle=1.0).run()
+    assert first.decisions == 100 and not first.restored
+    depth = {
+        d["id"]: d["depth"]
+        for d in map(json.loads, (r.value for r in read_all(bootstrap_servers, topics.decisions)))
+    }
+
+    # Restart: the pending decisions come back, reports of decisions made before the restart apply.
+    serving = Serving(new_orchestrator(bootstrap_servers, topics, group, max_age_decisions=200))
+    assert serving.orchestrator.ready.wait(30) and serving.orchestrator.summary.restored
+    good = [json.dumps({"id": i, "outputs": [1] * depth[i]}).encode() for i in range(50)]
+    bad = [
+        b"not json",
+        b'{"outputs": [1]}',
+        b'{"id": 1, "outputs": "1"}',
+        json.dumps({"id": 0, "outputs": [1]}).encode(),  # duplicate
+        json.dumps({"id": "nobody", "outputs": [1]}).encode(),  # unknown
+        json.dumps({"id": 60, "outputs": [1, 1, 1, 1]}).encode(),  # more outputs than stages
+        json.dumps({"id": 61, "outputs": []}).encode(),  # invalid
+    ]
+    produce(bootstrap_servers, topics.reports, good + bad)
+    serving.wait_for(lambda s: s.reports == len(good) + len(bad))
+    assert serving.orchestrator.summary.applied == 50
+    assert serving.orchestrator.book.pending == 50
+    # 200 new decisions expire the 50 still pending (max_age_decisions=200); their reports come late.
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100 + i}).encode() for i in range(200)])
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100}).encode()])  # duplicate request
+    serving.wait_for(lambda s: s.requests == 201)
+    produce(bootstrap_servers, topics.reports, [json.dumps({"id": 70, "outputs": [1]}).encode()])
+    serving.wait_for(lambda s: s.reports == len(good) + len(bad) + 1)
+    summary = serving.stop()
+
+    assert summary.restored and summary.decisions == 200 and summary.applied == 50
+    assert len(read_all(bootstrap_servers, topics.decisions)) == 300  # nothing decided twice
+    reasons = dead_reasons(bootstrap_servers, topics.dead_letter)
+    assert reasons == Counter(
+        {
+            "invalid_json": 1,
+            "missing_field": 1,
+            "wrong_type": 1,
+            "report_duplicate": 1,
+            "report_unknown": 1,
+            "report_too_many_outputs": 1,
+            "report_invalid": 1,
+            "duplicate_request": 1,
+            "report_expired": 1,
+        }
+    )
+    counters = last_checkpoint(bootstrap_servers, topics)["state"]["counters"]
+    assert counters["applied"] == 50 and counters["decided"] == 300 and counters["expired"] == 50
+
+
+@pytest.mark.kafka
+def test_cli_orchestrate(
+    bootstrap_servers: str, make_orchestration_topics: Callable[[], OrchestrationTopics]
+) -> None:
+    from connectors.kafka.orchestration_cli import main
+
+    topics = make_orchestration_topics()
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"b{i}"}).encode() for i in range(20)])
+    code = main(
+        [
+            "orchestrate",
+            f"--bootstrap-servers={bootstrap_servers}",
+            f"--requests-topic={topics.requests}",
+            f"--reports-topic={topics.reports}",
+            f"--decisions-topic={topics.decisions}",
+            f"--dlq-topic={topics.dead_letter}",
+            f"--state-topic={topics.state}",
+            f"--group-id=g-{uuid.uuid4().hex[:8]}",
+            "--stage-costs=0,0.1,0.2",
+            "--stage-names=xray,ct,manual",
+            "--exit-when-idle=1",
+        ]
+    )
+    assert code == 0
+    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions)]
+    assert [d["id"] for d in decisions] == [f"b{i}" for i in range(20)]
+    assert decisions[0]["stages"] == ["xray", "ct", "manual"][: decisions[0]["depth"]]
