@@ -12,7 +12,7 @@ import sys
 
 import benchmarks
 
-NEEDS_BROKER = {"bench_kafka"}
+NEEDS_BROKER = {"bench_kafka", "bench_orchestration"}
 
 
 def main() -> None:
