@@ -24,6 +24,7 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from connectors.kafka.events import REASONS
 
@@ -63,6 +64,21 @@ class DeadLetter:
     headers: Sequence[tuple[str, bytes]] = field(default_factory=tuple)
     value_size: int | None = None
     value_truncated: bool = False
+
+    @classmethod
+    def for_record(cls, record: Any, reason: str, error: str) -> DeadLetter:
+        """The dead letter of a consumed record (a kafka-python ``ConsumerRecord``)."""
+        return cls(
+            reason=reason,
+            error=error,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            timestamp=record.timestamp,
+            key=record.key,
+            value=record.value,
+            headers=tuple(record.headers or ()),
+        )
 
     def __post_init__(self) -> None:
         if self.reason not in REASONS:

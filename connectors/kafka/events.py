@@ -46,6 +46,12 @@ REASONS = (
     "wrong_output_count",  # "outputs" does not hold one output per stage
     "missing_output",  # a stage output is null or NaN
     "processing_error",  # features mode: the cascade raised on the event
+    "duplicate_request",  # orchestration mode: a request whose id was already decided
+    "report_unknown",  # orchestration mode: a report for no known decision
+    "report_duplicate",  # orchestration mode: a second report for a decision
+    "report_expired",  # orchestration mode: a report for a decision that expired
+    "report_too_many_outputs",  # orchestration mode: more outputs than the decided depth
+    "report_invalid",  # orchestration mode: a report whose outputs are not valid
 )
 
 _loads = json.loads

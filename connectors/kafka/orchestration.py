@@ -11,7 +11,7 @@ One :class:`Orchestrator` process holds the one learner of all partitions: a sin
 one group, subscribed to the requests and the reports topics, with manual commits. Every input
 record yields exactly one decision, one applied report, or one dead letter (the connector's
 :class:`~connectors.kafka.deadletter.DeadLetter` format, with the reasons of
-:data:`ORCHESTRATION_REASONS`). Decisions and dead letters are flushed before the learner's
+:data:`~connectors.kafka.events.REASONS`). Decisions and dead letters are flushed before the learner's
 checkpoint is written, and the checkpoint before the offsets are committed (at-least-once).
 Scale-out (several instances sharing the learner) is out of scope: the requests and the reports
 must reach the same learner. See ``docs/orchestration.md``.
@@ -39,8 +39,6 @@ from uss_stream.policies import USSUCB
 
 __all__ = [
     "ORCHESTRATION_CHECKPOINT_FORMAT",
-    "ORCHESTRATION_REASONS",
-    "OrchestrationDeadLetter",
     "OrchestrationSummary",
     "OrchestrationTopics",
     "Orchestrator",
@@ -52,46 +50,6 @@ __all__ = [
 log = logging.getLogger("connectors.kafka.orchestration")
 
 ORCHESTRATION_CHECKPOINT_FORMAT = "uss-stream/orchestration-checkpoint/v1"
-
-#: Dead-letter reasons of orchestration mode: the connector's :data:`~connectors.kafka.events.REASONS`
-#: (malformed records) plus a request whose id was already decided and the reports that
-#: :class:`~uss_stream.pending.PendingDecisions` rejects (``report_<RejectedReport.reason>``).
-ORCHESTRATION_REASONS = (
-    *REASONS,
-    "duplicate_request",
-    "report_unknown",
-    "report_duplicate",
-    "report_expired",
-    "report_too_many_outputs",
-    "report_invalid",
-)
-
-
-@dataclass(frozen=True)
-class OrchestrationDeadLetter(DeadLetter):
-    """A :class:`~connectors.kafka.deadletter.DeadLetter` that also takes the orchestration reasons.
-
-    Examples
-    --------
-    >>> letter = OrchestrationDeadLetter(reason="report_unknown", error="decision 'x' is unknown",
-    ...                                  topic="reports", partition=0, offset=3, timestamp=None,
-    ...                                  key=b'"x"', value=b'{"id":"x","outputs":[1]}')
-    >>> _, value, headers = letter.to_record(max_value_bytes=1024)
-    >>> headers[0]
-    ('uss.reason', b'report_unknown')
-    >>> OrchestrationDeadLetter.from_record(value) == letter
-    True
-
-    """
-
-    def __post_init__(self) -> None:
-        if self.reason not in ORCHESTRATION_REASONS:
-            raise ValueError(
-                f"unknown dead-letter reason {self.reason!r}; "
-                f"expected one of {', '.join(ORCHESTRATION_REASONS)}"
-            )
-        if self.value_size is None:
-            object.__setattr__(self, "value_size", None if self.value is None else len(self.value))
 
 
 @dataclass(frozen=True)
@@ -218,7 +176,7 @@ class OrchestrationSummary:
     decisions: int = 0
     applied: int = 0
     depth_counts: list[int] = field(default_factory=list)
-    dead_letters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ORCHESTRATION_REASONS, 0))
+    dead_letters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     checkpoints: int = 0
     restored: bool = False
     seconds: float = 0.0
@@ -465,17 +423,7 @@ class Orchestrator:
             self.summary.applied += 1
 
     def _dead_letter(self, record: Any, reason: str, error: str) -> None:
-        letter = OrchestrationDeadLetter(
-            reason=reason,
-            error=error,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            timestamp=record.timestamp,
-            key=record.key,
-            value=record.value,
-            headers=tuple(record.headers or ()),
-        )
+        letter = DeadLetter.for_record(record, reason, error)
         key, value, headers = letter.to_record(self.max_dead_letter_bytes)
         self._send(self.topics.dead_letter, key, value, headers)
         self.summary.dead_letters[reason] += 1

@@ -16,9 +16,9 @@ import pytest
 from conftest import produce, read_all
 
 from connectors.kafka import ClientConfig
+from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import InvalidEvent
 from connectors.kafka.orchestration import (
-    OrchestrationDeadLetter,
     OrchestrationSummary,
     OrchestrationTopics,
     Orchestrator,
@@ -93,7 +93,7 @@ def test_decision_and_checkpoint_round_trip() -> None:
     with pytest.raises(ValueError, match="distinct names"):
         offline(stage_names=["a", "a", "b"])
     with pytest.raises(ValueError, match="unknown dead-letter reason"):
-        OrchestrationDeadLetter("nope", "", "t", 0, 0, None, None, None)
+        DeadLetter("nope", "", "t", 0, 0, None, None, None)
 
 
 # -- on the broker ----------------------------------------------------------------------------------
@@ -156,7 +156,7 @@ def new_orchestrator(
 
 
 def dead_reasons(bootstrap: str, topic: str) -> Counter[str]:
-    return Counter(OrchestrationDeadLetter.from_record(r.value).reason for r in read_all(bootstrap, topic))
+    return Counter(DeadLetter.from_record(r.value).reason for r in read_all(bootstrap, topic))
 
 
 def last_checkpoint(bootstrap: str, topics: OrchestrationTopics) -> dict[str, Any]:
