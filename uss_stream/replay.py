@@ -54,17 +54,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
 from uss_stream.instances import Instance
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.validation import check_stage_costs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "SAMPLING_MODES",
@@ -195,6 +197,8 @@ class ReplayResult:
         """
         regret = self.cumulative_regret
         if ax is None:
+            from matplotlib.figure import Figure  # imported on use: the CLI and services start faster
+
             figure = Figure(figsize=(6.0, 4.0), layout="constrained")
             ax = figure.subplots()
         else:

@@ -41,8 +41,6 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from threadpoolctl import threadpool_limits
 
 from uss_stream.datasets.bsc import BSC_CASES, TABLE1_OPTIMAL, TABLE1_WD, generate_bsc
 from uss_stream.datasets.heart import load_heart
@@ -213,6 +211,10 @@ def real_cascade(dataset: str) -> tuple[np.ndarray, np.ndarray]:
     else:
         raise ValueError(f"dataset must be 'pima' or 'heart', got {dataset!r}")
     predictions = []
+    # scikit-learn is imported when a cascade is trained, not when the case list is read (the CLI).
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
     with threadpool_limits(1):  # tiny problems: BLAS threads only add overhead
         for columns in REAL_STAGE_FEATURES[dataset]:
             model = LogisticRegression(max_iter=10_000).fit(features[list(columns)], target)

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
-from sklearn.svm import LinearSVC
-from threadpoolctl import threadpool_limits
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import LinearSVC
 
 __all__ = [
     "SYNTHETIC_CASES",
@@ -60,8 +61,12 @@ class LinearClassifierSpec:
         """An untrained scikit-learn estimator."""
         weights = {0: 1.0, 1: self.class_weight}
         if self.kind == "logistic":
+            from sklearn.linear_model import LogisticRegression
+
             return LogisticRegression(C=1.0, class_weight=weights)
         if self.kind == "svm":
+            from sklearn.svm import LinearSVC
+
             return LinearSVC(C=1.0, class_weight=weights, dual=False)
         raise ValueError(f"kind must be 'logistic' or 'svm', got {self.kind!r}")
 
@@ -164,6 +169,10 @@ def generate_synthetic(dataset: int) -> tuple[np.ndarray, np.ndarray]:
 def _cascade(dataset: int) -> tuple[np.ndarray, np.ndarray]:
     spec = _spec(dataset)
     features, labels = generate_synthetic(dataset)
+    # scikit-learn is imported when a cascade is trained, not when the case list is read (the CLI).
+    from sklearn.model_selection import train_test_split
+    from threadpoolctl import threadpool_limits
+
     train, _ = train_test_split(np.arange(spec.n_samples), test_size=0.2, random_state=0)
     with threadpool_limits(1):  # tiny problems: BLAS threads only add overhead
         predictions = [
