@@ -13,13 +13,21 @@ input partition; the loop, per batch of records returned by ``poll``:
 
 On assignment the new partitions are paused; the loop then restores each learner from its
 checkpoint and positions the consumer as :func:`~connectors.kafka.checkpoint.plan_restore` says,
-and resumes them. See ``docs/kafka.md`` for the delivery guarantees.
+and resumes them.
+
+With ``guarantee="exactly-once"`` the producer is transactional: everything sent between two
+commit points (decisions, dead letters) goes into one transaction, and a commit point writes every
+changed learner's checkpoint and the consumer offsets into it too before committing it. If anything
+fails the transaction is aborted, and every learner is restored from its last committed checkpoint
+with the consumer positioned at the last committed offset. See ``docs/kafka.md`` for the delivery
+guarantees.
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -35,7 +43,7 @@ from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
 from connectors.kafka.topics import Topics, check_state_topic
 
-__all__ = ["Application", "DeliveryError", "RunSummary"]
+__all__ = ["GUARANTEES", "Application", "DeliveryError", "RunSummary"]
 
 log = logging.getLogger("connectors.kafka")
 
@@ -57,6 +65,10 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The delivery guarantees :class:`Application` offers.
+GUARANTEES = ("at-least-once", "exactly-once")
+
+
 class DeliveryError(RuntimeError):
     """The broker did not acknowledge some records: nothing at or after them is committed."""
 
@@ -66,7 +78,8 @@ class RunSummary:
     """What one :meth:`Application.run` did.
 
     ``events == sum(depth_counts) + sum(dead_letters.values()) + replayed`` when the run kept its
-    partitions to the end (records of a partition revoked mid-batch are not double counted).
+    partitions to the end (records of a partition revoked mid-batch are not double counted) and no
+    transaction was aborted (``aborts``: records of an aborted transaction are processed again).
     """
 
     events: int = 0
@@ -77,6 +90,7 @@ class RunSummary:
     commits: int = 0
     checkpoints: int = 0
     restored: list[str] = field(default_factory=list)
+    aborts: int = 0
     seconds: float = 0.0
 
     @property
@@ -96,6 +110,8 @@ class _Partition:
     committed: int  # last committed offset known (-1: none)
     checkpointed: int  # offset covered by the last checkpoint written or restored (-1: none)
     replay_until: int  # records below this are replayed without producing
+    # Exactly-once: the offset and learner state (None: empty) of the last committed transaction.
+    base: tuple[int, dict[str, Any] | None] = (-1, None)
 
 
 @dataclass
@@ -133,6 +149,13 @@ class Application:
     group_instance_id
         Static membership: a restarted instance with the same id takes its partitions back
         without waiting for the session timeout.
+    guarantee
+        ``"at-least-once"`` (default: a crash duplicates the decisions made since the last commit)
+        or ``"exactly-once"`` (transactions: consumers reading with ``isolation_level=
+        "read_committed"`` see each decision once). Exactly-once uses the transactional id
+        ``uss-stream.<group_id>.<group_instance_id or host name>``: it must be stable across
+        restarts of an instance (a restart fences its predecessor and aborts its open transaction)
+        and distinct between the instances of a group.
     exit_when_idle
         Stop (gracefully) once no record arrived for this many seconds (``None``: run until
         :meth:`stop`).
@@ -171,6 +194,7 @@ class Application:
         max_poll_records: int = 5000,
         auto_offset_reset: str = "earliest",
         group_instance_id: str | None = None,
+        guarantee: str = "at-least-once",
         exit_when_idle: float | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
@@ -195,6 +219,8 @@ class Application:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {auto_offset_reset!r}")
+        if guarantee not in GUARANTEES:
+            raise ValueError(f"guarantee must be one of {', '.join(GUARANTEES)}, got {guarantee!r}")
         if exit_when_idle is not None and not exit_when_idle > 0:
             raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {exit_when_idle!r}")
         self.client = client
@@ -208,6 +234,7 @@ class Application:
         self.max_poll_records = max_poll_records
         self.auto_offset_reset = auto_offset_reset
         self.group_instance_id = group_instance_id
+        self.guarantee = guarantee
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
@@ -233,6 +260,9 @@ class Application:
         self._partitions: dict[Any, _Partition] = {}
         self._labels: dict[Any, _LabelsPartition] = {}
         self._pending: set[Any] = set()
+        # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
+        self._in_transaction = False
+        self._rewind_needed = False
         # Send failures, appended by the producer's thread; checked at every flush. (Holding each
         # send's future instead would keep a second's worth of them alive through several garbage
         # collections, which costs more than the errback.)
@@ -243,6 +273,18 @@ class Application:
         self._n_output = self._n_dlq = 1
         self._since_commit = self._since_checkpoint = 0
         self._last_commit = self._last_checkpoint = self._started
+
+    @property
+    def exactly_once(self) -> bool:
+        """Whether the application runs transactionally (``guarantee="exactly-once"``)."""
+        return self.guarantee == "exactly-once"
+
+    @property
+    def transactional_id(self) -> str | None:
+        """The producer's transactional id in exactly-once mode (``None`` otherwise)."""
+        if not self.exactly_once:
+            return None
+        return f"uss-stream.{self.group_id}.{self.group_instance_id or socket.gethostname()}"
 
     # -- control ---------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -290,7 +332,16 @@ class Application:
             self._status = "running"
             self._loop()
             self._status = "stopping"
-            self._commit_point(checkpoint=True)
+            while not self._commit_point(checkpoint=True):
+                if self._stop.is_set():
+                    raise DeliveryError(
+                        "the last transaction was aborted at the stop: its records are processed "
+                        "again at the next start"
+                    )
+                # Idle stop: redo the aborted transaction's records, then stop again.
+                self._status = "running"
+                self._loop()
+                self._status = "stopping"
             self._consumer.close()
             self._consumer = None
         except BaseException:
@@ -339,13 +390,22 @@ class Application:
             self._http.start()
             log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
 
+        transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
         self._producer = KafkaProducer(
             **self.client.kafka_kwargs("producer"),
             **{**PRODUCER_DEFAULTS, **self.producer_options},
             acks="all",
             enable_idempotence=True,
+            **transactional,
         )
-        self._store = CheckpointStore(topics.state, self.client.kafka_kwargs("state-reader"))
+        if self.exactly_once:
+            # Fences a previous incarnation and aborts its open transaction before anything is read.
+            self._producer.init_transactions()
+            log.info("exactly-once: transactional id %r", self.transactional_id)
+        # read_committed: checkpoints of aborted transactions are never restored.
+        self._store = CheckpointStore(
+            topics.state, {**self.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"}
+        )
         consumer_settings = {
             **CONSUMER_DEFAULTS,
             **self.consumer_options,
@@ -386,6 +446,9 @@ class Application:
             batch = consumer.poll(timeout_ms=poll_ms)
             now = time.monotonic()
             self._last_poll = now
+            if self._rewind_needed:  # an abort in a rebalance listener: the batch predates the rewind
+                self._rewind()
+                continue
             restored = self._restore_pending() if self._pending else ()
             if batch:
                 with self._lock:
@@ -399,6 +462,8 @@ class Application:
     # -- processing ------------------------------------------------------------------------------
     def _process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:
         summary = self.summary
+        if self.exactly_once:
+            self._begin()
         events = 0
         for tp, records in batch.items():
             if not records or tp in skip:  # fetched before the partition was (re)positioned
@@ -524,8 +589,20 @@ class Application:
         ):
             self._commit_point(checkpoint=bool(checkpoint))
 
-    def _commit_point(self, checkpoint: bool) -> None:
-        """Flush, check delivery, checkpoint if asked, then commit every partition's progress."""
+    def _commit_point(self, checkpoint: bool) -> bool:
+        """Flush, check delivery, checkpoint if asked, then commit every partition's progress.
+
+        In exactly-once mode: commit the transaction (with checkpoints and offsets), or abort it,
+        restore the learners and positions of the last committed one and return ``False``.
+        """
+        if self.exactly_once:
+            with self._lock:
+                committed = self._commit_transaction()
+            if not committed:
+                self._rewind()
+            self._last_commit = time.monotonic()
+            self._since_commit = 0
+            return committed
         with self._lock:
             self._flush()
             if checkpoint:
@@ -534,6 +611,75 @@ class Application:
         self._commit(offsets)
         self._last_commit = time.monotonic()
         self._since_commit = 0
+        return True
+
+    def _begin(self) -> None:
+        if not self._in_transaction:
+            self._producer.begin_transaction()
+            self._in_transaction = True
+
+    def _commit_transaction(self) -> bool:
+        """Checkpoint every changed learner, add the offsets and commit; ``False`` if aborted."""
+        from kafka.errors import KafkaError
+
+        states = list(self._partitions.values())
+        offsets = self._offsets(states + list(self._labels.values()))
+        if not self._in_transaction and not offsets:
+            return True
+        try:
+            self._begin()
+            self._flush()
+            written = self._write_checkpoints(states)
+            if offsets:
+                self._producer.send_offsets_to_transaction(offsets, self._consumer.group_metadata())
+            self._producer.commit_transaction()
+        except (KafkaError, DeliveryError) as error:
+            if _is_fatal(error):
+                raise
+            self._abort(error)
+            return False
+        self._in_transaction = False
+        for checkpoint in written:
+            self._partitions[_input_partition(checkpoint)].base = (checkpoint.offset, checkpoint.state)
+        self._record_commit(offsets)
+        return True
+
+    def _abort(self, error: BaseException) -> None:
+        """Abort the open transaction; the loop then restores the last committed state."""
+        log.warning("transaction aborted (%r): restoring the last committed state", error)
+        self._delivery_errors.clear()
+        self._producer.abort_transaction()
+        self._in_transaction = False
+        self._rewind_needed = True
+        self.summary.aborts += 1
+
+    def _rewind(self) -> None:
+        """Restore every learner to its last committed state and seek to the committed offsets.
+
+        From memory: right after a commit, the broker may not serve its offsets and checkpoints yet.
+        """
+        consumer = self._consumer
+        with self._lock:
+            self._rewind_needed = False
+            for state in self._partitions.values():
+                offset, learner_state = state.base
+                state.learner = self._processor.new_learner()
+                if learner_state is not None:
+                    state.learner.load_state_dict(learner_state)
+                consumer.seek(state.tp, offset)
+                state.next_offset = offset
+                state.checkpointed = min(state.checkpointed, offset)
+                state.replay_until = max(state.committed, offset)
+            for labels in self._labels.values():
+                if labels.committed >= 0:
+                    consumer.seek(labels.tp, labels.committed)
+                elif self.auto_offset_reset == "earliest":
+                    consumer.seek_to_beginning(labels.tp)
+                else:
+                    consumer.seek_to_end(labels.tp)
+                labels.next_offset = -1
+        self._last_activity = time.monotonic()
+        log.info("rewound %s to the last committed transaction", _names(self._partitions))
 
     def _flush(self) -> None:
         """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered."""
@@ -545,10 +691,14 @@ class Application:
                 f"(first error: {errors[0]!r}); offsets are not committed"
             )
 
-    def _write_checkpoints(self, states: Iterable[_Partition]) -> None:
+    def _write_checkpoints(self, states: Iterable[_Partition]) -> list[Checkpoint]:
+        """Write (and flush) the checkpoint of every learner that changed; returns them."""
+        written: list[Checkpoint] = []
         changed = [state for state in states if state.next_offset > state.checkpointed]
         now = time.monotonic()
         if changed:
+            if self.exactly_once:
+                self._begin()
             written_at = time.time()
             description = self._processor.describe()
             futures = []
@@ -562,6 +712,7 @@ class Application:
                     processor=description,
                     written_at=written_at,
                 )
+                written.append(checkpoint)
                 futures.append(
                     self._producer.send(self.topics.state, checkpoint.to_bytes(), key=checkpoint.key)
                 )
@@ -575,6 +726,7 @@ class Application:
             self.metrics.checkpointed(len(changed))
         self._last_checkpoint = now
         self._since_checkpoint = 0
+        return written
 
     @staticmethod
     def _offsets(states: Iterable[_Partition | _LabelsPartition]) -> dict[Any, Any]:
@@ -607,6 +759,11 @@ class Application:
             # The partitions are moving: the checkpoints written on revocation make the handover exact.
             log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
             return
+        self._record_commit(offsets)
+
+    def _record_commit(self, offsets: Mapping[Any, Any]) -> None:
+        if not offsets:
+            return
         for tp, offset in offsets.items():
             state = self._partitions.get(tp) or self._labels.get(tp)
             if state is not None:
@@ -634,7 +791,11 @@ class Application:
             states = [self._partitions[tp] for tp in revoked if tp in self._partitions]
             labels = [self._labels[tp] for tp in revoked if tp in self._labels]
             offsets: dict[Any, Any] = {}
-            if not self._aborting:
+            if self.exactly_once:
+                # The transaction holds every partition's output: commit it whole (or abort it).
+                if not self._aborting and not self._commit_transaction():
+                    log.warning("the revoked partitions restart from their last committed transaction")
+            elif not self._aborting:
                 self._flush()
                 self._write_checkpoints(states)
                 offsets = self._offsets(states + labels)
@@ -651,6 +812,9 @@ class Application:
     def _on_lost(self, lost: Iterable[Any]) -> None:
         lost = set(lost)
         with self._lock:
+            if self.exactly_once and self._in_transaction:
+                # Its offsets can no longer be committed: the kept partitions restart from their last commit.
+                self._abort(RuntimeError(f"partitions lost: {_names(lost)}"))
             self._pending -= lost
             for tp in lost:
                 self._partitions.pop(tp, None)
@@ -707,17 +871,22 @@ class Application:
                     ) from error
             if plan.warning:
                 log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
-            if plan.seek is not None:
-                consumer.seek(tp, plan.seek)
+            seek = plan.seek
+            if seek is None and self.exactly_once:
+                # An explicit start, so that an abort before the first commit rewinds there.
+                seek = starts[tp] if self.auto_offset_reset == "earliest" else ends[tp]
+            if seek is not None:
+                consumer.seek(tp, seek)
             state = _Partition(
                 tp=tp,
                 learner=learner,
                 out_partition=tp.partition % self._n_output,
                 dlq_partition=tp.partition % self._n_dlq,
-                next_offset=-1 if plan.seek is None else plan.seek,
+                next_offset=-1 if seek is None else seek,
                 committed=plan.committed,
                 checkpointed=checkpoint.offset if plan.use_checkpoint else -1,
                 replay_until=plan.replay_until,
+                base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
             )
             with self._lock:
                 self._partitions[tp] = state
@@ -752,6 +921,11 @@ class Application:
 
     # -- teardown --------------------------------------------------------------------------------
     def _close(self) -> None:
+        if self._in_transaction and self._producer is not None:
+            try:
+                self._producer.abort_transaction()
+            except Exception as error:
+                log.warning("aborting the open transaction: %s", error)
         if self._consumer is not None:
             try:
                 self._consumer.close(autocommit=False)
@@ -767,6 +941,26 @@ class Application:
         if self._http is not None:
             self._http.close()
             self._http = None
+
+
+def _is_fatal(error: BaseException) -> bool:
+    """Whether a transactional error leaves the producer unusable (another instance took over)."""
+    from kafka.errors import (
+        AuthorizationError,
+        InvalidProducerEpochError,
+        ProducerFencedError,
+        UnsupportedVersionError,
+    )
+
+    return isinstance(
+        error, (ProducerFencedError, InvalidProducerEpochError, AuthorizationError, UnsupportedVersionError)
+    )
+
+
+def _input_partition(checkpoint: Checkpoint) -> Any:
+    from kafka import TopicPartition
+
+    return TopicPartition(checkpoint.topic, checkpoint.partition)
 
 
 def _offset(record: Any) -> int:

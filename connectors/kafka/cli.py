@@ -297,6 +297,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     delivery = parser.add_argument_group("delivery, checkpoints and lifecycle")
     _option(
         delivery,
+        "--guarantee",
+        "USS_KAFKA_GUARANTEE",
+        default="at-least-once",
+        choices=("at-least-once", "exactly-once"),
+        help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
+    )
+    _option(
+        delivery,
         "--commit-interval",
         "USS_KAFKA_COMMIT_INTERVAL",
         convert=_non_negative_float,
@@ -427,6 +435,7 @@ def run(args: argparse.Namespace) -> int:
         max_poll_records=args.max_poll_records,
         auto_offset_reset=args.auto_offset_reset,
         group_instance_id=args.group_instance_id,
+        guarantee=args.guarantee,
         exit_when_idle=args.exit_when_idle,
         consumer_options={
             "session_timeout_ms": args.session_timeout_ms,
