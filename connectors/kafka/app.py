@@ -558,18 +558,7 @@ class Application:
         self.metrics.labels.inc(len(records))
 
     def _reject(self, dlq_partition: int, record: Any, reason: str, detail: str) -> None:
-        letter = DeadLetter(
-            reason=reason,
-            error=detail,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            timestamp=record.timestamp,
-            key=record.key,
-            value=record.value,
-            headers=tuple(record.headers or ()),
-        )
-        key, value, headers = letter.to_record(self.max_input_bytes)
+        key, value, headers = DeadLetter.for_record(record, reason, detail).to_record(self.max_input_bytes)
         self._producer.send(
             self.topics.dead_letter, value, key=key, headers=headers, partition=dlq_partition
         ).add_errback(self._on_delivery_error)
