@@ -18,6 +18,27 @@ __all__ = ["check_outputs", "check_stage_costs"]
 _FLOATS = (float, np.floating)
 
 
+def check_positive(value: Any, name: str) -> float:
+    """Validate a finite number ``> 0`` (an exploration parameter, say) and return it.
+
+    >>> check_positive(0.51, "alpha")
+    0.51
+    >>> check_positive(0, "alpha")
+    Traceback (most recent call last):
+    ...
+    ValueError: alpha must be a finite number > 0, got 0
+
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
 def check_stage_costs(stage_costs: Any) -> list[float]:
     """Validate per-stage costs ``c_1..c_K`` and return the cumulative costs ``C_1..C_K``.
 

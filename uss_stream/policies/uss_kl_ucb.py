@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,6 +17,7 @@ from uss_stream.policies.confidence import (
     portable_log_many,
 )
 from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
+from uss_stream.validation import check_positive
 
 __all__ = ["USSKLUCB"]
 
@@ -76,13 +76,7 @@ class USSKLUCB(Policy):
         self, stage_costs: Sequence[float], alpha: float = 1.0, discount: float | None = None
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        if (
-            isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float))
-            or not math.isfinite(alpha)
-            or alpha <= 0
-        ):
-            raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+        check_positive(alpha, "alpha")
         self.alpha = alpha
         self._horizon = EffectiveHorizon(self.discount)
         costs = self._costs

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
+from uss_stream.validation import check_positive
 
 __all__ = ["USSUCB"]
 
@@ -65,13 +65,7 @@ class USSUCB(Policy):
         discount: float | None = None,
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        if (
-            isinstance(alpha, bool)
-            or not isinstance(alpha, (int, float))
-            or not math.isfinite(alpha)
-            or alpha <= 0
-        ):
-            raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+        check_positive(alpha, "alpha")
         if f is not None and not callable(f):
             raise ValueError(f"f must be a callable t -> f(t) or None, got {f!r}")
         self.alpha = alpha
