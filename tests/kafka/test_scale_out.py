@@ -1,0 +1,224 @@
+"""Scale-out on a real broker: three workers in one group over four partitions, one SIGKILLed.
+
+The killed worker's partitions move to the survivors after the session timeout, with their
+learners (restored from the state topic). Exactly-once: every event has exactly one committed
+decision with the crash-free depth. At-least-once: nothing is lost and only the killed worker's
+uncommitted decisions are produced twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import COSTS, checkpoints_of, read_all, stream
+from test_cli import Service
+from test_exactly_once import read_topic
+
+from connectors.kafka import Topics
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(240),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+PARTITIONS = 4
+PER_PARTITION = 5_000
+WORKERS = 3
+
+
+def partition_streams() -> dict[int, tuple[list[bytes], np.ndarray]]:
+    """Partition ``p`` carries events ``e<100000 p> ..`` of its own stream."""
+    return {p: stream(PER_PARTITION, seed=p, start=100_000 * p) for p in range(PARTITIONS)}
+
+
+def trickle_partitions(
+    bootstrap: str, topic: str, streams: dict[int, tuple[list[bytes], np.ndarray]], per_second: float
+) -> threading.Thread:
+    """Produce every partition's values in the background, ``per_second`` events per second in all."""
+
+    def run() -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        chunk = max(1, int(per_second / 20 / len(streams)))
+        for start in range(0, PER_PARTITION, chunk):
+            for p, (values, _) in streams.items():
+                for value in values[start : start + chunk]:
+                    producer.send(topic, value, partition=p)
+            producer.flush()
+            time.sleep(chunk * len(streams) / per_second)
+        producer.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def owned_partitions(service: Service, topic: str) -> set[int]:
+    """The input partitions a worker holds, from its log (``restored``/``revoked``/``lost`` lines)."""
+    owned: set[int] = set()
+    for line in service.lines:
+        if "connectors.kafka: " not in line:
+            continue
+        if " restored " in line:
+            owned.update(int(p) for p in re.findall(rf"{re.escape(topic)}/(\d+):", line))
+        elif " revoked " in line or " lost " in line:
+            owned.difference_update(int(p) for p in re.findall(rf"{re.escape(topic)}/(\d+)", line))
+    return owned
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+    consumer.close()
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+def committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]:
+    from kafka import TopicPartition
+
+    offsets = admin.list_group_offsets({group: [TopicPartition(topic, p) for p in range(PARTITIONS)]})[group]
+    return {tp.partition: (-1 if meta is None else meta.offset) for tp, meta in offsets.items()}
+
+
+def start_workers(bootstrap: str, topics: Topics, group: str, options: list[str]) -> list[Service]:
+    workers = [
+        Service(bootstrap, topics, group, *options, "--group-instance-id", f"worker-{k}")
+        for k in range(WORKERS)
+    ]
+    deadline = time.monotonic() + 60
+    # The group is stable once every worker holds a partition.
+    while not all(owned_partitions(w, topics.input) for w in workers):
+        for worker in workers:
+            worker.alive()
+        assert time.monotonic() < deadline, "the three workers did not share the partitions within 60s"
+        time.sleep(0.05)
+    return workers
+
+
+def wait_until(condition: Any, what: str, workers: list[Service], timeout: float) -> float:
+    started = time.monotonic()
+    while not condition():
+        for worker in workers:
+            worker.alive()
+        assert time.monotonic() - started < timeout, f"{what} not reached in {timeout}s"
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_a_killed_workers_partitions_move_with_their_state(
+    guarantee, bootstrap_servers, make_topics, admin, record_property
+):
+    topics = make_topics(partitions=PARTITIONS)
+    streams = partition_streams()
+    expected = {p: USSUCB(COSTS).run(outputs).tolist() for p, (_, outputs) in streams.items()}
+    final_states = {}
+    for p, (_, outputs) in streams.items():
+        policy = USSUCB(COSTS)
+        policy.run(outputs)
+        final_states[p] = policy.state_dict()
+    total = PARTITIONS * PER_PARTITION
+    group = f"scale-out-{guarantee}-{topics.input}"
+    # Commits every 2 s: the killed worker leaves up to 2 s of uncommitted decisions behind.
+    options = ["--commit-interval", "2", "--checkpoint-interval", "3", "--max-poll-records", "200",
+               "--session-timeout-ms", "6000", "--guarantee", guarantee]  # fmt: skip
+    if guarantee == "exactly-once":
+        # A dead worker's open transaction blocks read_committed readers until the broker aborts it.
+        options += ["--producer-option", "transaction_timeout_ms=8000"]
+    workers = start_workers(bootstrap_servers, topics, group, options)
+    producing = trickle_partitions(bootstrap_servers, topics.input, streams, per_second=2_000)
+
+    # Late enough for a checkpoint of every partition, early enough for a take-over mid-stream.
+    wait_until(lambda: sum(end_offsets(bootstrap_servers, topics.output).values()) >= 9_000,
+               "9000 output records", workers, timeout=60)  # fmt: skip
+    victim, survivors = workers[0], workers[1:]
+    moved = owned_partitions(victim, topics.input)
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait(timeout=10)
+    killed_at = time.monotonic()
+    output_at_kill = end_offsets(bootstrap_servers, topics.output)
+    committed_at_kill = committed_offsets(admin, group, topics.input)
+
+    def taken_over() -> bool:
+        return moved <= set().union(*(owned_partitions(w, topics.input) for w in survivors))
+
+    wait_until(taken_over, "the survivors' take-over", survivors, timeout=60)
+    takeover_seconds = time.monotonic() - killed_at
+    producing.join()
+    if guarantee == "exactly-once":
+
+        def complete() -> bool:
+            return len(read_topic(bootstrap_servers, topics.output, "read_committed")) >= total
+
+    else:
+
+        def complete() -> bool:
+            decided = {json.loads(r.value)["id"] for r in read_all(bootstrap_servers, topics.output)}
+            return len(decided) == total
+
+    wait_until(complete, "a decision for every event", survivors, timeout=90)
+    complete_seconds = time.monotonic() - killed_at
+    for worker in survivors:
+        worker.process.send_signal(signal.SIGTERM)
+    logs = [worker.finish() for worker in survivors]
+
+    isolation = "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
+    records = read_topic(bootstrap_servers, topics.output, isolation)
+    duplicated = 0
+    for p in range(PARTITIONS):
+        decisions = [json.loads(r.value) for r in records if r.partition == p]
+        ids = [int(d["id"][1:]) - 100_000 * p for d in decisions]
+        if guarantee == "exactly-once":
+            # Exactly one committed decision per event, in order, with the crash-free depth.
+            assert ids == list(range(PER_PARTITION)), f"partition {p}"
+            assert [d["depth"] for d in decisions] == expected[p], f"partition {p}"
+            continue
+        counts = Counter(ids)
+        assert set(counts) == set(range(PER_PARTITION)), f"partition {p} lost events"
+        assert all(d["depth"] == expected[p][i] for d, i in zip(decisions, ids)), f"partition {p}"
+        twice = sorted(i for i, n in counts.items() if n > 1)
+        assert max(counts.values()) <= 2
+        if p in moved:
+            # Only the records the killed worker decided after its last commit are redone.
+            assert twice == list(range(committed_at_kill[p], output_at_kill[p])), f"partition {p}"
+        else:
+            assert twice == [], f"partition {p}: a survivor's partition was redone"
+        duplicated += len(twice)
+    # Every learner ends as the crash-free one: a redone record is never learned twice.
+    last = {c.partition: c.state for c in checkpoints_of(bootstrap_servers, topics.state)}
+    assert last == final_states
+    restored_moved = [
+        line
+        for log in logs
+        for line in log.splitlines()
+        if " restored " in line and any(f"{topics.input}/{p}: checkpoint @" in line for p in moved)
+    ]
+    assert restored_moved, "the moved partitions were not restored from their checkpoints"
+    aborted = len(read_topic(bootstrap_servers, topics.output, "read_uncommitted")) - len(records)
+    report = (
+        f"{guarantee}: {WORKERS} workers, {PARTITIONS} partitions, {total} events; worker-0 (partitions "
+        f"{sorted(moved)}) SIGKILLed at {sum(output_at_kill.values())} outputs; partitions taken over "
+        f"{takeover_seconds:.1f}s later, every event decided {complete_seconds:.1f}s after the kill; "
+        f"{duplicated} duplicate decisions"
+        + (
+            f" with read_committed ({aborted} aborted records visible with read_uncommitted)"
+            if guarantee == "exactly-once"
+            else " (the uncommitted batch)"
+        )
+    )
+    record_property(f"scale_out_{guarantee}", report)
+    print(report)
