@@ -7,13 +7,15 @@
 #          KRaft data dir, start the broker in the background on 127.0.0.1:$KAFKA_PORT and
 #          return only once it answers (AdminClient probe). Already running: says so, exit 0.
 # stop   : SIGTERM (controlled shutdown), wait, SIGKILL if needed; removes the data dir.
+#          With KAFKA_KEEP_DATA=1, stop keeps the data dir and start reuses it (same cluster,
+#          topics, offsets and transactions): a broker restart, e.g. for fault tests.
 # status : exit 0 if running, 3 if not.
 #
 # Environment (see README.md): KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (KAFKA_PORT+1),
 # KAFKA_VERSION (4.3.1), KAFKA_DATA_DIR (/tmp/uss-stream-kafka-$KAFKA_PORT),
 # KAFKA_LOG_DIR (deploy/kafka/.logs/$KAFKA_PORT), KAFKA_LIB_DIR (deploy/kafka/.lib),
 # KAFKA_JAVA (JDK >= 17 java binary), KAFKA_HEAP_OPTS (-Xms128m -Xmx512m),
-# KAFKA_START_TIMEOUT (120 seconds), KAFKA_STOP_TIMEOUT (30 seconds).
+# KAFKA_START_TIMEOUT (120 seconds), KAFKA_STOP_TIMEOUT (30 seconds), KAFKA_KEEP_DATA (0).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +29,7 @@ KAFKA_LIB_DIR=${KAFKA_LIB_DIR:-$HERE/.lib}
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-120}
 KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+KAFKA_KEEP_DATA=${KAFKA_KEEP_DATA:-0}
 
 LIB="$KAFKA_LIB_DIR/$KAFKA_VERSION"       # jars + compiled probe (lib/*.jar, classes/)
 PIDFILE="$KAFKA_DATA_DIR/broker.pid"
@@ -191,11 +194,17 @@ cmd_start() {
     log "already running (pid $pid, bootstrap $BOOTSTRAP)"
     return 0
   fi
-  # stale state from a killed run
-  if [[ -f $PIDFILE ]]; then log "removing stale state of a dead broker in $KAFKA_DATA_DIR"; fi
-  remove_data_dir
-  if [[ -d $KAFKA_DATA_DIR ]] && [[ -n $(ls -A "$KAFKA_DATA_DIR") ]]; then
-    die "KAFKA_DATA_DIR=$KAFKA_DATA_DIR exists, is not empty and was not made by broker.sh"
+  local reuse=0
+  if [[ $KAFKA_KEEP_DATA == 1 && -f $MARKER && -f $KAFKA_DATA_DIR/kraft/meta.properties ]]; then
+    reuse=1
+    log "KAFKA_KEEP_DATA=1: restarting on the data in $KAFKA_DATA_DIR"
+  else
+    # stale state from a killed run
+    if [[ -f $PIDFILE ]]; then log "removing stale state of a dead broker in $KAFKA_DATA_DIR"; fi
+    remove_data_dir
+    if [[ -d $KAFKA_DATA_DIR ]] && [[ -n $(ls -A "$KAFKA_DATA_DIR") ]]; then
+      die "KAFKA_DATA_DIR=$KAFKA_DATA_DIR exists, is not empty and was not made by broker.sh"
+    fi
   fi
   local p
   for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
@@ -207,6 +216,7 @@ cmd_start() {
 
   mkdir -p "$KAFKA_DATA_DIR/kraft" "$KAFKA_LOG_DIR"
   : > "$MARKER"
+  rm -f "$PIDFILE"   # a kept data dir still holds the previous broker's pid
   rm -rf "$KAFKA_LOG_DIR"/server.log* "$KAFKA_LOG_DIR"/broker.out "$KAFKA_LOG_DIR"/probe.log \
          "$KAFKA_LOG_DIR"/format.log "$KAFKA_LOG_DIR"/probe
   sed -e "s|@KAFKA_PORT@|$KAFKA_PORT|g" \
@@ -216,7 +226,7 @@ cmd_start() {
 
   local cp="$LIB/lib/*" cluster_id
   cluster_id=$(new_cluster_id)
-  if ! "$JAVA" -Xmx256m "${JVM_COMMON[@]}" -cp "$cp" kafka.tools.StorageTool \
+  if (( ! reuse )) && ! "$JAVA" -Xmx256m "${JVM_COMMON[@]}" -cp "$cp" kafka.tools.StorageTool \
         format --cluster-id "$cluster_id" --config "$CONFIG" </dev/null >"$KAFKA_LOG_DIR/format.log" 2>&1; then
     cat "$KAFKA_LOG_DIR/format.log" >&2
     die "kafka-storage format failed"
@@ -279,7 +289,11 @@ cmd_stop() {
   else
     log "not running"
   fi
-  remove_data_dir
+  if [[ $KAFKA_KEEP_DATA == 1 ]]; then
+    log "KAFKA_KEEP_DATA=1: keeping $KAFKA_DATA_DIR"
+  else
+    remove_data_dir
+  fi
 }
 
 case "${1:-}" in

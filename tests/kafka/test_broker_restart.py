@@ -1,0 +1,174 @@
+"""The broker stops and restarts mid-stream: the service reconnects by itself and loses nothing.
+
+This test needs a broker it may stop, so it starts its own: ``deploy/kafka/broker.sh`` on a free
+port with ``KAFKA_KEEP_DATA=1`` (a restart keeps the topics, offsets and transactions), whatever
+``KAFKA_BOOTSTRAP_SERVERS`` says. It needs a JDK >= 17 and Maven (or the jars in
+``deploy/kafka/.lib``), like ``make test``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import COSTS, checkpoints_of, policy_after, read_all, stream
+from test_cli import Service, output_count
+from test_exactly_once import read_topic
+
+from connectors.kafka import Topics, create_topics
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(300),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+BROKER_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "broker.sh"
+
+
+def _free_port_pair() -> int:
+    """A port ``p`` with ``p`` and ``p + 1`` (the controller's) free on the loopback.
+
+    Below Linux's ephemeral range (32768+), so that no client socket takes it while the broker is down.
+    """
+    rng = random.Random()
+    for _ in range(100):
+        port = rng.randrange(20_000, 32_000)
+        try:
+            for candidate in (port, port + 1):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free pair of loopback ports in 20000-32000")
+
+
+class RestartableBroker:
+    """A private ``broker.sh`` broker whose data survive :meth:`stop` / :meth:`start`."""
+
+    def __init__(self) -> None:
+        self.port = _free_port_pair()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.env = {**os.environ, "KAFKA_PORT": str(self.port), "KAFKA_KEEP_DATA": "1"}
+
+    def _run(self, command: str, env: dict[str, str]) -> float:
+        started = time.monotonic()
+        done = subprocess.run(
+            ["bash", str(BROKER_SH), command], env=env, capture_output=True, text=True, timeout=180
+        )
+        assert done.returncode == 0, f"broker.sh {command} failed:\n{done.stderr[-3000:]}"
+        return time.monotonic() - started
+
+    def start(self) -> float:
+        return self._run("start", self.env)
+
+    def stop(self) -> float:
+        return self._run("stop", self.env)
+
+    def destroy(self) -> None:
+        self._run("stop", {**self.env, "KAFKA_KEEP_DATA": "0"})
+
+
+@pytest.fixture
+def restartable_broker() -> Iterator[RestartableBroker]:
+    broker = RestartableBroker()
+    broker.start()
+    yield broker
+    broker.destroy()
+
+
+def produce_steadily(bootstrap: str, topic: str, values: list[bytes], per_second: float) -> threading.Thread:
+    """One producer for the whole stream: it buffers and retries through the broker's absence."""
+
+    def run() -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, enable_idempotence=True)
+        chunk = max(1, int(per_second / 20))
+        for start in range(0, len(values), chunk):
+            for value in values[start : start + chunk]:
+                producer.send(topic, value, partition=0)
+            time.sleep(chunk / per_second)
+        producer.flush()
+        producer.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, record_property):
+    from kafka import KafkaAdminClient
+
+    bootstrap = restartable_broker.bootstrap
+    topics = Topics(input="events", output="decisions", dead_letter="dead-letters", state="state")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    create_topics(admin, topics, partitions=1)
+    admin.close()
+    n = 10_000
+    values, outputs = stream(n)
+    options = ["--guarantee", guarantee, "--group-instance-id", "restart-1", "--commit-interval", "0.5",
+               "--checkpoint-interval", "1"]  # fmt: skip
+    if guarantee == "exactly-once":
+        # A transaction stuck by the outage is given up after 10 s (half this timeout).
+        options += ["--producer-option", "transaction_timeout_ms=20000"]
+    service = Service(bootstrap, topics, "restart-group", *options)
+    service.wait_for_log("restored")
+    producing = produce_steadily(bootstrap, topics.input, values, per_second=1_000)
+    deadline = time.monotonic() + 60
+    while output_count(bootstrap, topics.output) < 3_000:
+        service.alive()
+        assert time.monotonic() < deadline, "fewer than 3000 decisions after 60s"
+        time.sleep(0.05)
+
+    stop_seconds = restartable_broker.stop()
+    time.sleep(3)
+    service.alive()
+    start_seconds = restartable_broker.start()
+    down_seconds = stop_seconds + 3 + start_seconds
+    producing.join(timeout=120)
+    assert not producing.is_alive(), "the producer did not get its events in after the restart"
+    isolation = "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
+    deadline = time.monotonic() + 120
+    while len({json.loads(r.value)["id"] for r in read_topic(bootstrap, topics.output, isolation)}) < n:
+        service.alive()
+        assert time.monotonic() < deadline, "not every event was decided 120s after the restart"
+        time.sleep(0.5)
+    service.process.send_signal(signal.SIGTERM)
+    log = service.finish()
+
+    decisions = [json.loads(r.value) for r in read_all(bootstrap, topics.output)]
+    if guarantee == "exactly-once":
+        decisions = [json.loads(r.value) for r in read_topic(bootstrap, topics.output, "read_committed")]
+        assert [d["id"] for d in decisions] == [f"e{i}" for i in range(n)]
+    counts = Counter(d["id"] for d in decisions)
+    # Nothing lost, each decision with the depth of an uninterrupted run.
+    assert set(counts) == {f"e{i}" for i in range(n)}
+    expected = USSUCB(COSTS).run(outputs)
+    assert all(d["depth"] == expected[int(d["id"][1:])] for d in decisions)
+    duplicates = sum(c - 1 for c in counts.values())
+    assert checkpoints_of(bootstrap, topics.state)[-1].state == policy_after(outputs).state_dict()
+    aborts = log.count("transaction aborted")
+    resets = log.count("replacing the transactional producer")
+    report = (
+        f"{guarantee}: broker stopped after {3_000}+ decisions and down {down_seconds:.1f}s "
+        f"(stop {stop_seconds:.1f}s, 3s, start {start_seconds:.1f}s); the service reconnected: "
+        f"{n} events, {len(decisions)} decisions, {duplicates} duplicates, {aborts} aborted transactions, "
+        f"{resets} producer replacements"
+    )
+    record_property(f"broker_restart_{guarantee}", report)
+    print(report)
