@@ -91,6 +91,7 @@ class RunSummary:
     checkpoints: int = 0
     restored: list[str] = field(default_factory=list)
     aborts: int = 0
+    producer_resets: int = 0
     seconds: float = 0.0
 
     @property
@@ -263,6 +264,7 @@ class Application:
         # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
         self._in_transaction = False
         self._rewind_needed = False
+        self._resets_since_commit = 0
         # Send failures, appended by the producer's thread; checked at every flush. (Holding each
         # send's future instead would keep a second's worth of them alive through several garbage
         # collections, which costs more than the errback.)
@@ -278,6 +280,16 @@ class Application:
     def exactly_once(self) -> bool:
         """Whether the application runs transactionally (``guarantee="exactly-once"``)."""
         return self.guarantee == "exactly-once"
+
+    @property
+    def flush_timeout(self) -> float | None:
+        """Seconds a flush may take in exactly-once mode: half the transaction timeout (``None``: unbounded).
+
+        Past it the transaction is given up before the broker times it out, and the producer replaced.
+        """
+        if not self.exactly_once:
+            return None
+        return float(self.producer_options.get("transaction_timeout_ms", 60_000)) / 2_000
 
     @property
     def transactional_id(self) -> str | None:
@@ -365,7 +377,7 @@ class Application:
         return self.summary
 
     def _setup(self) -> None:
-        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+        from kafka import KafkaAdminClient, KafkaConsumer
         from kafka.coordinator.assignors.range import RangePartitionAssignor
 
         processor = self._processor
@@ -390,17 +402,8 @@ class Application:
             self._http.start()
             log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
 
-        transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
-        self._producer = KafkaProducer(
-            **self.client.kafka_kwargs("producer"),
-            **{**PRODUCER_DEFAULTS, **self.producer_options},
-            acks="all",
-            enable_idempotence=True,
-            **transactional,
-        )
+        self._producer = self._new_producer()
         if self.exactly_once:
-            # Fences a previous incarnation and aborts its open transaction before anything is read.
-            self._producer.init_transactions()
             log.info("exactly-once: transactional id %r", self.transactional_id)
         # read_committed: checkpoints of aborted transactions are never restored.
         self._store = CheckpointStore(
@@ -430,6 +433,26 @@ class Application:
             topics.dead_letter,
             topics.state,
         )
+
+    def _new_producer(self) -> Any:
+        """The producer; in exactly-once mode it has fenced a previous incarnation (``init_transactions``)."""
+        from kafka import KafkaProducer
+
+        transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
+        producer = KafkaProducer(
+            **self.client.kafka_kwargs("producer"),
+            **{**PRODUCER_DEFAULTS, **self.producer_options},
+            acks="all",
+            enable_idempotence=True,
+            **transactional,
+        )
+        # Send failures of this producer only: a replaced producer's late failures go elsewhere.
+        self._delivery_errors = []
+        self._on_delivery_error = self._delivery_errors.append
+        if self.exactly_once:
+            # Fences a previous incarnation and aborts its open transaction before anything is read.
+            producer.init_transactions()
+        return producer
 
     def _check_state_topic(self, admin: Any) -> None:
         try:
@@ -609,7 +632,7 @@ class Application:
 
     def _commit_transaction(self) -> bool:
         """Checkpoint every changed learner, add the offsets and commit; ``False`` if aborted."""
-        from kafka.errors import KafkaError
+        from kafka.errors import AuthorizationError, KafkaError, UnsupportedVersionError
 
         states = list(self._partitions.values())
         offsets = self._offsets(states + list(self._labels.values()))
@@ -623,24 +646,55 @@ class Application:
                 self._producer.send_offsets_to_transaction(offsets, self._consumer.group_metadata())
             self._producer.commit_transaction()
         except (KafkaError, DeliveryError) as error:
-            if _is_fatal(error):
+            if isinstance(error, (AuthorizationError, UnsupportedVersionError)):
                 raise
             self._abort(error)
             return False
         self._in_transaction = False
+        self._resets_since_commit = 0
         for checkpoint in written:
             self._partitions[_input_partition(checkpoint)].base = (checkpoint.offset, checkpoint.state)
         self._record_commit(offsets)
         return True
 
     def _abort(self, error: BaseException) -> None:
-        """Abort the open transaction; the loop then restores the last committed state."""
+        """Abort the open transaction; the loop then restores the last committed state.
+
+        A producer that cannot abort (fenced because the broker timed the transaction out, or
+        stuck on a flush) is replaced, see :meth:`_replace_producer`.
+        """
+        from kafka.errors import KafkaError, KafkaTimeoutError
+
         log.warning("transaction aborted (%r): restoring the last committed state", error)
         self._delivery_errors.clear()
-        self._producer.abort_transaction()
+        if isinstance(error, KafkaTimeoutError) or _is_fenced(error):
+            self._replace_producer(error)
+        else:
+            try:
+                self._producer.abort_transaction()
+            except KafkaError as abort_error:
+                self._replace_producer(abort_error)
         self._in_transaction = False
         self._rewind_needed = True
         self.summary.aborts += 1
+
+    def _replace_producer(self, cause: BaseException) -> None:
+        """Close the producer and start a new one with the same transactional id.
+
+        Its ``init_transactions`` fences the old one and makes the broker abort the old open
+        transaction. Another failure before a transaction commits is fatal: an instance that keeps
+        being fenced shares its transactional id with another one.
+        """
+        if self._resets_since_commit:
+            raise cause
+        log.warning("replacing the transactional producer (%r): the new one fences it", cause)
+        try:
+            self._producer.close(timeout=1)
+        except Exception as error:
+            log.warning("closing the replaced producer: %s", error)
+        self._producer = self._new_producer()
+        self._resets_since_commit += 1
+        self.summary.producer_resets += 1
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
@@ -671,8 +725,12 @@ class Application:
         log.info("rewound %s to the last committed transaction", _names(self._partitions))
 
     def _flush(self) -> None:
-        """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered."""
-        self._producer.flush()
+        """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered.
+
+        In exactly-once mode the wait is bounded (:attr:`flush_timeout`): a transaction that cannot
+        be flushed in time is given up (kafka-python raises ``KafkaTimeoutError``).
+        """
+        self._producer.flush(self.flush_timeout)
         if self._delivery_errors:
             errors = self._delivery_errors
             raise DeliveryError(
@@ -705,7 +763,7 @@ class Application:
                 futures.append(
                     self._producer.send(self.topics.state, checkpoint.to_bytes(), key=checkpoint.key)
                 )
-            self._producer.flush()
+            self._producer.flush(self.flush_timeout)
             failed = [future for future in futures if not future.succeeded()]
             if failed:
                 raise DeliveryError(f"checkpoint not written: {failed[0].exception!r}")
@@ -731,6 +789,7 @@ class Application:
         from kafka.errors import (
             CommitFailedError,
             IllegalGenerationError,
+            KafkaError,
             RebalanceInProgressError,
             UnknownMemberIdError,
         )
@@ -747,6 +806,12 @@ class Application:
         ) as error:
             # The partitions are moving: the checkpoints written on revocation make the handover exact.
             log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
+            return
+        except KafkaError as error:
+            if not error.retriable:
+                raise
+            # Broker or coordinator unreachable: the next commit point commits these offsets too.
+            log.warning("offset commit deferred, the broker is unreachable (%r)", error)
             return
         self._record_commit(offsets)
 
@@ -932,18 +997,11 @@ class Application:
             self._http = None
 
 
-def _is_fatal(error: BaseException) -> bool:
-    """Whether a transactional error leaves the producer unusable (another instance took over)."""
-    from kafka.errors import (
-        AuthorizationError,
-        InvalidProducerEpochError,
-        ProducerFencedError,
-        UnsupportedVersionError,
-    )
+def _is_fenced(error: BaseException) -> bool:
+    """Whether the producer was fenced: a newer epoch of its transactional id exists."""
+    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-    return isinstance(
-        error, (ProducerFencedError, InvalidProducerEpochError, AuthorizationError, UnsupportedVersionError)
-    )
+    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError))
 
 
 def _input_partition(checkpoint: Checkpoint) -> Any:
