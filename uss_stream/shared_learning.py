@@ -1,0 +1,210 @@
+"""Replay with shared learning: W workers, each deciding on its own counts plus stale copies of the others'.
+
+The Kafka service runs one learner per input partition. With shared learning each learner decides on
+its own counts (always up to date) plus the other partitions' counts as last published, a snapshot
+refreshed periodically: disagreement counts add up (:meth:`uss_stream.stats.DisagreementStats.merge`),
+so the merged counts are those of the union of the streams, minus what the snapshot lacks. This module
+simulates that inside the replay engine, one numpy step per round for all repetitions and workers, and
+decides through the policies' own :meth:`~uss_stream.policies.base.Policy.decide_many`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from uss_stream.policies.base import Policy
+from uss_stream.replay import pair_order
+
+__all__ = ["simulate_shared", "simulate_shared_many"]
+
+
+def simulate_shared(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    sync_every: int | None,
+    wrong: np.ndarray | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+) -> np.ndarray:
+    """The ``(reps, workers, horizon)`` depths of ``workers`` learners sharing stale counts.
+
+    Rounds ``t = 1..horizon``; in round ``t`` every worker ``w`` takes its ``t``-th event. Worker
+    ``w``'s decision at round ``t`` uses its own counts over its rounds ``1..t-1`` plus, for every
+    other worker, that worker's counts as of the last sync; syncs happen after rounds that are
+    multiples of ``sync_every`` (a snapshot of every worker's counts after that round).
+    ``sync_every=None`` means never (isolated learners). The round number passed to
+    :meth:`~Policy.decide_many` is the number of decisions in the counts used plus one:
+    ``t + (workers - 1) * s`` with ``s`` the round of the last sync (0 before the first), as
+    :meth:`~uss_stream.stats.DisagreementStats.merge` adds the decisions of merged counts. With one
+    worker this is :func:`uss_stream.feedback_delay.simulate_delayed` with delay 0.
+
+    Parameters
+    ----------
+    policy
+        Evaluated through :meth:`~Policy.decide_many` only; worker ``w`` of repetition ``r`` of a
+        randomised policy decides with stream ``r * workers + w`` of :meth:`~Policy.stream_keys`
+        (as :meth:`~Policy.for_repetition` ``(r * workers + w)`` would). Discounted policies are
+        rejected: the snapshots add plain counts.
+    rows
+        ``(reps, workers, horizon)`` indices into the log: each worker's own event stream.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
+        :func:`uss_stream.replay.pair_order`.
+    sync_every
+        Rounds between two syncs (``>= 1``), or ``None`` for never.
+    wrong
+        ``N x K`` 0/1 error indicators, for policies that learn from labels (their error counts are
+        shared like the disagreement counts).
+    on_progress
+        Called with the number of decisions taken at each round (``reps * workers``).
+
+    Examples
+    --------
+    Two workers, costs ``(0, 0.9, 0.95)`` and stages that always agree. Isolated, each worker
+    queries all 3 stages at round 1 and explores again at round 5, where
+    ``sqrt(0.51 ln 5 / 1) = 0.906 > 0.9`` (see ``tests/test_feedback_delay.py``). Synced after
+    every round, the counts at round 5 hold both workers' 4 rounds (``n_3 = 2``) and the round
+    number is ``4 + 5 = 9``: ``sqrt(0.51 ln 9 / 2) = 0.75 < 0.9``, no exploration.
+
+    >>> from uss_stream.policies import USSUCB
+    >>> policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
+    >>> pairs = np.zeros((1, 3), dtype=bool)
+    >>> rows = np.zeros((1, 2, 6), dtype=np.int64)
+    >>> simulate_shared(policy, rows, pairs, sync_every=None).tolist()
+    [[[3, 1, 1, 1, 3, 1], [3, 1, 1, 1, 3, 1]]]
+    >>> simulate_shared(policy, rows, pairs, sync_every=1).tolist()
+    [[[3, 1, 1, 1, 1, 1], [3, 1, 1, 1, 1, 1]]]
+
+    """
+    return simulate_shared_many(policy, [(rows, sync_every)], pairs, wrong, on_progress)[0]
+
+
+def simulate_shared_many(
+    policy: Policy,
+    settings: Sequence[tuple[np.ndarray, int | None]],
+    pairs: np.ndarray,
+    wrong: np.ndarray | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+) -> list[np.ndarray]:
+    """:func:`simulate_shared` for several ``(rows, sync_every)`` settings in one pass.
+
+    The settings may differ in repetitions, workers and sync period but share the horizon. Each
+    result is the one :func:`simulate_shared` returns for its setting alone (the decisions of a
+    worker depend only on its counts, round number and stream); one :meth:`~Policy.decide_many`
+    call per round serves all settings, which saves the per-round overhead of separate runs.
+    ``on_progress`` is called with the number of decisions taken at each round, over all settings.
+
+    >>> from uss_stream.policies import USSUCB
+    >>> policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
+    >>> pairs = np.zeros((1, 3), dtype=bool)
+    >>> rows = np.zeros((1, 2, 6), dtype=np.int64)
+    >>> [a.shape for a in simulate_shared_many(policy, [(rows, 1), (rows[:, :1], None)], pairs)]
+    [(1, 2, 6), (1, 1, 6)]
+
+    """
+    if getattr(policy, "discount", None) is not None:
+        raise ValueError("simulate_shared adds plain counts: a policy with discount= is not supported")
+    n_stages = policy.n_stages
+    n_pairs = n_stages * (n_stages - 1) // 2
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or pairs.shape[1] < n_pairs:
+        raise ValueError(
+            f"pairs must be an N x P array with P >= {n_pairs} (the policy's pairs), got shape {pairs.shape}"
+        )
+    if wrong is not None:
+        wrong = np.asarray(wrong)
+        if wrong.ndim != 2 or wrong.shape[0] != pairs.shape[0] or wrong.shape[1] < n_stages:
+            raise ValueError(
+                f"wrong must be an N x K array with N = {pairs.shape[0]} rows and K >= {n_stages}, "
+                f"got shape {wrong.shape}"
+            )
+    if not settings:
+        raise ValueError("settings must hold at least one (rows, sync_every) pair")
+    checked = [(_check_rows(rows, len(pairs)), _check_sync_every(every)) for rows, every in settings]
+    horizon = checked[0][0].shape[2]
+    if any(rows.shape[2] != horizon for rows, _ in checked):
+        raise ValueError(
+            f"rows of all settings must share one horizon, got {sorted({r.shape[2] for r, _ in checked})}"
+        )
+
+    # Every (setting, repetition, worker) is one state of the batch, settings in contiguous blocks.
+    blocks = []
+    start = 0
+    for rows, every in checked:
+        reps, workers, _ = rows.shape
+        blocks.append((start, start + reps * workers, reps, workers, every))
+        start += reps * workers
+    batch = start
+    events = np.concatenate([r.reshape(-1, horizon) for r, _ in checked])
+    keys = [policy.stream_keys(stop - begin) for begin, stop, *_ in blocks]
+    streams = None if keys[0] is None else np.concatenate(keys)
+
+    # `width` counts per state: n_j (K), D_ij for the P pairs and the error counts (K), laid out with
+    # the state index innermost (as the replay engine does) so every operation runs over long
+    # contiguous loops; the policy reads them through transposed views.
+    width = n_stages + n_pairs + (0 if wrong is None else n_stages)
+    upper_i, upper_j = pair_order(n_stages)
+    full = np.zeros((len(pairs), width), dtype=np.int8)  # a row's counts when all K stages are queried
+    full[:, :n_stages] = 1
+    full[:, n_stages : n_stages + n_pairs] = pairs[:, :n_pairs]
+    seen = np.zeros((n_stages + 1, width), dtype=np.int8)  # the counts a depth-d query reveals
+    for depth in range(1, n_stages + 1):
+        seen[depth, :n_stages] = np.arange(n_stages) < depth
+        seen[depth, n_stages : n_stages + n_pairs] = upper_j < depth
+    if wrong is not None:
+        full[:, n_stages + n_pairs :] = wrong[:, :n_stages]
+        seen[:, n_stages + n_pairs :] = seen[:, :n_stages]
+
+    used = np.zeros((width, batch), dtype=np.int64)  # the counts each state decides on ...
+    others = np.zeros((width, batch), dtype=np.int64)  # ... of which the others' last snapshot
+    matrix = np.zeros((n_stages, n_stages, batch), dtype=np.int64)  # D_ij as the policy reads them
+    queried = used[:n_stages].T
+    disagreements = matrix.transpose(2, 0, 1)
+    errors = None if wrong is None else used[n_stages + n_pairs :].T
+    before = np.zeros(batch, dtype=np.int64)  # decisions of the others in the snapshot
+    depths = np.empty((horizon, batch), dtype=np.int8 if n_stages < 128 else np.int32)
+    extra = {} if streams is None else {"streams": streams}
+
+    for t in range(1, horizon + 1):
+        matrix[upper_i, upper_j] = used[n_stages : n_stages + n_pairs]
+        depth = policy.decide_many(before + t, queried, disagreements, errors, **extra)
+        depths[t - 1] = depth
+        step = full.take(events[:, t - 1], axis=0)
+        step &= seen.take(depth, axis=0)
+        used += step.T
+        for begin, stop, reps, workers, every in blocks:
+            if every is not None and t % every == 0:
+                block = slice(begin, stop)
+                own = (used[:, block] - others[:, block]).reshape(width, reps, workers)
+                total = own.sum(axis=2, keepdims=True)
+                used[:, block] = np.broadcast_to(total, own.shape).reshape(width, -1)
+                others[:, block] = (total - own).reshape(width, -1)
+                before[block] = (workers - 1) * t
+        if on_progress is not None:
+            on_progress(batch)
+    return [
+        depths[:, begin:stop].T.reshape(reps, workers, horizon) for begin, stop, reps, workers, _ in blocks
+    ]
+
+
+def _check_rows(rows: Any, n_rows: int) -> np.ndarray:
+    rows = np.asarray(rows)
+    if rows.ndim != 3 or 0 in rows.shape or rows.dtype.kind not in "iu":
+        raise ValueError(
+            "rows must be a non-empty (reps, workers, horizon) array of integer row indices, "
+            f"got shape {rows.shape} and dtype {rows.dtype}"
+        )
+    if rows.min() < 0 or rows.max() >= n_rows:
+        raise ValueError(f"rows must index the log's {n_rows} rows, got values in {rows.min()}..{rows.max()}")
+    return rows
+
+
+def _check_sync_every(every: Any) -> int | None:
+    if every is None:
+        return None
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
+        raise ValueError(f"sync_every must be an integer >= 1 or None, got {every!r}")
+    return int(every)
