@@ -182,7 +182,7 @@ def test_reproduce_writes_results_and_figures(tmp_path: Path, capsys) -> None:
     assert "Beyond the paper" in text
     assert "Feedback delay" in text
     figures = sorted(p.name for p in (out / "figures").iterdir())
-    assert len(figures) == 10 and all(name.endswith(".png") for name in figures)
+    assert len(figures) == 11 and all(name.endswith(".png") for name in figures)
     for name in figures:
         assert f"figures/{name}" in text
     assert (out / "other.md").read_text() == "kept"

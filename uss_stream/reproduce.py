@@ -61,6 +61,7 @@ from uss_stream.forgetting import DRIFT_DISCOUNT
 from uss_stream.instances import Instance
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, Policy, SupervisedUCB
 from uss_stream.replay import Z_95, ReplayResult, replay, replay_piecewise
+from uss_stream.shared_study import shared_figure, shared_markdown, shared_study
 
 __all__ = ["Reproduction", "reproduce"]
 
@@ -179,7 +180,7 @@ def reproduce(
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     done = reproduce(folder, reps=2, horizon=50)
     ...     print(done.results.name, len(done.figures))
-    results.md 10
+    results.md 11
 
     """
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
@@ -191,7 +192,7 @@ def reproduce(
         raise ValueError(f"output folder {out} exists and is not a folder")
     started = time.perf_counter()
     xi_costs = _xi_costs()
-    n_jobs = len(PAPER_CASES) * 2 + len(xi_costs) + len(DRIFT_DIRECTIONS) + 2
+    n_jobs = len(PAPER_CASES) * 2 + len(xi_costs) + len(DRIFT_DIRECTIONS) + 3
     with tqdm(total=n_jobs, unit="replay", disable=not progress) as bar:
         settings = {"reps": reps, "horizon": horizon, "seed": seed}
         main = {name: _run_case(case, settings) for name, case in _tick(PAPER_CASES.items(), bar)}
@@ -201,6 +202,9 @@ def reproduce(
         river = next(_tick([_run_river(2 * horizon)], bar))
         wd_cases = [name for name, run in main.items() if run.instance.satisfies_wd]
         delays = next(_tick([delay_study(cases=wd_cases, reps=reps, horizon=horizon, seed=seed)], bar))
+        # Half the repetitions, and T/2 events per worker: two workers see T events in all.
+        shared_settings = {"reps": max(1, reps // 2), "horizon": horizon // 2, "seed": seed}
+        shared = next(_tick([shared_study(cases=wd_cases, **shared_settings)], bar))
     figures = {
         "fig2_regret.png": _figure_cases(main),
         **{f"fig3_alg2_vs_ussucb_case{case}.png": _figure_policies(main, case) for case in COMPARISON_CASES},
@@ -210,6 +214,7 @@ def reproduce(
         "fig5_beyond_regret.png": _figure_beyond(main),
         "fig6_drift.png": _figure_drift(drift),
         "fig7_delay.png": delay_figure(delays),
+        "fig8_shared.png": shared_figure(shared),
     }
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out))
@@ -219,6 +224,7 @@ def reproduce(
         elapsed = time.perf_counter() - started
         text = _markdown(main, swapped, sweep, (drift, river), figures, settings, elapsed)
         text += "\n" + delay_markdown(delays, "figures/fig7_delay.png")
+        text += "\n" + shared_markdown(shared, "figures/fig8_shared.png")
         (staging / "results.md").write_text(text, encoding="utf-8")
         (out / "figures").mkdir(exist_ok=True)
         written = []
