@@ -1,7 +1,9 @@
 """Run every benchmark that needs no broker: ``python -m benchmarks``.
 
-The Kafka benchmark needs ``KAFKA_BOOTSTRAP_SERVERS`` and runs on its own:
-``python -m benchmarks.bench_kafka``.
+The broker benchmarks need ``KAFKA_BOOTSTRAP_SERVERS`` and run on their own:
+``python -m benchmarks.bench_kafka`` (service against a passthrough, one partition),
+``python -m benchmarks.bench_orchestration`` (orchestration mode) and
+``python -m benchmarks.bench_scaleout`` (2 worker processes against 1, four partitions).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 
 import benchmarks
 
-NEEDS_BROKER = {"bench_kafka", "bench_orchestration"}
+NEEDS_BROKER = {"bench_kafka", "bench_orchestration", "bench_scaleout"}
 
 
 def main() -> None:
