@@ -95,3 +95,18 @@ def test_invalid_json_and_missing_fields():
 def test_merge_needs_same_shape():
     with pytest.raises(ValueError, match="cannot merge"):
         DisagreementStats(2).merge(DisagreementStats(3))
+
+
+@given(rounds, rounds)
+def test_subtract_takes_back_a_merged_stream(a, b):
+    first, second = stats_of(a), stats_of(b)
+    assert first.merge(second).subtract(second) == first
+    assert first.merge(second).subtract(first) == second
+
+
+def test_subtract_refuses_what_is_not_part_of_the_counts():
+    small, large = stats_of([[1, 0, 1]]), stats_of([[1, 0, 1], [0, 0, 1]])
+    with pytest.raises(ValueError, match="decisions would be -1"):
+        small.subtract(large)
+    with pytest.raises(ValueError, match="only plain counts"):
+        DisagreementStats(3, discount=0.5).subtract(DisagreementStats(3, discount=0.5))

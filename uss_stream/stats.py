@@ -158,6 +158,48 @@ class DisagreementStats:
         ]
         return merged
 
+    def subtract(self, other: DisagreementStats) -> DisagreementStats:
+        """Return the statistics of this stream without ``other``'s, a part merged into it earlier.
+
+        Plain counts only; a count that would go negative means ``other`` was not part of this
+        stream and raises ``ValueError``.
+
+        >>> own = DisagreementStats(2)
+        >>> own.decisions = 1
+        >>> own.record([0, 1])
+        >>> pooled = own.merge(own)
+        >>> pooled.subtract(own) == own
+        True
+        >>> own.subtract(pooled)
+        Traceback (most recent call last):
+        ...
+        ValueError: cannot subtract statistics that are not part of these (decisions would be -1)
+
+        """
+        if not isinstance(other, DisagreementStats):
+            raise TypeError(f"other must be DisagreementStats, got {type(other).__name__}")
+        if other.n_stages != self._n_stages:
+            raise ValueError(f"cannot subtract statistics of {other.n_stages} stages from {self._n_stages}")
+        if self._discount is not None or other.discount is not None:
+            raise ValueError("discounted statistics cannot be subtracted: only plain counts are additive")
+        difference = DisagreementStats(self._n_stages)
+        difference.decisions = self.decisions - other.decisions
+        difference.queried = [a - b for a, b in zip(self.queried, other.queried)]
+        difference.disagreements = [
+            [a - b for a, b in zip(row, other_row)]
+            for row, other_row in zip(self.disagreements, other.disagreements)
+        ]
+        for field, counts in (
+            ("decisions", [difference.decisions]),
+            ("queried", difference.queried),
+            ("disagreements", [count for row in difference.disagreements for count in row]),
+        ):
+            if min(counts) < 0:
+                raise ValueError(
+                    f"cannot subtract statistics that are not part of these ({field} would be {min(counts)})"
+                )
+        return difference
+
     def copy(self) -> DisagreementStats:
         """An independent copy."""
         return DisagreementStats.from_dict(self.to_dict())
