@@ -42,6 +42,7 @@ from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
 from connectors.kafka.topics import Topics, check_state_topic
+from uss_stream.stats import DisagreementStats
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "RunSummary"]
 
@@ -92,6 +93,7 @@ class RunSummary:
     restored: list[str] = field(default_factory=list)
     aborts: int = 0
     producer_resets: int = 0
+    shares: int = 0
     seconds: float = 0.0
 
     @property
@@ -157,6 +159,12 @@ class Application:
         ``uss-stream.<group_id>.<group_instance_id or host name>``: it must be stable across
         restarts of an instance (a restart fences its predecessor and aborts its open transaction)
         and distinct between the instances of a group.
+    shared_learning
+        Outputs mode: every learner decides on its own counts plus the other input partitions'
+        (their last checkpoints in the state topic, or the live counts of the partitions this
+        instance holds), refreshed at every commit point. The checkpoints keep each partition's own
+        counts. The shared counts lag by at most ``checkpoint_interval`` + ``commit_interval``; the
+        depths then depend on timing and are no longer those of a lone learner.
     exit_when_idle
         Stop (gracefully) once no record arrived for this many seconds (``None``: run until
         :meth:`stop`).
@@ -196,6 +204,7 @@ class Application:
         auto_offset_reset: str = "earliest",
         group_instance_id: str | None = None,
         guarantee: str = "at-least-once",
+        shared_learning: bool = False,
         exit_when_idle: float | None = None,
         consumer_options: Mapping[str, Any] | None = None,
         producer_options: Mapping[str, Any] | None = None,
@@ -236,6 +245,7 @@ class Application:
         self.auto_offset_reset = auto_offset_reset
         self.group_instance_id = group_instance_id
         self.guarantee = guarantee
+        self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
@@ -334,6 +344,8 @@ class Application:
             raise RuntimeError("an Application runs once; create a new one")
         if self.topics.labels is not None and processor.mode != "features":
             raise ValueError("a labels topic is only used in features mode")
+        if self.shared_learning and processor.mode != "outputs":
+            raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
         self._processor = processor
         self._status = "starting"
         self._started = time.monotonic()
@@ -612,6 +624,8 @@ class Application:
                 committed = self._commit_transaction()
             if not committed:
                 self._rewind()
+            elif self.shared_learning:
+                self._share()
             self._last_commit = time.monotonic()
             self._since_commit = 0
             return committed
@@ -621,6 +635,8 @@ class Application:
                 self._write_checkpoints(list(self._partitions.values()))
             offsets = self._offsets(list(self._partitions.values()) + list(self._labels.values()))
         self._commit(offsets)
+        if self.shared_learning:
+            self._share()
         self._last_commit = time.monotonic()
         self._since_commit = 0
         return True
@@ -723,6 +739,8 @@ class Application:
                 labels.next_offset = -1
         self._last_activity = time.monotonic()
         log.info("rewound %s to the last committed transaction", _names(self._partitions))
+        if self.shared_learning:
+            self._share()
 
     def _flush(self) -> None:
         """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered.
@@ -971,7 +989,45 @@ class Application:
         self._last_activity = time.monotonic()
         for line in restored:
             log.info("restored %s", line)
+        if self.shared_learning:
+            self._share()
         return set(pending)
+
+    # -- shared learning -------------------------------------------------------------------------
+    def _share(self) -> None:
+        """Give every learner the counts of all the other input partitions.
+
+        Partitions this instance holds contribute their live own counts; the others their last
+        checkpoint read from the state topic (``read_committed``), if it was written by this group
+        with this processor configuration.
+        """
+        store = self._store
+        store.refresh()
+        description = self._processor.describe()
+        with self._lock:
+            local = {tp.partition: state.learner.own_stats() for tp, state in self._partitions.items()}
+            if not local:
+                return
+            remote = DisagreementStats(self._processor.n_stages)
+            for checkpoint in store.checkpoints():
+                if (
+                    checkpoint.topic != self.topics.input
+                    or checkpoint.partition in local
+                    or checkpoint.group_id != self.group_id
+                    or checkpoint.processor != description
+                ):
+                    continue
+                try:
+                    remote = remote.merge(DisagreementStats.from_dict(checkpoint.state.get("stats")))
+                except (ValueError, AttributeError) as error:
+                    log.warning("not sharing the checkpoint of %s: %s", checkpoint.key.decode(), error)
+            for tp, state in self._partitions.items():
+                foreign = remote
+                for partition, stats in local.items():
+                    if partition != tp.partition:
+                        foreign = foreign.merge(stats)
+                state.learner.share(foreign)
+        self.summary.shares += 1
 
     # -- teardown --------------------------------------------------------------------------------
     def _close(self) -> None:

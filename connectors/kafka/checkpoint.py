@@ -302,6 +302,10 @@ class CheckpointStore:
                     error,
                 )
 
+    def checkpoints(self) -> list[Checkpoint]:
+        """The last checkpoint read for every key."""
+        return list(self._latest.values())
+
     def get(self, topic: str, partition: int) -> Checkpoint | None:
         """The last checkpoint read for input partition ``topic/partition``."""
         return self._latest.get(checkpoint_key(topic, partition))

@@ -303,6 +303,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         choices=("at-least-once", "exactly-once"),
         help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
     )
+    _flag(
+        delivery,
+        "--shared-learning",
+        "USS_KAFKA_SHARED_LEARNING",
+        help="outputs mode: decide on the pooled counts of every input partition (from the checkpoints)",
+    )
     _option(
         delivery,
         "--commit-interval",
@@ -436,6 +442,7 @@ def run(args: argparse.Namespace) -> int:
         auto_offset_reset=args.auto_offset_reset,
         group_instance_id=args.group_instance_id,
         guarantee=args.guarantee,
+        shared_learning=args.shared_learning,
         exit_when_idle=args.exit_when_idle,
         consumer_options={
             "session_timeout_ms": args.session_timeout_ms,

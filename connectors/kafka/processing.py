@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from connectors.kafka.batching import decide_batch
 from connectors.kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
 from uss_stream.policies import USSUCB
+from uss_stream.stats import DisagreementStats
 
 __all__ = ["BatchResult", "FeaturesProcessor", "Learner", "OutputsProcessor", "Processor", "load_factory"]
 
@@ -129,14 +130,33 @@ class OutputsLearner:
 
     :meth:`process_batch` decides a batch's valid events with :func:`~.batching.decide_batch`
     (exactly the ``select``/``update`` loop, vectorised).
+
+    Shared learning: :meth:`share` adds the other partitions' counts to the policy's, which then
+    decides on the pooled counts; :meth:`state_dict` (the checkpoint) keeps holding this
+    partition's own counts only, so that no count is ever shared twice.
+
+    >>> import json
+    >>> processor = OutputsProcessor([0, 0.15, 0.2])
+    >>> learner, other = processor.new_learner(), processor.new_learner()
+    >>> for i in range(300):
+    ...     _ = other.process(json.dumps({"id": i, "outputs": [1, 1, 1]}).encode())
+    >>> learner.process(b'{"id": "a", "outputs": [1, 1, 1]}')[1]   # alone: round 1 queries everything
+    3
+    >>> learner.share(other.own_stats())
+    >>> learner.process(b'{"id": "b", "outputs": [1, 1, 1]}')[1]   # pooled: stage 1 has been right
+    1
+    >>> learner.own_stats().decisions, learner.policy.stats.decisions
+    (2, 302)
+
     """
 
-    __slots__ = ("_codec", "_last_depth", "_policy")
+    __slots__ = ("_codec", "_foreign", "_last_depth", "_policy")
 
     def __init__(self, policy: USSUCB) -> None:
         self._policy = policy
         self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
         self._last_depth = policy.n_stages
+        self._foreign: DisagreementStats | None = None
 
     @property
     def policy(self) -> USSUCB:
@@ -192,11 +212,25 @@ class OutputsLearner:
             "processing_error", "outputs mode learns from the stage outputs; it takes no labels"
         )
 
+    def own_stats(self) -> DisagreementStats:
+        """This partition's own counts: the policy's without what :meth:`share` added."""
+        stats = self._policy.stats
+        return stats.copy() if self._foreign is None else stats.subtract(self._foreign)
+
+    def share(self, foreign: DisagreementStats) -> None:
+        """Decide from now on with ``foreign`` (the other partitions' counts) added to the own counts."""
+        pooled = self.own_stats().merge(foreign)
+        self._policy.load_state_dict({"policy": type(self._policy).__name__, "stats": pooled.to_dict()})
+        self._foreign = foreign
+
     def state_dict(self) -> dict[str, Any]:
-        return self._policy.state_dict()
+        if self._foreign is None:
+            return self._policy.state_dict()
+        return {"policy": type(self._policy).__name__, "stats": self.own_stats().to_dict()}
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         self._policy.load_state_dict(document)
+        self._foreign = None
 
 
 class FeaturesProcessor:

@@ -1,0 +1,71 @@
+"""Shared learning on a real broker: two workers decide on the pooled counts of both partitions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all, stream
+
+from connectors.kafka import OutputsProcessor
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(120),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+
+def test_a_worker_decides_on_the_counts_another_worker_published(bootstrap_servers, make_topics):
+    from kafka import TopicPartition
+
+    topics = make_topics(partitions=2)
+    first_values, first_outputs = stream(3_000, seed=0)
+    second_values, second_outputs = stream(2_000, seed=1, start=10_000)
+    group = f"shared-{topics.input}"
+    settings = {"shared_learning": True, "commit_interval": 0.2, "checkpoint_interval": 0.2,
+                "exit_when_idle": 30.0}  # fmt: skip
+    workers = [
+        Running(new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS))
+        for _ in range(2)
+    ]
+    for worker in workers:
+        worker.wait_for(lambda app: len(app._partitions) == 1, timeout=30)
+    owner = {tp.partition: worker for worker in workers for tp in worker.app._partitions}
+    tp0, tp1 = TopicPartition(topics.input, 0), TopicPartition(topics.input, 1)
+
+    # Partition 0's worker learns alone (partition 1 is empty); it checkpoints its own counts and
+    # the other worker merges them from the state topic.
+    produce(bootstrap_servers, topics.input, first_values, partition=0)
+    owner[1].wait_for(lambda app: app._partitions[tp1].learner.policy.stats.decisions == 3_000)
+    # Then partition 1's events are decided on partition 0's counts plus their own: exactly as one
+    # learner that saw partition 0's stream first would decide them.
+    produce(bootstrap_servers, topics.input, second_values, partition=1)
+    owner[0].wait_for(lambda app: app._partitions[tp0].learner.policy.stats.decisions == 5_000)
+    for worker in workers:
+        worker.app.stop()
+    summaries = [worker.join() for worker in workers]
+
+    records = read_all(bootstrap_servers, topics.output, expected=5_000)
+    depths = {p: [json.loads(r.value)["depth"] for r in records if r.partition == p] for p in (0, 1)}
+    pooled = USSUCB(COSTS).run(np.concatenate([first_outputs, second_outputs])).tolist()
+    assert depths[0] == pooled[:3_000] == USSUCB(COSTS).run(first_outputs).tolist()
+    assert depths[1] == pooled[3_000:]
+    assert depths[1] != USSUCB(COSTS).run(second_outputs).tolist()  # what a lone learner would do
+    # Checkpoints hold each partition's own counts: nothing is counted twice.
+    last = {c.partition: c.state["stats"] for c in checkpoints_of(bootstrap_servers, topics.state)}
+    assert last[0]["decisions"] == 3_000 and last[1]["decisions"] == 2_000
+    assert last[0]["queried"][0] == 3_000 and last[1]["queried"][0] == 2_000
+    assert sum(s.decisions for s in summaries) == 5_000
+    assert all(s.shares > 0 for s in summaries)
+
+
+def test_shared_learning_is_refused_in_features_mode(bootstrap_servers, make_topics):
+    from connectors.kafka import FeaturesProcessor
+
+    app = new_app(bootstrap_servers, make_topics(), shared_learning=True)
+    with pytest.raises(ValueError, match="shared_learning needs outputs mode"):
+        app.run(FeaturesProcessor("connectors.kafka.demo:pima_cascade"))
