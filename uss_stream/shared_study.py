@@ -259,12 +259,14 @@ def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
             "grows logarithmically with its number of events, so W learners on n events each pay about "
             "W times what one learner pays on W·n).",
             "",
-            "**For the service.** S ≈ per-partition event rate × (publish interval + refresh interval): "
-            "with 1000 events/s per partition, counts published at each 1 s commit and refreshed every "
-            "second, S ≈ 2000, between the S = 1000 and isolated columns above. The price is then about "
-            "what W isolated learners lose in their first 2000 events each, paid once after a cold "
-            "start; publishing and refreshing more often during the warm-up would cut it (not "
-            "simulated here).",
+            "**For the service** (`uss-stream kafka run --shared-learning`, docs/kafka.md): a partition's "
+            "counts are published with its checkpoints (every `--checkpoint-interval`, or every commit "
+            "in exactly-once mode) and merged by the other workers at each commit point, so "
+            "S ≈ per-partition event rate × (checkpoint interval + commit interval). With 1000 "
+            "events/s per partition and both intervals at 1 s, S ≈ 2000, between the S = 1000 and "
+            "isolated columns above. The price is then about what W isolated learners lose in their "
+            "first 2000 events each, paid once after a cold start; shorter intervals during the "
+            "warm-up would cut it (not simulated here).",
             "",
             f"![regret against the staleness of the shared counts]({figure_path})",
             "",
