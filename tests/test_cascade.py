@@ -7,6 +7,8 @@ rows of an outputs matrix, which lets the tests compare it with ``USSUCB.run`` o
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from river import base, datasets, evaluate, linear_model, metrics, preprocessing
@@ -449,3 +451,19 @@ def test_clone_with_attributes_is_an_independent_copy_of_the_trained_cascade():
     assert copy_.decide_one(x) == cascade.decide_one(x)
     copy_.learn_one(x, False)
     assert copy_.stages[1].model.weights != cascade.stages[1].model.weights
+
+
+def test_policy_state_carries_the_learned_depths_to_a_fresh_cascade():
+    outputs = noisy_outputs(n_events=1500)
+    first = echo_cascade(policy=USSUCB(stage_costs=COSTS))
+    for row in outputs[:1000]:
+        first.decide_one(event(row))
+    restored = echo_cascade(policy=USSUCB(stage_costs=COSTS))
+    restored.load_policy_state(json.loads(json.dumps(first.policy_state())))
+    # The restored cascade continues the uninterrupted depth sequence.
+    continued = [restored.decide_one(event(row)).depth for row in outputs[1000:]]
+    assert continued == USSUCB(stage_costs=COSTS).run(outputs)[1000:].tolist()
+    with pytest.raises(ValueError, match="stages"):
+        echo_cascade(costs=[0.0, 0.3], policy=USSUCB(stage_costs=[0.0, 0.3])).load_policy_state(
+            first.policy_state()
+        )

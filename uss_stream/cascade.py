@@ -221,6 +221,27 @@ class CascadeClassifier(base.Classifier):
         """Sum of ``C_depth`` over every decided event."""
         return self._total_cost
 
+    def policy_state(self) -> dict[str, Any]:
+        """The learned policy's state: its counts as a JSON-serialisable document.
+
+        The stages' River models are not part of it (see :meth:`load_policy_state`).
+
+        >>> from river import linear_model
+        >>> from uss_stream import CascadeClassifier, Stage
+        >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=1.0),
+        ...                            Stage(linear_model.LogisticRegression(), cost=2.0)])
+        >>> model.policy_state()["stats"]["decisions"]
+        0
+        >>> twin = model.clone()
+        >>> twin.load_policy_state(model.policy_state())
+
+        """
+        return self._policy.state_dict()
+
+    def load_policy_state(self, document: dict[str, Any]) -> None:
+        """Restore :meth:`policy_state` (e.g. from a checkpoint); ``ValueError`` if it does not fit."""
+        self._policy.load_state_dict(document)
+
     def summary(self) -> CascadeSummary:
         """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
         policy = self._policy

@@ -281,7 +281,7 @@ class FeaturesProcessor:
                     f"cascade factory {self.factory_path} must return a CascadeClassifier, "
                     f"got {type(cascade).__name__} (no {method}())"
                 )
-        if not hasattr(cascade, "_policy"):
+        if not callable(getattr(cascade, "policy_state", None)):
             raise ValueError(
                 f"cascade factory {self.factory_path} must return a uss_stream.CascadeClassifier"
             )
@@ -343,12 +343,11 @@ class FeaturesLearner:
                 "processing_error", f"cascade failed to learn: {type(error).__name__}: {error}"
             ) from error
 
-    # The cascade exposes no public accessor for its policy yet; its policy's state is the learner state.
     def state_dict(self) -> dict[str, Any]:
-        return self._cascade._policy.state_dict()
+        return self._cascade.policy_state()
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        self._cascade._policy.load_state_dict(document)
+        self._cascade.load_policy_state(document)
 
 
 def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:
