@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all, stream
+from conftest import COSTS, Running, checkpoints_of, new_app, produce, stream
+from test_exactly_once import read_topic
 
 from connectors.kafka import OutputsProcessor
 from uss_stream.policies import USSUCB
@@ -19,7 +20,8 @@ pytestmark = [
 ]
 
 
-def test_a_worker_decides_on_the_counts_another_worker_published(bootstrap_servers, make_topics):
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, bootstrap_servers, make_topics):
     from kafka import TopicPartition
 
     topics = make_topics(partitions=2)
@@ -28,9 +30,15 @@ def test_a_worker_decides_on_the_counts_another_worker_published(bootstrap_serve
     group = f"shared-{topics.input}"
     settings = {"shared_learning": True, "commit_interval": 0.2, "checkpoint_interval": 0.2,
                 "exit_when_idle": 30.0}  # fmt: skip
+    # Each instance its own instance id: in exactly-once mode its transactional id derives from it.
     workers = [
-        Running(new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS))
-        for _ in range(2)
+        Running(
+            new_app(
+                bootstrap_servers, topics, group, guarantee=guarantee, group_instance_id=f"w{k}", **settings
+            ),
+            OutputsProcessor(COSTS),
+        )
+        for k in range(2)
     ]
     for worker in workers:
         worker.wait_for(lambda app: len(app._partitions) == 1, timeout=30)
@@ -49,7 +57,8 @@ def test_a_worker_decides_on_the_counts_another_worker_published(bootstrap_serve
         worker.app.stop()
     summaries = [worker.join() for worker in workers]
 
-    records = read_all(bootstrap_servers, topics.output, expected=5_000)
+    records = read_topic(bootstrap_servers, topics.output, "read_committed")
+    assert len(records) == 5_000
     depths = {p: [json.loads(r.value)["depth"] for r in records if r.partition == p] for p in (0, 1)}
     pooled = USSUCB(COSTS).run(np.concatenate([first_outputs, second_outputs])).tolist()
     assert depths[0] == pooled[:3_000] == USSUCB(COSTS).run(first_outputs).tolist()
