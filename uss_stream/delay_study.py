@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from uss_stream.datasets.paper import PAPER_CASES
+from uss_stream.datasets.paper import PAPER_CASES, wd_case_names
 from uss_stream.feedback_delay import feedback_delays, simulate_delayed
 from uss_stream.policies import USSUCB
 from uss_stream.policies.base import Policy
-from uss_stream.replay import encode_log, pair_order, sample_rows
+from uss_stream.replay import sample_rows
 
 __all__ = ["DELAYS", "delay_study", "delay_figure", "delay_markdown"]
 
@@ -50,14 +50,11 @@ def delay_study(
 
     """
     template = policy if policy is not None else USSUCB(stage_costs=[0.0], alpha=0.51)
-    names = list(cases) if cases is not None else _wd_cases()
+    names = list(cases) if cases is not None else wd_case_names()
     records = []
     for name in names:
         case = PAPER_CASES[name]
-        outputs, labels = case.log()
-        codes, _ = encode_log(outputs, labels)
-        upper_i, upper_j = pair_order(codes.shape[1])
-        pairs = codes[:, upper_i] != codes[:, upper_j]
+        codes, pairs = case.disagreement_log()
         rows = sample_rows(len(codes), horizon=horizon, reps=reps, seed=seed)
         gaps = case.instance().gaps
         worst = float(gaps[-1])
@@ -131,7 +128,3 @@ def delay_markdown(frame: pd.DataFrame, figure_path: str) -> str:
             "",
         ]
     )
-
-
-def _wd_cases() -> list[str]:
-    return [name for name, case in PAPER_CASES.items() if case.instance().satisfies_wd]

@@ -74,6 +74,7 @@ __all__ = [
     "PiecewiseReplayResult",
     "ReplayResult",
     "encode_log",
+    "pair_indicators",
     "pair_order",
     "replay",
     "replay_piecewise",
@@ -299,7 +300,7 @@ def replay(
         sd_violation=None if wrong is None else _sd_violation(wrong),
     )
     rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
-    depths = _run_policies(templates, rows, _pair_indicators(codes), wrong, progress)
+    depths = _run_policies(templates, rows, pair_indicators(codes), wrong, progress)
     return ReplayResult(
         depths=depths,
         rows=rows,
@@ -481,7 +482,7 @@ def replay_piecewise(
     codes = np.concatenate([c for c, _ in encoded])
     wrong = np.concatenate([c != lc[:, None] for c, lc in encoded])
     rows = np.concatenate(row_blocks, axis=1)
-    depths = _run_policies(templates, rows, _pair_indicators(codes), wrong, progress)
+    depths = _run_policies(templates, rows, pair_indicators(codes), wrong, progress)
     return PiecewiseReplayResult(
         instances=instances,
         boundaries=[0, *np.cumsum(lengths).tolist()],
@@ -756,7 +757,13 @@ def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
 
 
-def _pair_indicators(codes: np.ndarray) -> np.ndarray:
+def pair_indicators(codes: np.ndarray) -> np.ndarray:
+    """``N x P`` disagreement indicators of the ``N x K`` encoded log, pairs ordered as :func:`pair_order`.
+
+    >>> pair_indicators(np.array([[0, 1, 1]])).tolist()
+    [[True, True, False]]
+
+    """
     upper_i, upper_j = pair_order(codes.shape[1])
     return codes[:, upper_i] != codes[:, upper_j]
 
@@ -765,7 +772,7 @@ def _disagreement(codes: np.ndarray) -> np.ndarray:
     n_stages = codes.shape[1]
     p = np.zeros((n_stages, n_stages))
     upper_i, upper_j = pair_order(n_stages)
-    p[upper_i, upper_j] = _pair_indicators(codes).mean(axis=0)
+    p[upper_i, upper_j] = pair_indicators(codes).mean(axis=0)
     return p + p.T
 
 

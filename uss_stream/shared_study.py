@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from uss_stream.datasets.paper import PAPER_CASES
+from uss_stream.datasets.paper import PAPER_CASES, wd_case_names
 from uss_stream.policies import USSUCB
 from uss_stream.policies.base import Policy
-from uss_stream.replay import Z_95, encode_log, pair_order, sample_rows, simulate
+from uss_stream.replay import Z_95, sample_rows, simulate
 from uss_stream.shared_learning import simulate_shared_many
 
 __all__ = ["SYNC_EVERY", "WORKERS", "shared_figure", "shared_markdown", "shared_study"]
@@ -67,14 +67,11 @@ def shared_study(
         raise ValueError(f"workers must be a non-empty sequence of integers >= 1, got {workers!r}")
     periods = [s for s in sync_every if s is not None]
     template = policy if policy is not None else USSUCB(stage_costs=[0.0], alpha=0.51)
-    names = list(cases) if cases is not None else _wd_cases()
+    names = list(cases) if cases is not None else wd_case_names()
     records = []
     for name in names:
         case = PAPER_CASES[name]
-        outputs, labels = case.log()
-        codes, _ = encode_log(outputs, labels)
-        upper_i, upper_j = pair_order(codes.shape[1])
-        pairs = codes[:, upper_i] != codes[:, upper_j]
+        codes, pairs = case.disagreement_log()
         gaps = case.instance().gaps
         runner = template.clone(stage_costs=case.stage_costs)
         rows = {
@@ -126,11 +123,6 @@ def _record(
         "before_sync": math.nan if before_sync is None else before_sync.mean(),
         "gap_K": float(gaps[-1]),
     }
-
-
-def _wd_cases() -> list[str]:
-    """The cases of the suite where weak dominance holds (those of the delay study)."""
-    return [name for name, case in PAPER_CASES.items() if case.instance().satisfies_wd]
 
 
 def shared_figure(frame: pd.DataFrame) -> Figure:

@@ -67,6 +67,7 @@ __all__ = [
     "dataset_log",
     "paper_case",
     "real_cascade",
+    "wd_case_names",
 ]
 
 #: Dataset names, in the order the paper presents them.
@@ -164,6 +165,20 @@ class PaperCase:
         """The ``N x K`` logged outputs and the ``N`` labels (shared with the in-memory cache)."""
         return dataset_log(self.dataset)
 
+    def disagreement_log(self) -> tuple[np.ndarray, np.ndarray]:
+        """The replay engine's view of the log: ``N x K`` output codes and ``N x P`` disagreement indicators.
+
+        >>> codes, pairs = paper_case("heart-1").disagreement_log()
+        >>> codes.shape[1], pairs.shape[1]   # K = 3 stages, P = 3 pairs
+        (3, 3)
+
+        """
+        from uss_stream.replay import encode_log, pair_indicators
+
+        outputs, labels = self.log()
+        codes, _ = encode_log(outputs, labels)
+        return codes, pair_indicators(codes)
+
     def instance(self) -> Instance:
         """Error rates, disagreements and SD violations measured on the whole log, with these costs."""
         outputs, labels = self.log()
@@ -248,6 +263,11 @@ def _build_cases() -> dict[str, PaperCase]:
 
 #: ``name -> PaperCase`` for all 25 instances; building this registry trains nothing.
 PAPER_CASES: dict[str, PaperCase] = _build_cases()
+
+
+def wd_case_names() -> list[str]:
+    """The cases whose log satisfies weak dominance (with our data), in the suite's order."""
+    return [name for name, case in PAPER_CASES.items() if case.instance().satisfies_wd]
 
 
 def paper_case(name: str) -> PaperCase:
