@@ -28,6 +28,11 @@ partition ``p`` with the depths of ``USSUCB.run`` on that partition's events, an
 changed hands (a ``revoked`` or ``lost`` line in a worker's log) between the gate's opening and the
 last decision. Also reported: how the 2-worker run's events split between the workers.
 
+With ``--shared-learning`` each round also runs 2 workers with ``--shared-learning
+--checkpoint-interval 1`` (each commit point reads the state topic and merges the other
+partitions' counts) and reports its throughput as a ratio of the 2 workers without sharing; its
+depths depend on when the counts arrived, so only the one-decision-per-event check applies.
+
 The machine has 2 cores shared by the workers and the broker (and any neighbours' load), so the
 ratio is bounded well below 2.
 """
@@ -78,7 +83,9 @@ def _log_time(line: str) -> float:
 class _Worker:
     """One ``uss-stream kafka run`` process; its log (stderr) is collected as it comes."""
 
-    def __init__(self, bootstrap: str, topics: Topics, group: str, guarantee: str, instance: str) -> None:
+    def __init__(
+        self, bootstrap: str, topics: Topics, group: str, guarantee: str, instance: str, shared: bool
+    ) -> None:
         command = [
             sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
             "--input-topic", topics.input, "--output-topic", topics.output,
@@ -88,6 +95,8 @@ class _Worker:
         ]  # fmt: skip
         if guarantee == "exactly-once":
             command += ["--group-instance-id", instance]
+        if shared:
+            command += ["--shared-learning", "--checkpoint-interval", "1"]
         self.topic = topics.input
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []
@@ -203,8 +212,11 @@ def _read_output(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> 
     return records
 
 
-def _check(records: list, n: int, expected: list[np.ndarray]) -> None:
-    """Exactly one decision per event; partition p's decisions in output partition p, depths of USSUCB.run."""
+def _check(records: list, n: int, expected: list[np.ndarray] | None) -> None:
+    """Exactly one decision per event; partition p's decisions in output partition p, depths of USSUCB.run.
+
+    ``expected=None`` (shared learning: the depths depend on when the counts arrived) skips the depths.
+    """
     ids: Counter[str] = Counter()
     depths: list[list[int]] = [[] for _ in range(PARTITIONS)]
     for record in records:
@@ -216,13 +228,19 @@ def _check(records: list, n: int, expected: list[np.ndarray]) -> None:
     if len(ids) != n or set(ids.values()) != {1} or set(ids) != {f"e{i}" for i in range(n)}:
         repeated = sum(count - 1 for count in ids.values())
         raise SystemExit(f"{len(ids)} of {n} events decided, {repeated} decided more than once")
-    for p in range(PARTITIONS):
+    for p in range(PARTITIONS if expected is not None else 0):
         if not np.array_equal(np.array(depths[p]), expected[p]):
             raise SystemExit(f"partition {p}: decisions differ from USSUCB.run on the partition's stream")
 
 
 def _run(
-    bootstrap: str, admin: Any, values: list[bytes], expected: list[np.ndarray], workers: int, guarantee: str
+    bootstrap: str,
+    admin: Any,
+    values: list[bytes],
+    expected: list[np.ndarray],
+    workers: int,
+    guarantee: str,
+    shared: bool = False,
 ) -> tuple[float, list[int]]:
     """One run with ``workers`` processes: (events/s from the output's CreateTime, events per worker)."""
     tag = uuid.uuid4().hex[:8]
@@ -237,7 +255,9 @@ def _run(
     gate = _write_gated_input(bootstrap, topics.input, values)
     procs: list[_Worker] = []
     try:
-        procs = [_Worker(bootstrap, topics, group, guarantee, f"{group}-w{j}") for j in range(workers)]
+        procs = [
+            _Worker(bootstrap, topics, group, guarantee, f"{group}-w{j}", shared) for j in range(workers)
+        ]
         _wait_until_stable(procs)
         opened = time.time()
         gate.commit_transaction()
@@ -249,7 +269,7 @@ def _run(
     n = len(values)
     records = _read_output(bootstrap, topics.output, n)
     admin.delete_topics(list(topics.all()))
-    _check(records, n, expected)
+    _check(records, n, None if shared else expected)
     first = min(record.timestamp for record in records)
     last = max(record.timestamp for record in records)
     if first < opened * 1000.0:
@@ -265,6 +285,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--guarantee", choices=("at-least-once", "exactly-once"), default="at-least-once")
+    parser.add_argument(
+        "--shared-learning",
+        action="store_true",
+        help="also run 2 workers with --shared-learning (checkpoints every second) and report its cost",
+    )
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -282,17 +307,21 @@ def main() -> None:
         flush=True,
     )
 
-    one_rates, two_rates = [], []
+    one_rates, two_rates, shared_rates = [], [], []
     for r in range(args.rounds):
         one, _ = _run(bootstrap, admin, values, expected, 1, args.guarantee)
         two, split = _run(bootstrap, admin, values, expected, 2, args.guarantee)
         one_rates.append(one)
         two_rates.append(two)
-        print(
+        line = (
             f"round {r + 1}: 1 worker {one:9.0f} ev/s   2 workers {two:9.0f} ev/s"
-            f" (events per worker {'/'.join(map(str, split))})   ratio {two / one:.2f}",
-            flush=True,
+            f" (events per worker {'/'.join(map(str, split))})   ratio {two / one:.2f}"
         )
+        if args.shared_learning:
+            shared, _ = _run(bootstrap, admin, values, expected, 2, args.guarantee, shared=True)
+            shared_rates.append(shared)
+            line += f"   2 workers sharing {shared:9.0f} ev/s ({shared / two:.2f} of not sharing)"
+        print(line, flush=True)
     admin.close()
 
     ratios = [t / o for t, o in zip(two_rates, one_rates)]
@@ -302,6 +331,12 @@ def main() -> None:
         f"ratio 2 workers / 1 worker (median of the rounds' ratios): {statistics.median(ratios):.2f}"
         f"   (lowest {min(ratios):.2f}, highest {max(ratios):.2f})"
     )
+    if shared_rates:
+        costs = [s / t for s, t in zip(shared_rates, two_rates)]
+        print(
+            f"2 workers sharing / not sharing (median of the rounds' ratios): {statistics.median(costs):.2f}"
+            f"   (lowest {min(costs):.2f}, highest {max(costs):.2f})"
+        )
 
 
 if __name__ == "__main__":
