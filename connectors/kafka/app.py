@@ -1001,6 +1001,8 @@ class Application:
         checkpoint read from the state topic (``read_committed``), if it was written by this group
         with this processor configuration.
         """
+        if not self._partitions:
+            return
         store = self._store
         store.refresh()
         description = self._processor.describe()
