@@ -275,6 +275,7 @@ class Application:
         self._in_transaction = False
         self._rewind_needed = False
         self._resets_since_commit = 0
+        self._unshared: set[bytes] = set()  # checkpoint keys shared learning skips (warned once)
         # Send failures, appended by the producer's thread; checked at every flush. (Holding each
         # send's future instead would keep a second's worth of them alive through several garbage
         # collections, which costs more than the errback.)
@@ -1012,12 +1013,19 @@ class Application:
                 return
             remote = DisagreementStats(self._processor.n_stages)
             for checkpoint in store.checkpoints():
-                if (
-                    checkpoint.topic != self.topics.input
-                    or checkpoint.partition in local
-                    or checkpoint.group_id != self.group_id
-                    or checkpoint.processor != description
-                ):
+                if checkpoint.topic != self.topics.input or checkpoint.partition in local:
+                    continue
+                if checkpoint.group_id != self.group_id or checkpoint.processor != description:
+                    if checkpoint.key not in self._unshared:
+                        self._unshared.add(checkpoint.key)
+                        log.warning(
+                            "not sharing the checkpoint of %s: written by group %r with %s, not %r with %s",
+                            checkpoint.key.decode(),
+                            checkpoint.group_id,
+                            checkpoint.processor,
+                            self.group_id,
+                            description,
+                        )
                     continue
                 try:
                     remote = remote.merge(DisagreementStats.from_dict(checkpoint.state.get("stats")))

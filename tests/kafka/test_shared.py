@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
-from conftest import COSTS, Running, checkpoints_of, new_app, produce, stream
+from conftest import COSTS, Running, checkpoints_of, new_app, produce, run_app, stream
 from test_exactly_once import read_topic
 
 from connectors.kafka import OutputsProcessor
@@ -78,3 +79,51 @@ def test_shared_learning_is_refused_in_features_mode(bootstrap_servers, make_top
     app = new_app(bootstrap_servers, make_topics(), shared_learning=True)
     with pytest.raises(ValueError, match="shared_learning needs outputs mode"):
         app.run(FeaturesProcessor("connectors.kafka.demo:pima_cascade"))
+
+
+def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
+    bootstrap_servers, make_topics, caplog
+):
+    """One instance holds both partitions; checkpoints of two more partitions are in the state topic."""
+    from kafka import KafkaProducer
+
+    from connectors.kafka import Checkpoint
+
+    topics = make_topics(partitions=2)
+    group = f"shared-remote-{topics.input}"
+    remote_values, remote_outputs = stream(500, seed=7)
+    remote = USSUCB(COSTS)
+    remote.run(remote_outputs)
+    mismatched = USSUCB(COSTS, alpha=1.0)
+    mismatched.run(remote_outputs)
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for partition, policy, processor in (
+        (7, remote, OutputsProcessor(COSTS)),  # written by this group with this configuration: shared
+        (8, mismatched, OutputsProcessor(COSTS, alpha=1.0)),  # another configuration: not shared, warned
+    ):
+        checkpoint = Checkpoint(
+            topic=topics.input, partition=partition, offset=len(remote_values), state=policy.state_dict(),
+            group_id=group, processor=processor.describe(), written_at=time.time(),
+        )  # fmt: skip
+        producer.send(topics.state, checkpoint.to_bytes(), key=checkpoint.key)
+    producer.flush()
+    producer.close()
+    values, outputs = stream(1_000, seed=0)
+    produce(bootstrap_servers, topics.input, values, partition=0)
+
+    app = new_app(bootstrap_servers, topics, group, shared_learning=True, checkpoint_interval=0.2)
+    with caplog.at_level("WARNING", logger="connectors.kafka"):
+        summary = run_app(app, OutputsProcessor(COSTS))
+
+    assert summary.decisions == 1_000
+    depths = [
+        json.loads(r.value)["depth"] for r in read_topic(bootstrap_servers, topics.output, "read_committed")
+    ]
+    # Partition 0 decides as one learner that saw partition 7's 500 events first (partition 1 is empty).
+    assert depths == USSUCB(COSTS).run(np.concatenate([remote_outputs, outputs])).tolist()[500:]
+    assert depths != USSUCB(COSTS).run(outputs).tolist()  # what it would do without partition 7
+    assert f"not sharing the checkpoint of {topics.input}/8" in caplog.text
+    last = {
+        c.partition: c.state["stats"]["decisions"] for c in checkpoints_of(bootstrap_servers, topics.state)
+    }
+    assert last[0] == 1_000 and last[7] == 500
