@@ -694,6 +694,7 @@ class Application:
         self._in_transaction = False
         self._rewind_needed = True
         self.summary.aborts += 1
+        self.metrics.aborts.inc()
 
     def _replace_producer(self, cause: BaseException) -> None:
         """Close the producer and start a new one with the same transactional id.
@@ -712,6 +713,7 @@ class Application:
         self._producer = self._new_producer()
         self._resets_since_commit += 1
         self.summary.producer_resets += 1
+        self.metrics.producer_replacements.inc()
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
@@ -1038,6 +1040,7 @@ class Application:
                         foreign = foreign.merge(stats)
                 state.learner.share(foreign)
         self.summary.shares += 1
+        self.metrics.shares.inc()
 
     # -- teardown --------------------------------------------------------------------------------
     def _close(self) -> None:

@@ -181,6 +181,21 @@ class ServiceMetrics:
         )
         self.commits = Counter("uss_kafka_commits", "Offset commits.", registry=reg)
         self.checkpoints = Counter("uss_kafka_checkpoints", "Checkpoint records written.", registry=reg)
+        self.aborts = Counter(
+            "uss_kafka_transaction_aborts",
+            "Transactions aborted (exactly-once): their records are processed again.",
+            registry=reg,
+        )
+        self.producer_replacements = Counter(
+            "uss_kafka_producer_replacements",
+            "Transactional producers replaced after a stuck flush or a fence (exactly-once).",
+            registry=reg,
+        )
+        self.shares = Counter(
+            "uss_kafka_shares",
+            "Shared-learning refreshes: the other partitions' counts merged.",
+            registry=reg,
+        )
         now = time.monotonic()
         self._last_commit = now
         self._last_checkpoint = now

@@ -72,6 +72,7 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
     summary = running.join()
 
     assert summary.aborts == 1 and failures == [1]
+    assert app.metrics.registry.get_sample_value("uss_kafka_transaction_aborts_total") == 1
     committed = read_topic(bootstrap_servers, topics.output, "read_committed")
     everything = read_topic(bootstrap_servers, topics.output, "read_uncommitted")
     decisions = [json.loads(r.value) for r in committed]

@@ -116,6 +116,7 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
         summary = run_app(app, OutputsProcessor(COSTS))
 
     assert summary.decisions == 1_000
+    assert app.metrics.registry.get_sample_value("uss_kafka_shares_total") == summary.shares > 0
     depths = [
         json.loads(r.value)["depth"] for r in read_topic(bootstrap_servers, topics.output, "read_committed")
     ]
