@@ -66,6 +66,10 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
+MAX_REPLACEMENTS = 3
+REPLACEMENT_WINDOW = 600.0
+
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
 
@@ -276,6 +280,7 @@ class Application:
         self._rewind_needed = False
         self._resets_since_commit = 0
         self._unshared: set[bytes] = set()  # checkpoint keys shared learning skips (warned once)
+        self._replacements: list[float] = []  # monotonic times of the producer replacements
         # Send failures, appended by the producer's thread; checked at every flush. (Holding each
         # send's future instead would keep a second's worth of them alive through several garbage
         # collections, which costs more than the errback.)
@@ -700,11 +705,19 @@ class Application:
         """Close the producer and start a new one with the same transactional id.
 
         Its ``init_transactions`` fences the old one and makes the broker abort the old open
-        transaction. Another failure before a transaction commits is fatal: an instance that keeps
-        being fenced shares its transactional id with another one.
+        transaction. Fatal instead: a second replacement before a transaction commits, or the
+        :data:`MAX_REPLACEMENTS`-th within :data:`REPLACEMENT_WINDOW` seconds; an instance that
+        keeps being fenced most likely shares its transactional id with another one.
         """
-        if self._resets_since_commit:
-            raise cause
+        now = time.monotonic()
+        recent = [t for t in self._replacements if now - t < REPLACEMENT_WINDOW]
+        if self._resets_since_commit or len(recent) + 1 >= MAX_REPLACEMENTS:
+            raise DeliveryError(
+                f"the transactional producer {self.transactional_id!r} failed again ({cause!r}) after "
+                f"{len(recent)} replacement(s) in {REPLACEMENT_WINDOW:.0f}s: is another instance using "
+                "the same transactional id (--group-instance-id)?"
+            ) from cause
+        self._replacements = [*recent, now]
         log.warning("replacing the transactional producer (%r): the new one fences it", cause)
         try:
             self._producer.close(timeout=1)

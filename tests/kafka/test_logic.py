@@ -216,3 +216,41 @@ def test_weighted_quantiles_of_the_latency_histogram():
     assert histogram.quantile(0.5) == pytest.approx(1e-6)
     assert histogram.quantile(0.995) == pytest.approx(1e-4)
     assert histogram.count == 100
+
+
+class _ClosableProducer:
+    """Stands in for the transactional producer: only ``close`` is called on a replaced one."""
+
+    closed = 0
+
+    def close(self, timeout: float | None = None) -> None:
+        _ClosableProducer.closed += 1
+
+
+def test_a_producer_that_keeps_failing_is_fatal_not_replaced_forever(monkeypatch):
+    from kafka.errors import ProducerFencedError
+
+    from connectors.kafka import Application, Topics
+    from connectors.kafka.app import MAX_REPLACEMENTS, DeliveryError
+    from connectors.kafka.metrics import ServiceMetrics
+
+    app = Application(
+        ClientConfig("127.0.0.1:1"), group_id="g", topics=Topics("i", "o", "d", "s"),
+        guarantee="exactly-once", group_instance_id="w1", http_port=None,
+    )  # fmt: skip
+    app.metrics = ServiceMetrics(3)
+    app._producer = _ClosableProducer()
+    monkeypatch.setattr(app, "_new_producer", _ClosableProducer)
+    fenced = ProducerFencedError()
+    # A replacement, then a transaction commits (the counter resets), up to the limit.
+    for _ in range(MAX_REPLACEMENTS - 1):
+        app._replace_producer(fenced)
+        app._resets_since_commit = 0
+    assert app.summary.producer_resets == MAX_REPLACEMENTS - 1 == _ClosableProducer.closed
+    with pytest.raises(DeliveryError, match=r"'uss-stream\.g\.w1'.*another instance"):
+        app._replace_producer(fenced)
+    # Two failures with no commit in between are fatal at once.
+    app._replacements.clear()
+    app._replace_producer(fenced)
+    with pytest.raises(DeliveryError, match="after 1 replacement"):
+        app._replace_producer(fenced)
