@@ -96,7 +96,7 @@ class RunSummary:
     checkpoints: int = 0
     restored: list[str] = field(default_factory=list)
     aborts: int = 0
-    producer_resets: int = 0
+    producer_replacements: int = 0
     shares: int = 0
     seconds: float = 0.0
 
@@ -278,7 +278,7 @@ class Application:
         # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
         self._in_transaction = False
         self._rewind_needed = False
-        self._resets_since_commit = 0
+        self._replaced_since_commit = False
         self._unshared: set[bytes] = set()  # checkpoint keys shared learning skips (warned once)
         self._replacements: list[float] = []  # monotonic times of the producer replacements
         # Send failures, appended by the producer's thread; checked at every flush. (Holding each
@@ -673,7 +673,7 @@ class Application:
             self._abort(error)
             return False
         self._in_transaction = False
-        self._resets_since_commit = 0
+        self._replaced_since_commit = False
         for checkpoint in written:
             self._partitions[_input_partition(checkpoint)].base = (checkpoint.offset, checkpoint.state)
         self._record_commit(offsets)
@@ -711,7 +711,7 @@ class Application:
         """
         now = time.monotonic()
         recent = [t for t in self._replacements if now - t < REPLACEMENT_WINDOW]
-        if self._resets_since_commit or len(recent) + 1 >= MAX_REPLACEMENTS:
+        if self._replaced_since_commit or len(recent) + 1 >= MAX_REPLACEMENTS:
             raise DeliveryError(
                 f"the transactional producer {self.transactional_id!r} failed again ({cause!r}) after "
                 f"{len(recent)} replacement(s) in {REPLACEMENT_WINDOW:.0f}s: is another instance using "
@@ -724,8 +724,8 @@ class Application:
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
         self._producer = self._new_producer()
-        self._resets_since_commit += 1
-        self.summary.producer_resets += 1
+        self._replaced_since_commit = True
+        self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
 
     def _rewind(self) -> None:
@@ -1031,21 +1031,16 @@ class Application:
                 if checkpoint.topic != self.topics.input or checkpoint.partition in local:
                     continue
                 if checkpoint.group_id != self.group_id or checkpoint.processor != description:
-                    if checkpoint.key not in self._unshared:
-                        self._unshared.add(checkpoint.key)
-                        log.warning(
-                            "not sharing the checkpoint of %s: written by group %r with %s, not %r with %s",
-                            checkpoint.key.decode(),
-                            checkpoint.group_id,
-                            checkpoint.processor,
-                            self.group_id,
-                            description,
-                        )
+                    self._not_shared(
+                        checkpoint,
+                        f"written by group {checkpoint.group_id!r} with {checkpoint.processor}, "
+                        f"not {self.group_id!r} with {description}",
+                    )
                     continue
                 try:
                     remote = remote.merge(DisagreementStats.from_dict(checkpoint.state.get("stats")))
                 except (ValueError, AttributeError) as error:
-                    log.warning("not sharing the checkpoint of %s: %s", checkpoint.key.decode(), error)
+                    self._not_shared(checkpoint, str(error))
             for tp, state in self._partitions.items():
                 foreign = remote
                 for partition, stats in local.items():
@@ -1054,6 +1049,12 @@ class Application:
                 state.learner.share(foreign)
         self.summary.shares += 1
         self.metrics.shares.inc()
+
+    def _not_shared(self, checkpoint: Checkpoint, reason: str) -> None:
+        """Warn, once per checkpoint key, that shared learning leaves a checkpoint out."""
+        if checkpoint.key not in self._unshared:
+            self._unshared.add(checkpoint.key)
+            log.warning("not sharing the checkpoint of %s: %s", checkpoint.key.decode(), reason)
 
     # -- teardown --------------------------------------------------------------------------------
     def _close(self) -> None:

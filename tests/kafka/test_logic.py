@@ -245,8 +245,8 @@ def test_a_producer_that_keeps_failing_is_fatal_not_replaced_forever(monkeypatch
     # A replacement, then a transaction commits (the counter resets), up to the limit.
     for _ in range(MAX_REPLACEMENTS - 1):
         app._replace_producer(fenced)
-        app._resets_since_commit = 0
-    assert app.summary.producer_resets == MAX_REPLACEMENTS - 1 == _ClosableProducer.closed
+        app._replaced_since_commit = False
+    assert app.summary.producer_replacements == MAX_REPLACEMENTS - 1 == _ClosableProducer.closed
     with pytest.raises(DeliveryError, match=r"'uss-stream\.g\.w1'.*another instance"):
         app._replace_producer(fenced)
     # Two failures with no commit in between are fatal at once.
