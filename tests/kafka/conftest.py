@@ -13,7 +13,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -144,17 +144,63 @@ def produce(
     producer.close()
 
 
-def read_all(
-    bootstrap_servers: str, topic: str, expected: int | None = None, timeout: float = 30.0
-) -> list[Any]:
-    """Every record of ``topic`` (all partitions, each in offset order).
+def trickle(
+    bootstrap_servers: str, topic: str, values: Mapping[int, Sequence[bytes]], per_second: float
+) -> threading.Thread:
+    """Produce ``values[p]`` to partition ``p`` in the background, ``per_second`` events a second in all.
 
-    With ``expected``, reads until that many arrived (fails after ``timeout``); without, reads to
-    the current end of each partition.
+    One idempotent producer for the whole stream, so that it buffers and retries through a broker's
+    absence; the partitions advance together, a chunk of each per step.
     """
+
+    def run() -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5, enable_idempotence=True)
+        chunk = max(1, int(per_second / 20 / len(values)))
+        for start in range(0, max(map(len, values.values())), chunk):
+            sent = 0
+            for partition, stream_values in values.items():
+                for value in stream_values[start : start + chunk]:
+                    producer.send(topic, value, partition=partition)
+                    sent += 1
+            producer.flush()
+            time.sleep(sent / per_second)
+        producer.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
+    """The end offset of each partition of ``topic``."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    ends = consumer.end_offsets(partitions)
+    consumer.close()
+    return {tp.partition: offset for tp, offset in ends.items()}
+
+
+def read_all(
+    bootstrap_servers: str,
+    topic: str,
+    expected: int | None = None,
+    timeout: float = 30.0,
+    isolation_level: str = "read_uncommitted",
+) -> list[Any]:
+    """Every record of ``topic`` (all partitions, each in offset order), as ``isolation_level`` sees it.
+
+    With ``expected``, reads until that many arrived (fails after ``timeout``); without, reads to
+    the current end of each partition (for ``read_committed``: to the last stable offset).
+    """
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, enable_auto_commit=False, isolation_level=isolation_level
+    )
     partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)

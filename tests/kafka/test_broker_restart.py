@@ -14,16 +14,14 @@ import random
 import signal
 import socket
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import COSTS, checkpoints_of, policy_after, read_all, stream
+from conftest import COSTS, checkpoints_of, policy_after, read_all, stream, trickle
 from test_cli import Service, output_count
-from test_exactly_once import read_topic
 
 from connectors.kafka import Topics, create_topics
 from uss_stream.policies import USSUCB
@@ -90,26 +88,6 @@ def restartable_broker() -> Iterator[RestartableBroker]:
     broker.destroy()
 
 
-def produce_steadily(bootstrap: str, topic: str, values: list[bytes], per_second: float) -> threading.Thread:
-    """One producer for the whole stream: it buffers and retries through the broker's absence."""
-
-    def run() -> None:
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, enable_idempotence=True)
-        chunk = max(1, int(per_second / 20))
-        for start in range(0, len(values), chunk):
-            for value in values[start : start + chunk]:
-                producer.send(topic, value, partition=0)
-            time.sleep(chunk / per_second)
-        producer.flush()
-        producer.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, record_property):
     from kafka import KafkaAdminClient
@@ -128,7 +106,7 @@ def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, r
         options += ["--producer-option", "transaction_timeout_ms=20000"]
     service = Service(bootstrap, topics, "restart-group", *options)
     service.wait_for_log("restored")
-    producing = produce_steadily(bootstrap, topics.input, values, per_second=1_000)
+    producing = trickle(bootstrap, topics.input, {0: values}, per_second=1_000)
     deadline = time.monotonic() + 60
     while output_count(bootstrap, topics.output) < 3_000:
         service.alive()
@@ -144,7 +122,12 @@ def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, r
     assert not producing.is_alive(), "the producer did not get its events in after the restart"
     isolation = "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
     deadline = time.monotonic() + 120
-    while len({json.loads(r.value)["id"] for r in read_topic(bootstrap, topics.output, isolation)}) < n:
+    while (
+        len(
+            {json.loads(r.value)["id"] for r in read_all(bootstrap, topics.output, isolation_level=isolation)}
+        )
+        < n
+    ):
         service.alive()
         assert time.monotonic() < deadline, "not every event was decided 120s after the restart"
         time.sleep(0.5)
@@ -153,7 +136,9 @@ def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, r
 
     decisions = [json.loads(r.value) for r in read_all(bootstrap, topics.output)]
     if guarantee == "exactly-once":
-        decisions = [json.loads(r.value) for r in read_topic(bootstrap, topics.output, "read_committed")]
+        decisions = [
+            json.loads(r.value) for r in read_all(bootstrap, topics.output, isolation_level="read_committed")
+        ]
         assert [d["id"] for d in decisions] == [f"e{i}" for i in range(n)]
     counts = Counter(d["id"] for d in decisions)
     # Nothing lost, each decision with the depth of an uninterrupted run.

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, checkpoints_of, policy_after, produce, read_all, stream
+from conftest import COSTS, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
 
 from connectors.kafka import Topics
 from uss_stream.cli import main
@@ -77,12 +77,8 @@ class Service:
 
 
 def output_count(bootstrap: str, topic: str) -> int:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    count = consumer.end_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
-    consumer.close()
-    return count
+    """Records in ``topic`` so far (all partitions)."""
+    return sum(end_offsets(bootstrap, topic).values())
 
 
 def wait_for_outputs(
@@ -100,20 +96,6 @@ def committed_offset(admin: Any, group: str, topic: str) -> int:
 
     offsets = admin.list_group_offsets({group: [TopicPartition(topic, 0)]})[group]
     return offsets[TopicPartition(topic, 0)].offset
-
-
-def trickle(bootstrap: str, topic: str, values: list[bytes], per_second: float) -> threading.Thread:
-    """Produce ``values`` in the background at about ``per_second`` events per second."""
-
-    def run() -> None:
-        chunk = max(1, int(per_second / 20))
-        for start in range(0, len(values), chunk):
-            produce(bootstrap, topic, values[start : start + chunk])
-            time.sleep(chunk / per_second)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
 
 
 def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, capsys):
@@ -158,7 +140,7 @@ def test_sigterm_finishes_the_batch_commits_checkpoints_and_exits_0(bootstrap_se
     group = "sigterm-group"
     running = Service(bootstrap_servers, topics, group, "--max-poll-records", "300")
     running.wait_for_log("restored")  # the service is up: now the events come, in real time
-    producing = trickle(bootstrap_servers, topics.input, values, per_second=4_000)
+    producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=4_000)
     wait_for_outputs(bootstrap_servers, topics.output, 4_000, running)
     running.process.send_signal(signal.SIGTERM)
     log = running.finish(timeout=30)
@@ -190,7 +172,7 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_re
                "--session-timeout-ms", "6000"]  # fmt: skip
     running = Service(bootstrap_servers, topics, group, *cadence)
     running.wait_for_log("restored")
-    producing = trickle(bootstrap_servers, topics.input, values, per_second=2_500)
+    producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=2_500)
     wait_for_outputs(bootstrap_servers, topics.output, 6_300, running)
     running.process.kill()
     running.process.wait(timeout=10)

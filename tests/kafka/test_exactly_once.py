@@ -7,11 +7,10 @@ import random
 import signal
 import time
 from collections import Counter
-from typing import Any
 
 import pytest
-from conftest import COSTS, Running, checkpoints_of, new_app, policy_after, produce, stream
-from test_cli import Service, output_count, trickle
+from conftest import COSTS, Running, checkpoints_of, new_app, policy_after, produce, read_all, stream, trickle
+from test_cli import Service, output_count
 
 from connectors.kafka import OutputsProcessor
 from uss_stream.policies import USSUCB
@@ -22,28 +21,6 @@ pytestmark = [
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
-
-
-def read_topic(bootstrap: str, topic: str, isolation_level: str) -> list[Any]:
-    """Every record of ``topic`` up to its end as a consumer with ``isolation_level`` sees it."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level=isolation_level
-    )
-    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-    consumer.assign(partitions)
-    consumer.seek_to_beginning(*partitions)
-    end = consumer.end_offsets(partitions)
-    records: list[Any] = []
-    deadline = time.monotonic() + 30
-    while any(consumer.position(tp) < end[tp] for tp in partitions):
-        assert time.monotonic() < deadline, f"{topic}: could not read to the end in 30s"
-        for batch in consumer.poll(timeout_ms=200, max_records=20_000).values():
-            records.extend(batch)
-    consumer.close()
-    records.sort(key=lambda r: (r.partition, r.offset))
-    return records
 
 
 def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_servers, make_topics):
@@ -73,8 +50,8 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
 
     assert summary.aborts == 1 and failures == [1]
     assert app.metrics.registry.get_sample_value("uss_kafka_transaction_aborts_total") == 1
-    committed = read_topic(bootstrap_servers, topics.output, "read_committed")
-    everything = read_topic(bootstrap_servers, topics.output, "read_uncommitted")
+    committed = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
+    everything = read_all(bootstrap_servers, topics.output, isolation_level="read_uncommitted")
     decisions = [json.loads(r.value) for r in committed]
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(6_000)]
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
@@ -95,7 +72,7 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(bootstrap_servers, m
     started = time.monotonic()
     service = Service(bootstrap_servers, topics, group, *options)
     service.wait_for_log("restored")
-    producing = trickle(bootstrap_servers, topics.input, values, per_second=1_500)
+    producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=1_500)
     seen_at_kill = []
     for kill, threshold in enumerate(kill_at):
         deadline = time.monotonic() + 60
@@ -115,8 +92,11 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(bootstrap_servers, m
     service.finish(timeout=90)
     seconds = time.monotonic() - started
 
-    committed = [json.loads(r.value) for r in read_topic(bootstrap_servers, topics.output, "read_committed")]
-    everything = read_topic(bootstrap_servers, topics.output, "read_uncommitted")
+    committed = [
+        json.loads(r.value)
+        for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
+    ]
+    everything = read_all(bootstrap_servers, topics.output, isolation_level="read_uncommitted")
     # Exactly one committed decision per event, in order, each with the crash-free run's depth.
     assert [d["id"] for d in committed] == [f"e{i}" for i in range(n)]
     assert [d["depth"] for d in committed] == expected

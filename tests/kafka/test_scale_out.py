@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import re
 import signal
-import threading
 import time
 from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, checkpoints_of, read_all, stream
+from conftest import COSTS, checkpoints_of, end_offsets, read_all, stream, trickle
 from test_cli import Service
-from test_exactly_once import read_topic
 
 from connectors.kafka import Topics
 from uss_stream.policies import USSUCB
@@ -42,29 +40,6 @@ def partition_streams() -> dict[int, tuple[list[bytes], np.ndarray]]:
     return {p: stream(PER_PARTITION, seed=p, start=100_000 * p) for p in range(PARTITIONS)}
 
 
-def trickle_partitions(
-    bootstrap: str, topic: str, streams: dict[int, tuple[list[bytes], np.ndarray]], per_second: float
-) -> threading.Thread:
-    """Produce every partition's values in the background, ``per_second`` events per second in all."""
-
-    def run() -> None:
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-        chunk = max(1, int(per_second / 20 / len(streams)))
-        for start in range(0, PER_PARTITION, chunk):
-            for p, (values, _) in streams.items():
-                for value in values[start : start + chunk]:
-                    producer.send(topic, value, partition=p)
-            producer.flush()
-            time.sleep(chunk * len(streams) / per_second)
-        producer.close()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 def owned_partitions(service: Service, topic: str) -> set[int]:
     """The input partitions a worker holds, from its log (``restored``/``revoked``/``lost`` lines)."""
     owned: set[int] = set()
@@ -76,15 +51,6 @@ def owned_partitions(service: Service, topic: str) -> set[int]:
         elif " revoked " in line or " lost " in line:
             owned.difference_update(int(p) for p in re.findall(rf"{re.escape(topic)}/(\d+)", line))
     return owned
-
-
-def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
-    consumer.close()
-    return {tp.partition: offset for tp, offset in ends.items()}
 
 
 def committed_offsets(admin: Any, group: str, topic: str) -> dict[int, int]:
@@ -140,7 +106,9 @@ def test_a_killed_workers_partitions_move_with_their_state(
         # A dead worker's open transaction blocks read_committed readers until the broker aborts it.
         options += ["--producer-option", "transaction_timeout_ms=8000"]
     workers = start_workers(bootstrap_servers, topics, group, options)
-    producing = trickle_partitions(bootstrap_servers, topics.input, streams, per_second=2_000)
+    producing = trickle(
+        bootstrap_servers, topics.input, {p: values for p, (values, _) in streams.items()}, per_second=2_000
+    )
 
     # Late enough for a checkpoint of every partition, early enough for a take-over mid-stream.
     wait_until(lambda: sum(end_offsets(bootstrap_servers, topics.output).values()) >= 9_000,
@@ -165,7 +133,7 @@ def test_a_killed_workers_partitions_move_with_their_state(
     if guarantee == "exactly-once":
 
         def complete() -> bool:
-            return len(read_topic(bootstrap_servers, topics.output, "read_committed")) >= total
+            return len(read_all(bootstrap_servers, topics.output, isolation_level="read_committed")) >= total
 
     else:
 
@@ -180,7 +148,7 @@ def test_a_killed_workers_partitions_move_with_their_state(
     logs = [worker.finish() for worker in survivors]
 
     isolation = "read_committed" if guarantee == "exactly-once" else "read_uncommitted"
-    records = read_topic(bootstrap_servers, topics.output, isolation)
+    records = read_all(bootstrap_servers, topics.output, isolation_level=isolation)
     duplicated = 0
     for p in range(PARTITIONS):
         decisions = [json.loads(r.value) for r in records if r.partition == p]
@@ -211,7 +179,9 @@ def test_a_killed_workers_partitions_move_with_their_state(
         if " restored " in line and any(f"{topics.input}/{p}: checkpoint @" in line for p in moved)
     ]
     assert restored_moved, "the moved partitions were not restored from their checkpoints"
-    aborted = len(read_topic(bootstrap_servers, topics.output, "read_uncommitted")) - len(records)
+    aborted = len(read_all(bootstrap_servers, topics.output, isolation_level="read_uncommitted")) - len(
+        records
+    )
     report = (
         f"{guarantee}: {WORKERS} workers, {PARTITIONS} partitions, {total} events; worker-0 (partitions "
         f"{sorted(moved)}) SIGKILLed at {sum(output_at_kill.values())} outputs; partitions taken over "

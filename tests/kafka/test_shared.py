@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import COSTS, Running, checkpoints_of, new_app, produce, run_app, stream
-from test_exactly_once import read_topic
+from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all, run_app, stream
 
 from connectors.kafka import OutputsProcessor
 from uss_stream.policies import USSUCB
@@ -58,7 +57,7 @@ def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, boot
         worker.app.stop()
     summaries = [worker.join() for worker in workers]
 
-    records = read_topic(bootstrap_servers, topics.output, "read_committed")
+    records = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     assert len(records) == 5_000
     depths = {p: [json.loads(r.value)["depth"] for r in records if r.partition == p] for p in (0, 1)}
     pooled = USSUCB(COSTS).run(np.concatenate([first_outputs, second_outputs])).tolist()
@@ -118,7 +117,8 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     assert summary.decisions == 1_000
     assert app.metrics.registry.get_sample_value("uss_kafka_shares_total") == summary.shares > 0
     depths = [
-        json.loads(r.value)["depth"] for r in read_topic(bootstrap_servers, topics.output, "read_committed")
+        json.loads(r.value)["depth"]
+        for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     ]
     # Partition 0 decides as one learner that saw partition 7's 500 events first (partition 1 is empty).
     assert depths == USSUCB(COSTS).run(np.concatenate([remote_outputs, outputs])).tolist()[500:]
