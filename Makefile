@@ -17,11 +17,11 @@ demo: setup
 	$(BIN)/uss-stream replay --out out/replay
 
 reproduce: setup
-	$(BIN)/uss-stream reproduce --out docs
+	$(BIN)/python -m studies.reproduce --out docs
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check uss_stream connectors tests benchmarks examples
+	$(BIN)/ruff format --check uss_stream connectors studies tests benchmarks examples
 
 test: lint
 	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest

@@ -16,7 +16,7 @@ than absolute numbers:
 * **streaming loop**: the policy's own ``select``/``update`` loop, one repetition at a time.
 
 Both vectorised implementations must return identical depths (checked). The reproduction is
-``uss_stream.reproduce.reproduce`` with the paper's settings, written to a temporary folder.
+``studies.reproduce.reproduce`` with the paper's settings, written to a temporary folder.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from studies.reproduce import reproduce
 from uss_stream.datasets.paper import paper_case
 from uss_stream.policies import USSUCB, Policy
 from uss_stream.replay import encode_log, pair_order, replay, sample_rows, simulate
-from uss_stream.reproduce import reproduce
 
 #: The target of the issue: for K = 3, the engine at least this many times the baseline's decisions/s.
 TARGET_RATIO = 4.0

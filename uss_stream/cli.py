@@ -16,7 +16,6 @@ __all__ = ["main", "build_parser"]
 #: Modules that contribute subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
     "uss_stream.commands.replay",
-    "uss_stream.commands.reproduce",
     "connectors.kafka.cli",
 )
 
