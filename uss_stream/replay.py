@@ -52,14 +52,16 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from uss_stream._extras import require
 from uss_stream.instances import Instance
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
@@ -198,9 +200,9 @@ class ReplayResult:
         """
         regret = self.cumulative_regret
         if ax is None:
-            from matplotlib.figure import Figure  # imported on use: the CLI and services start faster
-
-            figure = Figure(figsize=(6.0, 4.0), layout="constrained")
+            # imported on use: the CLI and services start faster, and a River install has no matplotlib
+            figure_class = require("matplotlib.figure", purpose="regret plots").Figure
+            figure = figure_class(figsize=(6.0, 4.0), layout="constrained")
             ax = figure.subplots()
         else:
             figure = ax.figure
@@ -323,9 +325,7 @@ def _run_policies(
     """Each template's ``(reps, horizon)`` depths on ``rows`` (a fresh clone, the template's streams)."""
     reps, horizon = rows.shape
     depths: dict[str, np.ndarray] = {}
-    with tqdm(
-        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
-    ) as bar:
+    with _progress_bar(reps * horizon * len(templates), progress) as bar:
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
@@ -333,6 +333,14 @@ def _run_policies(
             streams = template.stream_keys(reps)
             depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr (the ``[plot]`` extra), or a silent stand-in when ``enabled`` is false."""
+    if enabled:
+        tqdm = require("tqdm.auto", purpose="progress bars").tqdm
+        return tqdm(total=total, unit="decision", unit_scale=True)
+    return contextlib.nullcontext(SimpleNamespace(update=lambda n: None, set_description=lambda text: None))
 
 
 class PiecewiseReplayResult(ReplayResult):

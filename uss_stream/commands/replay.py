@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from uss_stream._extras import require
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
 from uss_stream.policies import (
     USSKLUCB,
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
+    require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
     outputs, labels, stage_costs, source = _load(args)
     error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
     if labels is None and error_rates is None:
