@@ -226,6 +226,8 @@ class CascadeClassifier(base.Classifier):
 
         The stages' River models are not part of it (see :meth:`load_policy_state`).
 
+        Examples
+        --------
         >>> from river import linear_model
         >>> from uss_stream import CascadeClassifier, Stage
         >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=1.0),

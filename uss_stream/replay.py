@@ -756,6 +756,8 @@ def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
 
     The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
 
+    Examples
+    --------
     >>> [a.tolist() for a in pair_order(3)]
     [[0, 0, 1], [1, 2, 2]]
 

@@ -97,6 +97,8 @@ def simulate_shared_many(
     call per round serves all settings, which saves the per-round overhead of separate runs.
     ``on_progress`` is called with the number of decisions taken at each round, over all settings.
 
+    Examples
+    --------
     >>> from uss_stream.policies import USSUCB
     >>> policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
     >>> pairs = np.zeros((1, 3), dtype=bool)
