@@ -32,6 +32,7 @@ API_MODULES = (
     "uss_stream.stats",
     "uss_stream.instances",
     "uss_stream.replay",
+    "uss_stream.kernel",
     "uss_stream.io",
     "uss_stream.feedback_delay",
     "uss_stream.pending",

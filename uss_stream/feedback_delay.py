@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.kernel import pair_order
 from uss_stream.policies.base import Policy
 
 __all__ = ["feedback_delays", "simulate_delayed"]
@@ -65,7 +66,7 @@ def simulate_delayed(
         ``(reps, horizon)`` indices into the log.
     pairs
         ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`uss_stream.replay.pair_order`.
+        :func:`uss_stream.kernel.pair_order`.
     delays
         ``(reps, horizon)`` non-negative delays, e.g. from :func:`feedback_delays`.
     wrong
@@ -89,8 +90,7 @@ def simulate_delayed(
         raise ValueError("delays must be >= 0")
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i = np.array([i for j in range(n_stages) for i in range(j)], dtype=np.int64)
-    upper_j = np.array([j for j in range(n_stages) for _ in range(j)], dtype=np.int64)
+    upper_i, upper_j = pair_order(n_stages)
     stage = np.arange(n_stages)
     pair_depth = upper_j + 1  # a pair is observed by queries of depth >= j + 1
     ring = int(delays.max(initial=0)) + 2

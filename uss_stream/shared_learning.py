@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.kernel import pair_order
 from uss_stream.policies.base import Policy
-from uss_stream.replay import pair_order
 
 __all__ = ["simulate_shared", "simulate_shared_many"]
 
@@ -52,7 +52,7 @@ def simulate_shared(
         ``(reps, workers, horizon)`` indices into the log: each worker's own event stream.
     pairs
         ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`uss_stream.replay.pair_order`.
+        :func:`uss_stream.kernel.pair_order`.
     sync_every
         Rounds between two syncs (``>= 1``), or ``None`` for never.
     wrong
