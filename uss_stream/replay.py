@@ -323,7 +323,7 @@ def _run_policies(
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
-            errors = wrong if isinstance(policy, SupervisedUCB) else None
+            errors = wrong if policy._supervised else None
             streams = template.stream_keys(reps)
             depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths

@@ -174,3 +174,19 @@ def test_every_exported_policy_is_checked() -> None:
     exported = {getattr(uss_stream.policies, name) for name in uss_stream.policies.__all__} - {Policy}
     assert exported <= set(POLICIES)
     assert len(CASES) >= len(POLICIES)
+
+
+@pytest.mark.parametrize(("cls", "params"), CASES)
+def test_supervised_capability_says_who_reads_error_counts(cls: type[Policy], params: dict | None) -> None:
+    """``_supervised`` (River's capability flag) is what the replay reads, not the policy's class."""
+    policy = cls(**_need_params(params))
+    assert isinstance(policy._supervised, bool)
+    states, depths = _reached_states(policy)
+    rounds, queried, disagreements, errors = (np.array(column) for column in zip(*states))
+    if policy._supervised:
+        with pytest.raises(ValueError, match="error counts"):
+            policy.decide_many(rounds, queried, disagreements, None)
+    else:
+        scrambled = np.random.default_rng(0).integers(0, 50, errors.shape)
+        assert policy.decide_many(rounds, queried, disagreements, None).tolist() == depths
+        assert policy.decide_many(rounds, queried, disagreements, scrambled).tolist() == depths

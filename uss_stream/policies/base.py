@@ -101,6 +101,12 @@ class Policy(abc.ABC):
         self._stats = copy
         self._pending_depth = None
 
+    @property
+    def _supervised(self) -> bool:
+        """Whether the policy learns from labels (``update(outputs, label=y)``, the error counts of
+        ``decide_many``). A capability flag, as River's: read it instead of checking the class."""
+        return False
+
     # -- the streaming protocol ------------------------------------------------------------------
     def select(self) -> int:
         """Decide how many stages (``1..K``) to query for the next event."""

@@ -59,6 +59,10 @@ class SupervisedUCB(USSUCB):
         self._errors: list[Any] = [0 if self.discount is None else 0.0] * self.n_stages
 
     @property
+    def _supervised(self) -> bool:
+        return True
+
+    @property
     def errors(self) -> list[Any]:
         """``E_j``: rounds in which stage ``j`` was queried and wrong (discounted if ``discount``)."""
         return list(self._errors)
