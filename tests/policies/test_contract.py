@@ -57,6 +57,8 @@ def _trajectory(policy: Policy, steps: int, seed: int, flip: float = 0.4) -> tup
     Stage ``j`` flips the label with probability ``flip / (j + 1)``, so disagreements and errors
     both occur. The state is read from the policy's own counts, as the replay engine reads them.
     """
+    if getattr(policy, "sequential", False):
+        pytest.skip(f"{type(policy).__name__} decides stage by stage (begin/step): there is no select()")
     rng = np.random.default_rng(seed)
     k = policy.n_stages
     states, depths = [], []
