@@ -80,10 +80,13 @@ def test_counts_layout_and_checks() -> None:
     assert counts.to_stats(0, discount=0.5) == stats
     with pytest.raises(ValueError, match=r"float64 for discount=0\.5"):
         Counts.zeros(3, 1, discount=None).check(3, 1, discount=0.5, errors=False)
-    with pytest.raises(ValueError, match=r"counts.queried must have shape \(3, 2\)"):
+    with pytest.raises(ValueError, match=r"counts must be 6 x 2 \(K = 3, error counts: False\), got 6 x 1"):
         counts.check(3, 2, discount=0.5, errors=False)
-    with pytest.raises(ValueError, match=r"counts\.errors"):
+    with pytest.raises(ValueError, match=r"counts must be 9 x 1 \(K = 3, error counts: True\)"):
         counts.check(3, 1, discount=0.5, errors=True)
+    assert counts.values.shape == (6, 1)  # n_1..n_3, then the 3 pairs: one array, blocks are views
+    counts.queried[1, 0] = 7.0
+    assert counts.values[1, 0] == 7.0
 
 
 def test_load_stats_hands_counts_without_a_document() -> None:

@@ -3,16 +3,18 @@
 Every simulator of the package steps a policy through many rounds of one or many streams and asks it
 for its decisions through :meth:`~uss_stream.policies.base.Policy.decide_many`. The kernel holds the
 one pair order (:func:`pair_order`), the one layout of the counts of many streams (:class:`Counts`:
-one row per count, the stream index innermost) and the speculative, discount-aware loop
-(:func:`speculate`): :func:`uss_stream.replay.simulate` runs it from zero counts, and
-``connectors.kafka.batching`` from a live policy's counts (:meth:`Counts.of_stats`, handed back
-with :meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip).
+one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
+by :class:`Reveal` steps) and the speculative, discount-aware loop (:func:`speculate`):
+:func:`uss_stream.replay.simulate` runs it from zero counts, ``connectors.kafka.batching`` from a
+live policy's counts (:meth:`Counts.of_stats`, handed back with
+:meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
+of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in
+:class:`Counts` and decide through :meth:`Counts.decide`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from uss_stream.stats import DisagreementStats
 if TYPE_CHECKING:
     from uss_stream.policies.base import Policy
 
-__all__ = ["Counts", "pair_order", "speculate"]
+__all__ = ["Counts", "Reveal", "pair_order", "speculate"]
 
 # Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
 # the speculated states are accepted and halves below 60%; the states per step are capped so
@@ -48,21 +50,13 @@ def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
 
 
-@dataclass
 class Counts:
-    """The counts of ``reps`` independent streams, one row per count and the stream index innermost.
+    """The counts of ``reps`` independent streams in one ``(width, reps)`` array, stream index innermost.
 
-    Attributes
-    ----------
-    rounds
-        ``(reps,)`` rounds decided so far.
-    queried
-        ``(K, reps)`` counts ``n_j``.
-    disagreements
-        ``(P, reps)`` counts ``D_ij`` of the pairs in :func:`pair_order`.
-    errors
-        ``(K, reps)`` error counts, for policies that learn from labels; else ``None``.
-
+    Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
+    :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
+    counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
+    adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
     Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
 
     Examples
@@ -72,47 +66,65 @@ class Counts:
     >>> stats.record([0, 1, 1])
     >>> stats.decisions = 1
     >>> counts = Counts.of_stats(stats)
-    >>> counts.disagreements[:, 0].tolist()  # pairs (0, 1), (0, 2), (1, 2)
-    [1, 1, 0]
+    >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
+    [1, 1, 1, 1, 1, 0]
     >>> counts.to_stats(0, discount=None) == stats
     True
     """
 
-    rounds: np.ndarray
-    queried: np.ndarray
-    disagreements: np.ndarray
-    errors: np.ndarray | None = None
+    def __init__(
+        self, n_stages: int, rounds: np.ndarray, values: np.ndarray, *, errors: bool = False
+    ) -> None:
+        self.n_stages = n_stages
+        self.n_pairs = n_stages * (n_stages - 1) // 2
+        self.rounds = rounds
+        self.values = values
+        self.has_errors = errors
+        self._matrix = np.zeros((n_stages, n_stages, 0), dtype=values.dtype)
+
+    @property
+    def queried(self) -> np.ndarray:
+        """``(K, reps)`` counts ``n_j``."""
+        return self.values[: self.n_stages]
+
+    @property
+    def disagreements(self) -> np.ndarray:
+        """``(P, reps)`` counts ``D_ij``, pairs in :func:`pair_order`."""
+        return self.values[self.n_stages : self.n_stages + self.n_pairs]
+
+    @property
+    def errors(self) -> np.ndarray | None:
+        """``(K, reps)`` error counts, or ``None`` for counts without labels."""
+        return self.values[self.n_stages + self.n_pairs :] if self.has_errors else None
+
+    @staticmethod
+    def width(n_stages: int, *, errors: bool = False) -> int:
+        """Rows of :attr:`values`: ``K + P``, plus ``K`` with error counts."""
+        return n_stages + n_stages * (n_stages - 1) // 2 + (n_stages if errors else 0)
 
     @classmethod
     def zeros(cls, n_stages: int, reps: int, *, discount: float | None, errors: bool = False) -> Counts:
         """Zero counts (round 0) for ``reps`` streams."""
         dtype = np.int64 if discount is None else np.float64
-        n_pairs = n_stages * (n_stages - 1) // 2
-        return cls(
-            rounds=np.zeros(reps, dtype=np.int64),
-            queried=np.zeros((n_stages, reps), dtype=dtype),
-            disagreements=np.zeros((n_pairs, reps), dtype=dtype),
-            errors=np.zeros((n_stages, reps), dtype=dtype) if errors else None,
-        )
+        values = np.zeros((cls.width(n_stages, errors=errors), reps), dtype=dtype)
+        return cls(n_stages, np.zeros(reps, dtype=np.int64), values, errors=errors)
 
     @classmethod
     def of_stats(cls, stats: DisagreementStats) -> Counts:
         """One stream starting from ``stats`` (a policy's :attr:`~uss_stream.policies.base.Policy.stats`)."""
-        dtype = np.int64 if stats.discount is None else np.float64
+        counts = cls.zeros(stats.n_stages, 1, discount=stats.discount)
         upper_i, upper_j = pair_order(stats.n_stages)
-        matrix = np.array(stats.disagreements, dtype=dtype).reshape(stats.n_stages, stats.n_stages)
-        return cls(
-            rounds=np.array([stats.decisions], dtype=np.int64),
-            queried=np.array(stats.queried, dtype=dtype)[:, None],
-            disagreements=matrix[upper_i, upper_j][:, None],
-        )
+        matrix = np.array(stats.disagreements, dtype=counts.values.dtype).reshape(stats.n_stages, -1)
+        counts.rounds[0] = stats.decisions
+        counts.queried[:, 0] = stats.queried
+        counts.disagreements[:, 0] = matrix[upper_i, upper_j]
+        return counts
 
     def to_stats(self, stream: int, *, discount: float | None) -> DisagreementStats:
         """Stream ``stream``'s counts as a :class:`~uss_stream.stats.DisagreementStats`."""
-        n_stages = self.queried.shape[0]
-        stats = DisagreementStats(n_stages, discount=discount)
-        upper_i, upper_j = pair_order(n_stages)
-        matrix = np.zeros((n_stages, n_stages), dtype=self.disagreements.dtype)
+        stats = DisagreementStats(self.n_stages, discount=discount)
+        upper_i, upper_j = pair_order(self.n_stages)
+        matrix = np.zeros((self.n_stages, self.n_stages), dtype=self.values.dtype)
         matrix[upper_i, upper_j] = self.disagreements[:, stream]
         stats.decisions = int(self.rounds[stream])
         stats.queried = self.queried[:, stream].tolist()
@@ -121,21 +133,80 @@ class Counts:
 
     def check(self, n_stages: int, reps: int, *, discount: float | None, errors: bool) -> None:
         """Raise ``ValueError`` unless these are counts of ``reps`` streams of a ``K``-stage policy."""
-        n_pairs = n_stages * (n_stages - 1) // 2
-        dtype = np.int64 if discount is None else np.float64
-        shapes = {"queried": (n_stages, reps), "disagreements": (n_pairs, reps), "rounds": (reps,)}
-        for name, shape in shapes.items():
-            value = getattr(self, name)
-            if value.shape != shape:
-                raise ValueError(f"counts.{name} must have shape {shape}, got {value.shape}")
-        for name in ("queried", "disagreements", "errors"):
-            value = getattr(self, name)
-            if value is not None and value.dtype != dtype:
-                raise ValueError(f"counts.{name} must be {np.dtype(dtype)} for discount={discount!r}")
-        if errors != (self.errors is not None) or (errors and self.errors.shape != (n_stages, reps)):
+        shape = (self.width(n_stages, errors=errors), reps)
+        if self.n_stages != n_stages or self.has_errors != errors or self.values.shape != shape:
             raise ValueError(
-                f"counts.errors must be a ({n_stages}, {reps}) array exactly when wrong is given"
+                f"counts must be {shape[0]} x {reps} (K = {n_stages}, error counts: {errors}), got "
+                f"{self.values.shape[0]} x {self.values.shape[1]} (K = {self.n_stages}, "
+                f"error counts: {self.has_errors})"
             )
+        if self.rounds.shape != (reps,):
+            raise ValueError(f"counts.rounds must have shape ({reps},), got {self.rounds.shape}")
+        dtype = np.int64 if discount is None else np.float64
+        if self.values.dtype != dtype:
+            raise ValueError(f"counts must be {np.dtype(dtype)} for discount={discount!r}")
+
+    def decide(self, policy: Policy, rounds: np.ndarray, *, streams: np.ndarray | None = None) -> np.ndarray:
+        """``policy.decide_many`` on every stream's counts, through views of this layout.
+
+        Only the ``K x K`` matrix of ``D_ij`` the policies read is filled (a reused buffer).
+        """
+        reps = self.values.shape[1]
+        if self._matrix.shape[2] != reps:
+            self._matrix = np.zeros((self.n_stages, self.n_stages, reps), dtype=self.values.dtype)
+        upper_i, upper_j = pair_order(self.n_stages)
+        self._matrix[upper_i, upper_j] = self.disagreements
+        errors = self.errors
+        arguments = (
+            rounds,
+            self.queried.T,
+            self._matrix.transpose(2, 0, 1),
+            None if errors is None else errors.T,
+        )
+        if streams is None:
+            return policy.decide_many(*arguments)
+        return policy.decide_many(*arguments, streams=streams)
+
+
+class Reveal:
+    """What querying a log row to depth ``d`` adds to the counts, as a vector of :class:`Counts` rows.
+
+    Parameters
+    ----------
+    n_stages
+        ``K``.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs in :func:`pair_order`.
+    wrong
+        ``N x K`` 0/1 error indicators, for counts with errors; else ``None``.
+
+    Examples
+    --------
+    >>> reveal = Reveal(3, np.array([[1, 1, 0]]))
+    >>> reveal.step(np.array([0, 0]), np.array([1, 2])).tolist()  # n_1..n_3, D_01, D_02, D_12
+    [[1, 0, 0, 0, 0, 0], [1, 1, 0, 1, 0, 0]]
+    """
+
+    def __init__(self, n_stages: int, pairs: np.ndarray, wrong: np.ndarray | None = None) -> None:
+        n_pairs = n_stages * (n_stages - 1) // 2
+        width = Counts.width(n_stages, errors=wrong is not None)
+        _, upper_j = pair_order(n_stages)
+        self.full = np.zeros((len(pairs), width), dtype=np.int8)  # all K stages queried
+        self.full[:, :n_stages] = 1
+        self.full[:, n_stages : n_stages + n_pairs] = pairs[:, :n_pairs]
+        self.seen = np.zeros((n_stages + 1, width), dtype=np.int8)  # what depth d reveals
+        for depth in range(1, n_stages + 1):
+            self.seen[depth, :n_stages] = np.arange(n_stages) < depth
+            self.seen[depth, n_stages : n_stages + n_pairs] = upper_j < depth
+        if wrong is not None:
+            self.full[:, n_stages + n_pairs :] = wrong[:, :n_stages]
+            self.seen[:, n_stages + n_pairs :] = self.seen[:, :n_stages]
+
+    def step(self, rows: np.ndarray, depths: np.ndarray) -> np.ndarray:
+        """``(len(rows), width)`` int8: the counts each row adds when queried to its depth."""
+        step = self.full.take(rows, axis=0)
+        step &= self.seen.take(depths, axis=0)
+        return step
 
 
 def speculate(
