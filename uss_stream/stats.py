@@ -22,7 +22,6 @@ adding its own indicators, so they are floats (``decisions`` stays an integer). 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -241,7 +240,7 @@ class DisagreementStats:
         """Load counts from a JSON string; see :meth:`from_dict` for the checks made."""
         try:
             document = json.loads(text)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             raise ValueError(f"state document is not valid JSON: {error}") from error
         return cls.from_dict(document)
 
@@ -358,12 +357,8 @@ def _is_count(value: Any) -> bool:
 
 
 def _is_weight(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and 0 <= value <= MAX_COUNT
-    )
+    # The range test also refuses NaN and inf, and compares huge integers exactly (no float cast).
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
 def _show(value: Any) -> str:
