@@ -61,6 +61,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from uss_stream.instances import Instance
+from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.validation import check_stage_costs
@@ -73,6 +74,7 @@ __all__ = [
     "Z_95",
     "PiecewiseReplayResult",
     "ReplayResult",
+    "check_column_kinds",
     "encode_log",
     "pair_indicators",
     "pair_order",
@@ -270,16 +272,26 @@ def replay(
     Raises
     ------
     ValueError
-        On a bad parameter or a malformed log (missing outputs name their rows).
+        On a bad parameter or a malformed log: missing outputs (naming their rows), stage columns
+        of numbers next to columns of text (``'1' != 1``: they would never agree), labels that
+        share no value with the outputs (every stage would always be wrong), or a run too large
+        for the memory available (:func:`uss_stream.memory.check_replay_memory`).
 
     """
     horizon = _positive_int(horizon, "horizon")
     reps = _positive_int(reps, "reps")
     if sampling not in SAMPLING_MODES:
         raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+    check_column_kinds(outputs)
     codes, label_codes = encode_log(outputs, labels)
+    if label_codes is not None and not np.isin(label_codes, codes).any():
+        raise ValueError(
+            "labels share no value with the outputs: every stage would be wrong on every row "
+            "(are the labels coded like the outputs, e.g. 0/1 and not 'neg'/'pos'?)"
+        )
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
+    check_replay_memory(horizon, reps, len(templates))
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     wrong = None if label_codes is None else codes != label_codes[:, None]
     if error_rates is not None:
@@ -563,6 +575,51 @@ def encode_log(outputs: Any, labels: Any = None) -> tuple[np.ndarray, np.ndarray
     codes = codes.astype(np.int64).ravel()
     out = codes[: table.size].reshape(table.shape)
     return out, (None if truth is None else codes[table.size :])
+
+
+def check_column_kinds(outputs: Any) -> None:
+    """Refuse a log whose stage columns hold numbers in some and text in others.
+
+    ``'1' != 1``: a column read as text (a CSV column with one cell that is not a number) would
+    never agree with the numeric ones, and its error rate would silently become 1. Columns that
+    mix both within themselves are left alone (any hashable labels are allowed).
+
+    >>> import pandas as pd
+    >>> check_column_kinds(pd.DataFrame({"a": [0, 1], "b": ["1", "?"]}))
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs mix numbers and text: column 'b' holds text, column 'a' numbers, ...
+
+    """
+    names = list(outputs.columns) if isinstance(outputs, pd.DataFrame) else None
+    table = _as_array(outputs, "outputs")
+    if table.ndim != 2:
+        return
+    kinds: dict[str, list[str]] = {}
+    for j in range(table.shape[1]):
+        column = table[:, j]
+        inferred = "numeric" if column.dtype.kind in "biuf" else pd.api.types.infer_dtype(column, skipna=True)
+        kind = _KINDS.get(inferred)
+        if kind is not None:
+            kinds.setdefault(kind, []).append(repr(names[j]) if names is not None else str(j))
+    if len(kinds) == 2:
+        text, numbers = (", ".join(kinds[kind]) for kind in ("text", "numbers"))
+        raise ValueError(
+            f"outputs mix numbers and text: column {text} holds text, column {numbers} numbers, and "
+            "'1' != 1, so they would never agree; give every stage column the same type (a CSV "
+            "column is read as text when one of its cells is not a number)"
+        )
+
+
+_KINDS = {
+    "numeric": "numbers",
+    "integer": "numbers",
+    "floating": "numbers",
+    "mixed-integer-float": "numbers",
+    "boolean": "numbers",
+    "decimal": "numbers",
+    "string": "text",
+}
 
 
 def _as_array(values: Any, what: str) -> np.ndarray:

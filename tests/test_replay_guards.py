@@ -1,0 +1,132 @@
+"""Replay refuses logs it would misread, runs it cannot finish, and loses nothing it computed
+(issue 16, item 10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from uss_stream.cli import main
+from uss_stream.datasets.bsc import generate_bsc
+from uss_stream.memory import replay_memory_estimate
+from uss_stream.policies import USSUCB, FixedDepth, SupervisedUCB
+from uss_stream.replay import ReplayResult, replay
+
+SMALL = ["--horizon", "120", "--reps", "3", "--no-progress"]
+ARGS = ["--stages", "cheap,mid,dear", "--label", "truth", "--costs", "0,0.15,0.2"]
+
+
+def _frame(n: int = 200) -> pd.DataFrame:
+    outputs, labels = generate_bsc(n, seed=3)
+    return pd.DataFrame(outputs, columns=["cheap", "mid", "dear"]).assign(truth=labels)
+
+
+def _csv(tmp_path: Path, frame: pd.DataFrame) -> Path:
+    path = tmp_path / "log.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _replay(*args: str) -> int:
+    return main(["replay", *SMALL, *args])
+
+
+def test_one_unreadable_cell_does_not_silently_turn_a_stage_into_strings(tmp_path, capsys):
+    frame = _frame().astype(object)
+    frame.loc[7, "mid"] = "?"  # read back, the whole column is text: '1' != 1
+    path = _csv(tmp_path, frame)
+    out = tmp_path / "out"
+    assert _replay("--input", str(path), *ARGS, "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "'mid'" in err and "'?'" in err and "line 9" in err  # the header is line 1
+    assert not out.exists()
+
+
+def test_labels_that_share_no_value_with_the_outputs_are_refused(tmp_path, capsys):
+    frame = _frame()
+    frame["truth"] = np.where(frame["truth"] == 1, "pos", "neg")
+    out = tmp_path / "out"
+    assert _replay("--input", str(_csv(tmp_path, frame)), *ARGS, "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "'truth'" in err and "share no value" in err
+    assert not out.exists()
+
+
+def test_the_library_refuses_the_same_logs():
+    frame = _frame()
+    policies = {"ucb": USSUCB([0.0, 0.15, 0.2])}
+    mixed = frame.astype({"mid": str})
+    with pytest.raises(ValueError, match=r"'mid' holds text, column 'cheap', 'dear' numbers"):
+        replay(mixed[["cheap", "mid", "dear"]], frame["truth"], policies=policies, horizon=10, reps=1)
+    with pytest.raises(ValueError, match="labels share no value with the outputs"):
+        replay(frame[["cheap", "mid", "dear"]], ["x"] * len(frame), policies=policies, horizon=10, reps=1)
+    # Consistent text logs are fine: any hashable labels.
+    text = frame.astype(str)
+    result = replay(text[["cheap", "mid", "dear"]], text["truth"], policies=policies, horizon=10, reps=1)
+    assert result.depths["ucb"].shape == (1, 10)
+
+
+def test_a_run_too_large_for_memory_is_refused_before_it_starts(tmp_path, capsys):
+    path = _csv(tmp_path, _frame())
+    out = tmp_path / "out"
+    code = main(
+        ["replay", "--input", str(path), *ARGS, "--horizon", "100000000", "--reps", "100",
+         "--no-progress", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "--horizon" in captured.err and "--reps" in captured.err and "GB" in captured.err
+    assert "replaying" not in captured.out
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"horizon=100000000 x reps=10000 .* GB"):
+        replay(_frame()[["cheap"]], policies={"f": FixedDepth(1, [0.0])}, horizon=10**8, reps=10**4)
+
+
+def test_the_memory_estimate_covers_what_a_replay_holds():
+    frame = _frame()
+    policies = {
+        "ucb": USSUCB([0.0, 0.15, 0.2]),
+        "sup": SupervisedUCB([0.0, 0.15, 0.2]),
+        "fixed": FixedDepth(2, [0.0, 0.15, 0.2]),
+    }
+    result = replay(frame[["cheap", "mid", "dear"]], frame["truth"], policies=policies, horizon=500, reps=7)
+    result.summary()  # computes the regret arrays
+    held = result.rows.nbytes + sum(d.nbytes for d in result.depths.values())
+    held += sum(r.nbytes for r in result.cumulative_regret.values())
+    assert replay_memory_estimate(horizon=500, reps=7, policies=3) >= held
+    assert replay_memory_estimate(horizon=1000, reps=7, policies=3) == 2 * replay_memory_estimate(
+        horizon=500, reps=7, policies=3
+    )
+
+
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_an_unwritable_out_is_found_before_the_run(tmp_path, capsys, where):
+    path = _csv(tmp_path, _frame())
+    if where == "proc":
+        out = Path("/proc/uss-stream-replay-out")
+    else:
+        (tmp_path / "blocker").write_text("")
+        out = tmp_path / "blocker" / "sub"
+    assert _replay("--input", str(path), *ARGS, "--out", str(out)) == 2
+    captured = capsys.readouterr()
+    assert "--out" in captured.err and "cannot write" in captured.err
+    assert "replaying" not in captured.out
+
+
+def test_a_failing_plot_loses_no_result(tmp_path, capsys, monkeypatch):
+    def no_memory(self, *args, **kwargs):
+        raise MemoryError("no room for the figure")
+
+    monkeypatch.setattr(ReplayResult, "plot", no_memory)
+    out = tmp_path / "out"
+    path = _csv(tmp_path, _frame())
+    code = _replay("--input", str(path), *ARGS, "--policy", "fixed:depth=2", "--out", str(out))
+    assert code == 1
+    assert pd.read_csv(out / "summary.csv")["policy"].tolist() == ["fixed:depth=2"]
+    assert not (out / "regret.png").exists()
+    err = capsys.readouterr().err
+    assert "plot" in err and "no room for the figure" in err and "summary.csv" in err
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging folder left"
