@@ -13,7 +13,7 @@ from uss_stream.cli import main
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.memory import replay_memory_estimate
 from uss_stream.policies import USSUCB, FixedDepth, SupervisedUCB
-from uss_stream.replay import ReplayResult, replay
+from uss_stream.replay import ReplayResult, replay, replay_piecewise
 
 SMALL = ["--horizon", "120", "--reps", "3", "--no-progress"]
 ARGS = ["--stages", "cheap,mid,dear", "--label", "truth", "--costs", "0,0.15,0.2"]
@@ -67,6 +67,20 @@ def test_the_library_refuses_the_same_logs():
     text = frame.astype(str)
     result = replay(text[["cheap", "mid", "dear"]], text["truth"], policies=policies, horizon=10, reps=1)
     assert result.depths["ucb"].shape == (1, 10)
+
+
+def test_piecewise_replay_refuses_them_too():
+    frame = _frame()
+    policies = {"ucb": USSUCB([0.0, 0.15, 0.2])}
+    good = (frame[["cheap", "mid", "dear"]], frame["truth"])
+    text = (frame[["cheap", "mid", "dear"]].astype({"dear": str}), frame["truth"])
+    with pytest.raises(ValueError, match=r"column 'dear' holds text"):
+        replay_piecewise([good, text], horizons=[5, 5], policies=policies, reps=1)
+    coded = (frame[["cheap", "mid", "dear"]], frame["truth"].map({0: "neg", 1: "pos"}))
+    with pytest.raises(ValueError, match=r"the labels of segments\[1\] share no value"):
+        replay_piecewise([good, coded], horizons=[5, 5], policies=policies, reps=1)
+    with pytest.raises(ValueError, match=r"sum\(horizons\)=200000000 x reps=10000 .* GB"):
+        replay_piecewise([good, good], horizons=[10**8, 10**8], policies=policies, reps=10**4)
 
 
 def test_a_run_too_large_for_memory_is_refused_before_it_starts(tmp_path, capsys):

@@ -284,11 +284,7 @@ def replay(
         raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
     check_column_kinds(outputs)
     codes, label_codes = encode_log(outputs, labels)
-    if label_codes is not None and not np.isin(label_codes, codes).any():
-        raise ValueError(
-            "labels share no value with the outputs: every stage would be wrong on every row "
-            "(are the labels coded like the outputs, e.g. 0/1 and not 'neg'/'pos'?)"
-        )
+    _check_labels_overlap(codes, label_codes, "labels")
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
     check_replay_memory(horizon, reps, len(templates))
@@ -469,13 +465,16 @@ def replay_piecewise(
     for k, segment in enumerate(segments):
         if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
             raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        check_column_kinds(segment[0])
         encoded.append(encode_log(*segment))
+        _check_labels_overlap(*encoded[-1], f"the labels of segments[{k}]")
     n_stages = encoded[0][0].shape[1]
     for k, (codes, _) in enumerate(encoded):
         if codes.shape[1] != n_stages:
             raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
     templates = _check_policies(policies, n_stages)
     cumulative = _regret_costs(templates, stage_costs, n_stages)
+    check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
     instances, row_blocks, offset = [], [], 0
     children = np.random.SeedSequence(seed).spawn(len(segments))
     for (codes, label_codes), length, child in zip(encoded, lengths, children):
@@ -608,6 +607,14 @@ def check_column_kinds(outputs: Any) -> None:
             f"outputs mix numbers and text: column {text} holds text, column {numbers} numbers, and "
             "'1' != 1, so they would never agree; give every stage column the same type (a CSV "
             "column is read as text when one of its cells is not a number)"
+        )
+
+
+def _check_labels_overlap(codes: np.ndarray, label_codes: np.ndarray | None, what: str) -> None:
+    if label_codes is not None and not np.isin(label_codes, codes).any():
+        raise ValueError(
+            f"{what} share no value with the outputs: every stage would be wrong on every row "
+            "(are the labels coded like the outputs, e.g. 0/1 and not 'neg'/'pos'?)"
         )
 
 
