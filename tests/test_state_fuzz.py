@@ -218,3 +218,39 @@ def test_pending_loader_takes_arbitrary_json(document):
 @given(data=st.data())
 def test_pending_loader_takes_near_valid_documents(data):
     _check_book_loader(data.draw(documents_near(json.loads(json.dumps(_book().state_dict())))))
+
+
+@SETTINGS
+@given(decision_id=json_values | st.sampled_from(["e0", "e1", "e2", "e5", 0]), outputs=json_values)
+def test_reports_of_arbitrary_json_are_applied_or_rejected(decision_id, outputs):
+    # What `orchestrate` hands over from a parsed report: any JSON id, any JSON outputs.
+    book = _book()
+    before = book.policy.state_dict()
+    try:
+        book.report(decision_id, outputs)
+    except RejectedReport:
+        assert book.policy.state_dict() == before
+        return
+    assert book.counters["applied"] == 3
+    _strict_round_trip(book.state_dict, PendingDecisions(USSUCB(COSTS), max_age_decisions=50).load_state_dict)
+
+
+@pytest.mark.parametrize("name", list(POLICIES))
+@SETTINGS
+@given(outputs=json_values)
+def test_updates_with_arbitrary_json_are_applied_or_refused(name, outputs):
+    policy = _trained(name)
+    depth = policy.select()
+    before = policy.state_dict()
+    try:
+        if isinstance(policy, SupervisedUCB):
+            policy.update(outputs, label=1)
+        else:
+            policy.update(outputs)
+    except ValueError:
+        assert policy.state_dict() == before
+        if isinstance(policy, SupervisedUCB):
+            policy.update([1] * depth, label=1)
+        else:
+            policy.update([1] * depth)
+    _strict_round_trip(policy.state_dict, POLICIES[name]().load_state_dict)
