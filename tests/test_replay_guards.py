@@ -45,6 +45,13 @@ def test_one_unreadable_cell_does_not_silently_turn_a_stage_into_strings(tmp_pat
     assert not out.exists()
 
 
+def test_a_stage_column_given_twice_is_refused(tmp_path, capsys):
+    path = _csv(tmp_path, _frame())
+    args = ["--stages", "cheap,mid,cheap", "--label", "truth", "--costs", "0,0.15,0.2"]
+    assert _replay("--input", str(path), *args, "--out", str(tmp_path / "out")) == 2
+    assert "'cheap' more than once" in capsys.readouterr().err
+
+
 def test_labels_that_share_no_value_with_the_outputs_are_refused(tmp_path, capsys):
     frame = _frame()
     frame["truth"] = np.where(frame["truth"] == 1, "pos", "neg")

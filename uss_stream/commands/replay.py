@@ -353,6 +353,9 @@ def _check_log(outputs: pd.DataFrame, labels: pd.Series | None, source: str | No
     read as text (``'1' != 1``), or labels sharing no value with the outputs."""
     if source is None:
         return
+    twice = outputs.columns[outputs.columns.duplicated()].unique().tolist()
+    if twice:
+        raise ValueError(f"--stages names the column(s) {', '.join(map(repr, twice))} more than once")
     numeric = [c for c in outputs.columns if pd.api.types.is_numeric_dtype(outputs[c])]
     for column in outputs.columns:
         if not numeric or column in numeric:
