@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, SupervisedUCB
@@ -26,7 +28,9 @@ UNCOMPARABLE = [
     [1, pd.NA, 1],
     [pd.NA, 1, 1],
     [1, 1, np.array([1, 2])],
+    [0, 1, pd.NA],  # the disagreement of stages 1-2 is counted first, then taken back
 ]
+IDS = ["NA-second", "NA-first", "array-last", "NA-after-a-disagreement"]
 
 
 def _reloads(stats: DisagreementStats) -> None:
@@ -34,7 +38,7 @@ def _reloads(stats: DisagreementStats) -> None:
 
 
 @pytest.mark.parametrize("discount", [None, 0.5])
-@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=["NA-second", "NA-first", "array-last"])
+@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
 def test_record_is_all_or_nothing(outputs, discount):
     stats = DisagreementStats(3, discount=discount)
     stats.decisions = 2
@@ -52,6 +56,42 @@ def test_record_is_all_or_nothing(outputs, discount):
     _reloads(stats)
 
 
+class Poison:
+    """An output whose comparison with anything raises (as ``pd.NA``'s truth value does)."""
+
+    def __ne__(self, other):
+        raise TypeError("poisoned comparison")
+
+    __eq__ = __ne__
+    __hash__ = object.__hash__
+
+
+def _reference(rounds, k):
+    """Plain counts by the definitions: n_j rounds with stage j queried, D_ij rounds with i, j differing."""
+    queried = [sum(len(r) > j for r in rounds) for j in range(k)]
+    disagreements = [
+        [sum(len(r) > j and r[i] != r[j] for r in rounds) if i < j else 0 for j in range(k)] for i in range(k)
+    ]
+    return queried, disagreements
+
+
+@given(st.lists(st.lists(st.sampled_from([0, 1, "a", "poison"]), min_size=1, max_size=4), max_size=12))
+def test_record_takes_back_every_count_of_a_failed_round(rounds):
+    stats = DisagreementStats(4)
+    applied = []
+    for row in rounds:
+        outputs = [Poison() if value == "poison" else value for value in row]
+        before = stats.to_dict()
+        try:
+            stats.record(outputs)
+        except ValueError:
+            assert "poison" in row and len(row) > 1
+            assert stats.to_dict() == before
+            continue
+        applied.append(outputs)
+    assert (stats.queried, stats.disagreements) == _reference(applied, 4)
+
+
 def test_record_refuses_more_outputs_than_stages_without_counting():
     stats = DisagreementStats(2)
     stats.decisions = 1
@@ -61,7 +101,7 @@ def test_record_refuses_more_outputs_than_stages_without_counting():
     assert stats.to_dict() == before
 
 
-@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=["NA-second", "NA-first", "array-last"])
+@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
 @pytest.mark.parametrize("policy_class", [USSUCB, Hanawal2017WD, USSKLUCB, USSTS])
 def test_policy_update_with_uncomparable_outputs_keeps_state_and_decision(policy_class, outputs):
     # Free stages: no cost gap beats any bound, so every policy (USS-TS too) queries all 3 stages.
@@ -78,7 +118,7 @@ def test_policy_update_with_uncomparable_outputs_keeps_state_and_decision(policy
     assert twin.state_dict() == policy.state_dict()
 
 
-@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=["NA-second", "NA-first", "array-last"])
+@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
 def test_supervised_update_is_all_or_nothing(outputs):
     policy = SupervisedUCB(stage_costs=[0.0, 0.1, 0.2])
     policy.select()
@@ -93,7 +133,7 @@ def test_supervised_update_is_all_or_nothing(outputs):
     assert policy.errors == [0, 1, 0] and policy.stats.queried == [1, 1, 1]
 
 
-@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=["NA-second", "NA-first", "array-last"])
+@pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
 def test_pending_report_is_all_or_nothing(outputs):
     book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.1, 0.2]))
     book.decide("a")

@@ -121,16 +121,28 @@ class DisagreementStats:
         depth = len(outputs)
         if depth > self._n_stages:
             raise ValueError(f"outputs holds {depth} outputs but there are {self._n_stages} stages")
-        differing = _differing_pairs(outputs, depth)
         if self._discount is not None:
-            self._record_discounted(depth, differing)
+            self._record_discounted(depth, _differing_pairs(outputs, depth))
             return
+        # Count as we compare (the hot path), and take the counts back if a comparison fails.
         queried = self.queried
         disagreements = self.disagreements
-        for j in range(depth):
-            queried[j] += 1
-        for i, j in differing:
-            disagreements[i][j] += 1
+        i = j = 0
+        try:
+            for j in range(depth):
+                output_j = outputs[j]
+                for i in range(j):
+                    if outputs[i] != output_j:
+                        disagreements[i][j] += 1
+                queried[j] += 1
+        except (TypeError, ValueError) as error:
+            for done_j in range(j + 1):
+                for done_i in range(i if done_j == j else done_j):
+                    if outputs[done_i] != outputs[done_j]:
+                        disagreements[done_i][done_j] -= 1
+                if done_j < j:
+                    queried[done_j] -= 1
+            raise ValueError(f"outputs[{i}] and outputs[{j}] cannot be compared: {error}") from None
 
     def _record_discounted(self, depth: int, differing: list[tuple[int, int]]) -> None:
         gamma = self._discount
