@@ -52,6 +52,27 @@ def test_a_stage_column_given_twice_is_refused(tmp_path, capsys):
     assert "'cheap' more than once" in capsys.readouterr().err
 
 
+def test_one_unreadable_label_cell_is_named_too(tmp_path, capsys):
+    frame = _frame().astype({"truth": object})
+    frame.loc[3, "truth"] = "?"
+    assert _replay("--input", str(_csv(tmp_path, frame)), *ARGS, "--out", str(tmp_path / "out")) == 2
+    err = capsys.readouterr().err
+    assert "label column 'truth' was read as text" in err and "line 5: '?'" in err
+
+
+def test_running_out_of_memory_anyway_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    # The estimate is checked first, but other processes may take the memory meanwhile.
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("uss_stream.commands.replay.replay", no_memory)
+    out = tmp_path / "out"
+    assert _replay("--input", str(_csv(tmp_path, _frame())), *ARGS, "--out", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "ran out of memory" in err and "--horizon 120 x --reps 3" in err and "GB" in err
+    assert not out.exists()
+
+
 def test_labels_that_share_no_value_with_the_outputs_are_refused(tmp_path, capsys):
     frame = _frame()
     frame["truth"] = np.where(frame["truth"] == 1, "pos", "neg")

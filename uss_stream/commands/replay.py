@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
-from uss_stream.memory import check_replay_memory
+from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import (
     USSKLUCB,
     USSTS,
@@ -128,19 +128,26 @@ def run(args: argparse.Namespace) -> int:
         f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
         f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
     )
-    result = replay(
-        outputs,
-        labels,
-        policies=policies,
-        horizon=args.horizon,
-        reps=args.reps,
-        seed=args.seed,
-        sampling=args.sampling,
-        error_rates=error_rates if labels is None else None,
-        stage_costs=stage_costs,
-        progress=not args.no_progress,
-    )
-    summary = result.summary()
+    try:
+        result = replay(
+            outputs,
+            labels,
+            policies=policies,
+            horizon=args.horizon,
+            reps=args.reps,
+            seed=args.seed,
+            sampling=args.sampling,
+            error_rates=error_rates if labels is None else None,
+            stage_costs=stage_costs,
+            progress=not args.no_progress,
+        )
+        summary = result.summary()
+    except MemoryError:
+        estimate = replay_memory_estimate(horizon=args.horizon, reps=args.reps, policies=len(policies))
+        raise ValueError(
+            f"ran out of memory during the replay (--horizon {args.horizon} x --reps {args.reps}: "
+            f"estimated {estimate / 1e9:.3g} GB, other processes took the rest); lower --horizon or --reps"
+        ) from None
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     _write(out, "summary.csv", lambda path: summary.to_csv(path, index=False))
     print(f"wrote {out / 'summary.csv'}")
@@ -349,28 +356,28 @@ def _check_writable(out: Path) -> None:
 
 
 def _check_log(outputs: pd.DataFrame, labels: pd.Series | None, source: str | None) -> None:
-    """Refuse an ``--input`` log that would be misread: stage columns of numbers next to columns
-    read as text (``'1' != 1``), or labels sharing no value with the outputs."""
+    """Refuse an ``--input`` log that would be misread: a stage or label column read as text next
+    to stage columns of numbers (``'1' != 1``), or labels sharing no value with the outputs."""
     if source is None:
         return
     twice = outputs.columns[outputs.columns.duplicated()].unique().tolist()
     if twice:
         raise ValueError(f"--stages names the column(s) {', '.join(map(repr, twice))} more than once")
     numeric = [c for c in outputs.columns if pd.api.types.is_numeric_dtype(outputs[c])]
-    for column in outputs.columns:
-        if not numeric or column in numeric:
-            continue
-        values = outputs[column]
+    columns = [("stage", outputs[c]) for c in outputs.columns if c not in numeric]
+    if labels is not None and not pd.api.types.is_numeric_dtype(labels):
+        columns.append(("label", labels))  # only if partly numbers: 'neg'/'pos' labels are checked below
+    for role, values in columns if numeric else []:
         not_numbers = values.notna() & pd.to_numeric(values, errors="coerce").isna()
-        if not not_numbers.any():
+        if not not_numbers.any() or (role == "label" and not_numbers.sum() == values.notna().sum()):
             continue
         row = int(np.flatnonzero(not_numbers.to_numpy())[0])
         line = f", line {row + 2}" if Path(source).suffix.lower() in (".csv", ".tsv", ".txt") else ""
         raise ValueError(
-            f"--input {source}: stage column {column!r} was read as text, while "
-            f"{', '.join(map(repr, numeric))} hold numbers ('1' != 1: they would never agree); its "
-            f"first cell that is not a number is in data row {row + 1}{line}: {values.iloc[row]!r}. "
-            "Fix or remove such cells"
+            f"--input {source}: {role} column {values.name!r} was read as text, while the stage "
+            f"column(s) {', '.join(map(repr, numeric))} hold numbers ('1' != 1: they would never "
+            f"agree); its first cell that is not a number is in data row {row + 1}{line}: "
+            f"{values.iloc[row]!r}. Fix or remove such cells"
         )
     if labels is None:
         return
