@@ -13,7 +13,7 @@ from uss_stream.cli import main
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.memory import replay_memory_estimate
 from uss_stream.policies import USSUCB, FixedDepth, SupervisedUCB
-from uss_stream.replay import ReplayResult, replay, replay_piecewise
+from uss_stream.replay import PLOT_POINTS, ReplayResult, replay, replay_piecewise
 
 SMALL = ["--horizon", "120", "--reps", "3", "--no-progress"]
 ARGS = ["--stages", "cheap,mid,dear", "--label", "truth", "--costs", "0,0.15,0.2"]
@@ -172,3 +172,21 @@ def test_a_failing_plot_loses_no_result(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "plot" in err and "no room for the figure" in err and "summary.csv" in err
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging folder left"
+
+
+# Every ceil(horizon / 2000)-th round, and the last: 5001 = 3 x 1667; 4001 = 3 x 1333 + 2.
+@pytest.mark.parametrize(
+    ("horizon", "drawn"), [(100, 100), (2000, 2000), (5001, 1667), (4001, 1334), (10**4, 2000)]
+)
+def test_long_horizons_are_plotted_at_most_at_plot_points_rounds(horizon, drawn):
+    frame = _frame()
+    policies = {"ucb": USSUCB([0.0, 0.15, 0.2])}
+    result = replay(
+        frame[["cheap", "mid", "dear"]], frame["truth"], policies=policies, horizon=horizon, reps=3
+    )
+    (line,) = result.plot().axes[0].get_lines()
+    t, mean = line.get_data()
+    assert len(t) == drawn <= PLOT_POINTS + 1
+    assert t[0] >= 1 and t[-1] == horizon and np.all(np.diff(t) > 0)
+    full = result.cumulative_regret["ucb"].mean(axis=0)
+    np.testing.assert_allclose(mean, full[np.asarray(t) - 1])

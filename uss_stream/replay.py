@@ -69,7 +69,11 @@ from uss_stream.validation import check_stage_costs
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+#: At most this many rounds (plus the last) are drawn by :meth:`ReplayResult.plot`.
+PLOT_POINTS = 2000
+
 __all__ = [
+    "PLOT_POINTS",
     "SAMPLING_MODES",
     "Z_95",
     "PiecewiseReplayResult",
@@ -196,7 +200,9 @@ class ReplayResult:
         """Mean cumulative regret against ``t`` with 95% confidence bands.
 
         Draws on ``ax`` if given (and returns its figure), else on a new
-        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed).
+        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed). Long horizons
+        are drawn at :data:`PLOT_POINTS` evenly spaced rounds (and the last), far more than a
+        figure has pixels, so that the plot needs little memory whatever the horizon.
         """
         regret = self.cumulative_regret
         if ax is None:
@@ -206,9 +212,11 @@ class ReplayResult:
             ax = figure.subplots()
         else:
             figure = ax.figure
-        t = np.arange(1, self.horizon + 1)
+        step = -(-self.horizon // PLOT_POINTS)
+        columns = np.unique(np.append(np.arange(step - 1, self.horizon, step), self.horizon - 1))
+        t = columns + 1
         for name in self.names if names is None else names:
-            values = regret[name]
+            values = regret[name][:, columns]
             mean = values.mean(axis=0)
             (line,) = ax.plot(t, mean, label=name)
             if self.reps > 1:
