@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.selection_rule import select_depth_many
+from uss_stream.policies.selection_rule import select_depth, select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
 from uss_stream.validation import check_label, check_outputs
 
@@ -110,6 +110,9 @@ class SupervisedUCB(USSUCB):
             self.update(row[:depth], label=label)
             depths[t] = depth
         return depths
+
+    def _decide(self, t: int) -> int:
+        return select_depth(self._costs, self._bound(t))  # USS-UCB's set test on the error bounds
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
         """``U(i, j) = (γ̂_i - γ̂_j) + Ψ_ij`` at round ``t``."""
