@@ -116,7 +116,10 @@ def _select_depth(
 
     The same comparisons on the same IEEE values (``D_ij / n_j + sqrt(scale / n_j)``, with the
     square root taken once per stage), without a function call per bound: the streaming loop's
-    decision at deep depths, where the set test reads up to ``K(K-1)`` bounds.
+    decision at deep depths, where the set test reads up to ``K(K-1)`` bounds. A stage is tested
+    for ``B^h`` before ``B^l``: the depth is the first stage in both sets whatever the order, and
+    a stage below the converged depth usually leaves ``B^h`` at the next stage, so the ``B^l``
+    test (``i`` bounds for stage ``i``) runs only for the stages that pass ``B^h``.
 
     Examples
     --------
@@ -132,20 +135,19 @@ def _select_depth(
     n_stages = len(costs)
     for i in range(n_stages):
         cost_i = costs[i]
-        n = queried[i]
-        if i and n:  # B^l: no cheaper stage j beats i (bounds U_ji, all over n_i)
-            psi = sqrt(scale / n)
-            beaten = False
-            for j in range(i):
-                if cost_i - costs[j] > disagreements[j][i] / n + psi:
-                    beaten = True
-                    break
-            if beaten:
-                continue
+        row = disagreements[i]
         for j in range(i + 1, n_stages):  # B^h: i beats every deeper stage (U_ij = inf while n_j = 0)
             n = queried[j]
-            if not n or costs[j] - cost_i <= disagreements[i][j] / n + sqrt(scale / n):
+            if not n or costs[j] - cost_i <= row[j] / n + sqrt(scale / n):
                 break
         else:
-            return i + 1
+            n = queried[i]
+            if not i or not n:  # B^l: no cheaper stage j beats i (bounds U_ji, all over n_i)
+                return i + 1
+            psi = sqrt(scale / n)
+            for j in range(i):
+                if cost_i - costs[j] > disagreements[j][i] / n + psi:
+                    break
+            else:
+                return i + 1
     return n_stages
