@@ -135,7 +135,8 @@ class Policy(abc.ABC):
 
     def update(self, outputs: Sequence[Any]) -> None:
         """Learn from the outputs of stages ``1..depth`` of the last :meth:`select`."""
-        values = check_outputs(outputs, self._pending())
+        depth = self._pending_depth
+        values = check_outputs(outputs, self._pending() if depth is None else depth)
         self._stats.record(values)
         self._pending_depth = None
 
