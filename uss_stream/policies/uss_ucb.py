@@ -72,6 +72,7 @@ class USSUCB(Policy):
         self.alpha = alpha
         self.f = f
         self._log_f = LogExploration(f, self.discount)
+        self._log_t = f is None and self.discount is None  # log f(t) = log t, taken inline by _decide
         self._gaps = cost_gaps(self._costs)
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
@@ -81,7 +82,8 @@ class USSUCB(Policy):
 
     def _decide(self, t: int) -> int:
         stats = self._stats
-        return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * self._log_f(t))
+        log_f = math.log(t) if self._log_t else self._log_f(t)  # math.log(float(t)) is the same float
+        return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * log_f)
 
     def decide_many(
         self,
