@@ -170,22 +170,38 @@ class ContextStats:
         edges = (0.0, *CELL_EDGES, 1.0)
         return edges[members[0]], edges[members[-1] + 1]
 
-    def record(self, outputs: Sequence[Any], confidences: Sequence[float]) -> None:
-        """Count one event that queried stages ``1..len(outputs)`` with the given confidences."""
+    def record(
+        self, outputs: Sequence[Any], confidences: Sequence[float], cells: Sequence[int] | None = None
+    ) -> None:
+        """Count one event that queried stages ``1..len(outputs)`` with the given confidences.
+
+        ``cells`` (optional) are the confidences' cells, when the caller has them already.
+        """
         depth = len(outputs)
         self.decisions += 1
+        plain = self._discount is None
         for s in range(min(depth, self._n_stages - 1)):
-            cell = self.cell_of(confidences[s])
-            view = outputs[s:depth]
+            cell = self.cell_of(confidences[s]) if cells is None else cells[s]
             counts = self.cells[s][cell]
+            bin_ = self.groups[s][cell]
             counts.decisions += 1
-            counts.record(view)
-            bin_counts = self._bins[s][self.groups[s][cell]]
-            if self._discount is None:
+            if plain:
+                # The cell and its bin get the same indicators: one pass updates both.
+                bin_counts = self._bins[s][bin_]
                 bin_counts.decisions += 1
-                bin_counts.record(view)
+                cell_n, bin_n = counts.queried, bin_counts.queried
+                cell_d, bin_d = counts.disagreements, bin_counts.disagreements
+                for j in range(depth - s):
+                    cell_n[j] += 1
+                    bin_n[j] += 1
+                    output_j = outputs[s + j]
+                    for i in range(j):
+                        if outputs[s + i] != output_j:
+                            cell_d[i][j] += 1
+                            bin_d[i][j] += 1
             else:
-                self._sum_bin(s, self.groups[s][cell])
+                counts.record(outputs[s:depth])
+                self._sum_bin(s, bin_)
             self._visits[s] += 1
             if self._visits[s] >= self._regroup_at[s]:
                 self._regroup(s)

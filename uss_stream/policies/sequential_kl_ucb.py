@@ -129,6 +129,7 @@ class SequentialKLUCB(Policy):
         ]
         self._outputs: list[Any] | None = None
         self._confidences: list[float] = []
+        self._cells: list[int] = []
         self._target = 0
         self._reason: str | None = None
         self._context: tuple[int, int] | None = None
@@ -170,6 +171,7 @@ class SequentialKLUCB(Policy):
             raise RuntimeError("begin() called again before the event ended: step() until it returns False")
         self._outputs = []
         self._confidences = []
+        self._cells = []
         self._target = 0
 
     def step(self, output: Any, confidence: float | None) -> bool:
@@ -193,10 +195,11 @@ class SequentialKLUCB(Policy):
         last = self.n_stages - 1
         if stage == last:
             return self._end("last stage", None)
-        if stage < self._target:
-            return True
         contexts = self._contexts
         cell = contexts.cell_of(confidence)
+        self._cells.append(cell)
+        if stage < self._target:
+            return True
         bin_, counts = contexts.context(stage, cell)
         t = counts.decisions + 1
         u = pair_uniform(round_seed(self._key, contexts.decisions + 1), stage)
@@ -212,7 +215,7 @@ class SequentialKLUCB(Policy):
         return True
 
     def _end(self, reason: str, context: tuple[int, int] | None) -> bool:
-        self._contexts.record(self._outputs, self._confidences)
+        self._contexts.record(self._outputs, self._confidences, self._cells)
         self._outputs = None
         self._reason = reason
         self._context = context
