@@ -90,7 +90,7 @@ def test_context_wd_by_hand():
 def test_replay_runs_each_policy_on_its_repetition_rows():
     outputs, conf, truth = log(400, seed=1)
     costs = [0.0, 0.08, 0.12]
-    policies = {"seq": SequentialKLUCB(costs, seed=3), "kl": USSKLUCB(costs), "two": FixedDepth(2, costs)}
+    policies = {"seq": SequentialKLUCB(costs), "kl": USSKLUCB(costs), "two": FixedDepth(2, costs)}
     result = replay_sequential(
         outputs, conf, truth, stage_costs=costs, policies=policies, horizon=500, reps=3, n_bins=2
     )

@@ -171,12 +171,17 @@ class ContextStats:
         return edges[members[0]], edges[members[-1] + 1]
 
     def record(
-        self, outputs: Sequence[Any], confidences: Sequence[float], cells: Sequence[int] | None = None
+        self,
+        outputs: Sequence[Any],
+        confidences: Sequence[float] | None = None,
+        cells: Sequence[int] | None = None,
     ) -> None:
         """Count one event that queried stages ``1..len(outputs)`` with the given confidences.
 
-        ``cells`` (optional) are the confidences' cells, when the caller has them already.
+        Give either the confidences or their cells (:meth:`cell_of`), when the caller has them.
         """
+        if (confidences is None) == (cells is None):
+            raise ValueError("give exactly one of confidences and cells")
         depth = len(outputs)
         self.decisions += 1
         plain = self._discount is None
@@ -190,20 +195,23 @@ class ContextStats:
                 bin_counts = self._bins[s][bin_]
                 bin_counts.decisions += 1
                 cell_n, bin_n = counts.queried, bin_counts.queried
-                cell_d, bin_d = counts.disagreements, bin_counts.disagreements
-                for j in range(depth - s):
-                    cell_n[j] += 1
-                    bin_n[j] += 1
-                    output_j = outputs[s + j]
-                    for i in range(j):
-                        if outputs[s + i] != output_j:
-                            cell_d[i][j] += 1
-                            bin_d[i][j] += 1
+                cell_n[0] += 1
+                bin_n[0] += 1
+                if depth - s > 1:
+                    cell_d, bin_d = counts.disagreements, bin_counts.disagreements
+                    for j in range(1, depth - s):
+                        cell_n[j] += 1
+                        bin_n[j] += 1
+                        output_j = outputs[s + j]
+                        for i in range(j):
+                            if outputs[s + i] != output_j:
+                                cell_d[i][j] += 1
+                                bin_d[i][j] += 1
             else:
                 counts.record(outputs[s:depth])
                 self._sum_bin(s, bin_)
-            self._visits[s] += 1
-            if self._visits[s] >= self._regroup_at[s]:
+            visits = self._visits[s] = self._visits[s] + 1
+            if visits >= self._regroup_at[s]:
                 self._regroup(s)
 
     def _regroup(self, stage: int) -> None:

@@ -42,8 +42,8 @@ Examples
 (1, [0.115, 0.062])
 >>> result.summary()[["policy", "objective", "regret_rule", "depth_1"]].round(3)
        policy  objective  regret_rule  depth_1
-0  sequential      0.064        6.050    0.687
-1  USS-KL-UCB      0.120      172.650    0.964
+0  sequential      0.065         8.80    0.692
+1  USS-KL-UCB      0.120       172.65    0.964
 
 """
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from uss_stream.context_stats import ContextStats
+from uss_stream.context_stats import CELL_EDGES, ContextStats
 from uss_stream.policies.base import Policy
-from uss_stream.policies.counter_rng import pair_uniform, repetition_key, round_seed, seed_key
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.stats import DisagreementStats
 from uss_stream.validation import check_positive
@@ -37,12 +37,12 @@ class SequentialKLUCB(Policy):
     * the test's depth ``s ≤ j* ≤ K`` is a *target*: ``j* = s`` stops, otherwise stages ``s+1..j*``
       are queried and the context of stage ``j*`` decides next (the stages in between are committed,
       so that the pairs ``(s, j*)`` the test wants to see are observed),
-    * with probability ``min(1, explore / t)`` the context instead explores to depth ``K`` (forced
-      exploration at a vanishing rate: ``explore·log T`` events per context), so every deeper stage
-      keeps being observed in every context whatever the deeper contexts decide.
-
-    The random numbers are counter-based (:mod:`uss_stream.policies.counter_rng`), keyed on the
-    event number and the stage, so a replay repetition and the streaming policy decide alike.
+    * in the context's rounds ``t`` where ``⌊explore·ln t⌋`` steps up (``t = 1`` and then about every
+      ``t·(e^{1/explore} - 1)`` rounds) the context instead explores to depth ``K``: forced
+      exploration at the vanishing rate ``explore / t``, ``explore·ln T + 1`` events per context, so
+      every deeper stage keeps being observed in every context whatever the deeper contexts
+      decide. The schedule is deterministic (no random numbers to key or to store), so the
+      decisions are a function of the counts.
 
     **What is guaranteed, and what is not** (``docs/results_adaptive.md``). Within a context, the
     events form a sub-stream on which the policy is USS-KL-UCB on stages ``s..K``: if weak
@@ -67,11 +67,9 @@ class SequentialKLUCB(Policy):
     alpha
         USS-KL-UCB's exploration scale ``α > 0``.
     explore
-        Scale ``> 0`` of the forced exploration probability ``min(1, explore / t)``.
+        Scale ``> 0`` of the forced exploration: ``explore·ln T + 1`` rounds of the ``T`` of a context.
     discount
         ``None`` or ``0 < γ < 1``: every confidence cell forgets at the pace of its own events.
-    seed
-        Integer seed of the forced-exploration coin.
 
     Examples
     --------
@@ -93,8 +91,8 @@ class SequentialKLUCB(Policy):
     [2.0, 1.0...]
     >>> policy.contexts()[["stage", "bin", "low", "high", "events", "stopped", "next"]]
        stage  bin   low  high  events  stopped           next
-    0      1    0  0.00  0.99     818        4  continue to 2
-    1      1    1  0.99  1.00    3182     3168           stop
+    0      1    0  0.00  0.99     818       14  continue to 2
+    1      1    1  0.99  1.00    3182     3167           stop
 
     """
 
@@ -105,30 +103,24 @@ class SequentialKLUCB(Policy):
         alpha: float = 1.0,
         explore: float = 1.0,
         discount: float | None = None,
-        seed: int = 0,
     ) -> None:
         super().__init__(stage_costs, discount=discount)
         if self.n_stages < 2:
             raise ValueError(f"stage_costs: a sequential policy needs at least 2 stages, got {self.n_stages}")
         check_positive(alpha, "alpha")
         check_positive(explore, "explore")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ValueError(f"seed must be an integer, got {seed!r}")
         self.n_bins = n_bins
         self.alpha = alpha
         self.explore = explore
-        self.seed = seed
         self._contexts = ContextStats(self.n_stages, n_bins, self.discount)
-        self._root = seed_key(int(seed))
-        self._key = repetition_key(self._root, 0)
         costs = list(stage_costs)
         # One USS-KL-UCB per (stage, bin) on stages s..K; stage s's own cost is sunk (0).
         self._deciders = [
             [USSKLUCB([0.0, *costs[s + 1 :]], alpha=alpha, discount=self.discount) for _ in range(n_bins)]
             for s in range(self.n_stages - 1)
         ]
+        self._last = self.n_stages - 1
         self._outputs: list[Any] | None = None
-        self._confidences: list[float] = []
         self._cells: list[int] = []
         self._target = 0
         self._reason: str | None = None
@@ -170,7 +162,6 @@ class SequentialKLUCB(Policy):
         if self._outputs is not None:
             raise RuntimeError("begin() called again before the event ended: step() until it returns False")
         self._outputs = []
-        self._confidences = []
         self._cells = []
         self._target = 0
 
@@ -183,27 +174,23 @@ class SequentialKLUCB(Policy):
         outputs = self._outputs
         if outputs is None:
             raise RuntimeError("step() called without begin()")
-        if confidence is not None and not (
-            isinstance(confidence, (int, float, np.integer, np.floating))
-            and not isinstance(confidence, bool)
-            and (confidence != confidence or 0.0 <= confidence <= 1.0)
-        ):
-            raise ValueError(f"confidence must be a number in [0, 1], None or NaN, got {confidence!r}")
+        if type(confidence) is float and 0.0 <= confidence <= 1.0:
+            cell = bisect_right(CELL_EDGES, confidence)
+        else:
+            cell = _checked_cell(confidence)
         stage = len(outputs)
         outputs.append(output)
-        self._confidences.append(confidence)
-        last = self.n_stages - 1
+        self._cells.append(cell)
+        last = self._last
         if stage == last:
             return self._end("last stage", None)
-        contexts = self._contexts
-        cell = contexts.cell_of(confidence)
-        self._cells.append(cell)
         if stage < self._target:
             return True
+        contexts = self._contexts
         bin_, counts = contexts.context(stage, cell)
         t = counts.decisions + 1
-        u = pair_uniform(round_seed(self._key, contexts.decisions + 1), stage)
-        if u * t < self.explore:
+        explore = self.explore
+        if t == 1 or math.floor(explore * math.log(t)) > math.floor(explore * math.log(t - 1)):
             self._target = last
             return True
         decider = self._deciders[stage][bin_]
@@ -215,7 +202,7 @@ class SequentialKLUCB(Policy):
         return True
 
     def _end(self, reason: str, context: tuple[int, int] | None) -> bool:
-        self._contexts.record(self._outputs, self._confidences, self._cells)
+        self._contexts.record(self._outputs, cells=self._cells)
         self._outputs = None
         self._reason = reason
         self._context = context
@@ -263,16 +250,6 @@ class SequentialKLUCB(Policy):
                 j += 1
             depths[t] = j + 1
         return depths
-
-    def stream_keys(self, reps: int) -> np.ndarray:
-        return np.array([repetition_key(self._root, r) for r in range(reps)], dtype=np.uint64)
-
-    def for_repetition(self, repetition: int) -> SequentialKLUCB:
-        if isinstance(repetition, bool) or not isinstance(repetition, (int, np.integer)) or repetition < 0:
-            raise ValueError(f"repetition must be an integer >= 0, got {repetition!r}")
-        fresh = self.clone()
-        fresh._key = repetition_key(self._root, int(repetition))
-        return fresh
 
     # -- introspection ---------------------------------------------------------------------------
     def contexts(self) -> pd.DataFrame:
@@ -334,5 +311,17 @@ class SequentialKLUCB(Policy):
             "alpha": 1.5,
             "explore": 2.0,
             "discount": 0.99,
-            "seed": 3,
         }
+
+
+def _checked_cell(confidence: Any) -> int:
+    """The cell of a confidence that is not a plain float in ``[0, 1]``: validated, ``None``/NaN is 0."""
+    if confidence is None:
+        return 0
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float, np.integer, np.floating))
+        or not (confidence != confidence or 0.0 <= confidence <= 1.0)
+    ):
+        raise ValueError(f"confidence must be a number in [0, 1], None or NaN, got {confidence!r}")
+    return ContextStats.cell_of(float(confidence))
