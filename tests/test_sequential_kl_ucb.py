@@ -242,3 +242,22 @@ def test_misuse_gets_clear_errors():
         policy.load_state_dict(document)
     with pytest.raises(ValueError, match="confidences"):
         policy.run(np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("params", list(SequentialKLUCB._unit_test_params()))
+def test_unit_test_params_build_clone_and_repr(params):
+    policy = SequentialKLUCB(**params)
+    twin = policy.clone()
+    assert repr(twin) == repr(policy)
+    assert twin.context_stats.decisions == 0
+    assert policy.clone(n_bins=3).n_bins == 3
+    rng = np.random.default_rng(0)
+    outputs = rng.integers(0, 2, (50, policy.n_stages))
+    depths = policy.run(outputs, rng.random((50, policy.n_stages)))
+    assert depths.min() >= 1 and depths.max() <= policy.n_stages
+    assert policy.stats.decisions == 50
+    # every event passes stage 1: 50 plain counts, fewer once each cell forgets
+    if policy.discount is None:
+        assert policy.stats.queried[0] == 50
+    else:
+        assert 0 < policy.stats.queried[0] < 50
