@@ -104,6 +104,13 @@ class CascadeClassifier(base.Classifier):
     after the warm-up (``None``) is reported to the policy as disagreeing with every stage that
     answers.
 
+    **Sequential policies** (``policy.sequential``, e.g.
+    :class:`~uss_stream.policies.SequentialKLUCB`) decide after each stage instead of before the
+    first: stage 1 is queried, its label and confidence (its largest class probability; ``None`` if
+    it abstained, ``1.0`` for a stage without ``predict_proba_one``) go to the policy, which says
+    whether stage 2 is worth its cost, and so on. :attr:`Decision.stopped` says why an event
+    stopped, and :meth:`summary` lists the depth mix per context.
+
     **Costs.** ``Stage(cost=...)`` gives ``c_j`` directly. With ``cost=None`` it is derived from
     ``feature_costs`` as the incremental cost of the features the stage adds over stages
     ``1..j-1``: features bought by an earlier stage are free, and a feature group opened by an
