@@ -122,3 +122,37 @@ def test_bad_input_is_named():
         replay_sequential(outputs, conf, truth, stage_costs=[0.0, 0.1], policies={})
     with pytest.raises(ValueError, match="n_bins"):
         replay_sequential(outputs, conf, truth, stage_costs=costs, policies={}, n_bins=9)
+
+
+def test_regret_against_the_best_stopping_rule_flattens_where_each_context_has_wd():
+    # Two contexts by stage 1's confidence: unsure (0.6), where stage 1 is wrong 40% of the time,
+    # and sure (0.99), where it is wrong 2%; stage 2 (cost 0.1) is always right, so strong (hence
+    # weak) dominance holds in each context. The best rule continues exactly when unsure
+    # (0.4 > 0.1 > 0.02); the regret against it must grow much slower than linearly.
+    rng = np.random.default_rng(7)
+    n = 4000
+    truth = rng.integers(0, 2, n)
+    unsure = rng.random(n) < 0.4
+    wrong = rng.random(n) < np.where(unsure, 0.4, 0.02)
+    outputs = np.stack([truth ^ wrong, truth], axis=1)
+    conf = np.stack([np.where(unsure, 0.6, 0.99), np.full(n, 0.9)], axis=1)
+    costs = [0.0, 0.1]
+    result = replay_sequential(
+        outputs,
+        conf,
+        truth,
+        stage_costs=costs,
+        policies={"seq": SequentialKLUCB(costs, n_bins=2), "kl": USSKLUCB(costs)},
+        horizon=16_000,
+        reps=3,
+        n_bins=2,
+    )
+    assert result.best_rule.tolist() == [[True, False]]
+    regret = result.cumulative_regret("seq", "rule").mean(axis=0)
+    half, end = regret[7_999], regret[-1]
+    # a linear regret would be 16000 · (regret per round); logarithmic exploration is a few dozen
+    assert end < 0.002 * 16_000
+    assert end - half < 0.5 * half  # the second 8000 rounds add less than half the first's
+    # a fixed depth cannot do this: USS-KL-UCB's regret against the rule grows linearly
+    fixed = result.cumulative_regret("kl", "rule").mean(axis=0)
+    assert fixed[-1] - fixed[7_999] > 0.8 * fixed[7_999]
