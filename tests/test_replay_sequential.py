@@ -156,3 +156,20 @@ def test_regret_against_the_best_stopping_rule_flattens_where_each_context_has_w
     # a fixed depth cannot do this: USS-KL-UCB's regret against the rule grows linearly
     fixed = result.cumulative_regret("kl", "rule").mean(axis=0)
     assert fixed[-1] - fixed[7_999] > 0.8 * fixed[7_999]
+
+
+def test_split_confidence_log_pairs_columns_and_names_what_is_wrong():
+    import pandas as pd
+
+    from uss_stream.replay_sequential import split_confidence_log
+
+    frame = pd.DataFrame({"a": [1], "b": [0], "a_confidence": [0.7], "b_confidence": [0.9], "y": [1]})
+    outputs, confidences, labels = split_confidence_log(frame, label="y")
+    assert list(outputs.columns) == ["a", "b"] and confidences.tolist() == [[0.7, 0.9]]
+    assert labels.tolist() == [1]
+    with pytest.raises(ValueError, match="no confidence column"):
+        split_confidence_log(frame.drop(columns="b_confidence"), label="y")
+    with pytest.raises(ValueError, match="no stage column"):
+        split_confidence_log(frame.drop(columns="b"), label="y")
+    with pytest.raises(ValueError, match="no column 'label'"):
+        split_confidence_log(frame)

@@ -1,7 +1,9 @@
 """Replay with per-stage confidences: sequential policies, stopping rules in hindsight, regret.
 
 A *confidence log* is the ``N x K`` outputs of all stages, their ``N x K`` confidences (the top
-class probability of each stage) and, for the comparators, the ``N`` labels. Under cumulative
+class probability of each stage) and, for the comparators, the ``N`` labels; as a table, one column
+per stage, one ``<stage>_confidence`` column per stage and a label column
+(:func:`split_confidence_log`). Under cumulative
 costs ``C_1..C_K`` an event answered at depth ``d`` scores ``v_d = C_d + 1[Y_d != Y]`` (the paper's
 objective per event: cost plus error). The comparators, all computed from labels in hindsight:
 
@@ -68,6 +70,7 @@ __all__ = [
     "confidence_bins",
     "context_wd",
     "replay_sequential",
+    "split_confidence_log",
     "rule_depths",
     "stage_values",
     "threshold_depths",
@@ -75,6 +78,46 @@ __all__ = [
 ]
 
 _MAX_RULES = 1 << 16
+
+
+CONFIDENCE_SUFFIX = "_confidence"
+
+
+def split_confidence_log(
+    frame: pd.DataFrame, label: str | None = "label", suffix: str = CONFIDENCE_SUFFIX
+) -> tuple[pd.DataFrame, np.ndarray, pd.Series | None]:
+    """Split a confidence log into outputs, confidences and labels by its column names.
+
+    Every column ``<stage>`` with a partner ``<stage><suffix>`` is a stage (in the frame's column
+    order), the partner its confidence; ``label`` names the label column (``None``: no labels). A
+    confidence column without its stage, or a stage output without a confidence, is an error.
+
+    >>> log = pd.DataFrame({"cheap": [1, 0], "cheap_confidence": [0.9, 0.6],
+    ...                     "deep": [1, 1], "deep_confidence": [0.8, 0.99], "label": [1, 1]})
+    >>> outputs, confidences, labels = split_confidence_log(log)
+    >>> list(outputs.columns), confidences.tolist(), labels.tolist()
+    (['cheap', 'deep'], [[0.9, 0.8], [0.6, 0.99]], [1, 1])
+
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    columns = [str(c) for c in frame.columns]
+    if label is not None and label not in columns:
+        raise ValueError(f"label: the log has no column {label!r} (columns: {columns})")
+    confidence_columns = [c for c in columns if c.endswith(suffix)]
+    stages = [c for c in columns if c != label and not c.endswith(suffix)]
+    orphans = [c for c in confidence_columns if c[: -len(suffix)] not in stages]
+    if orphans:
+        raise ValueError(f"confidence column(s) {orphans} have no stage column of the same name")
+    missing = [c for c in stages if c + suffix not in confidence_columns]
+    if missing:
+        raise ValueError(
+            f"stage column(s) {missing} have no confidence column (expected {missing[0]}{suffix})"
+        )
+    if len(stages) < 2:
+        raise ValueError(f"a confidence log needs at least 2 stages, found {stages}")
+    confidences = frame[[c + suffix for c in stages]].to_numpy(dtype=float)
+    return frame[stages], confidences, (None if label is None else frame[label])
 
 
 def stage_values(codes: np.ndarray, label_codes: np.ndarray, cumulative_costs: Sequence[float]) -> np.ndarray:
