@@ -433,10 +433,10 @@ def figure_regret(results: dict[str, dict], path: Path) -> None:
     fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
     for ax, name in zip(axes.flat, results):
         replay = results[name]["replay"]
-        for policy, curve in replay["curves"].items():
-            ax.plot(curve, label=f"{policy} vs best stopping rule")
-        for policy, curve in replay["fixed_curves"].items():
-            ax.plot(curve, ls="--", label=f"{policy} vs best fixed depth")
+        for color, (policy, curve) in zip(("C0", "C1"), replay["curves"].items()):
+            ax.plot(curve, color=color, label=f"{policy} vs best stopping rule")
+        for color, (policy, curve) in zip(("C0", "C1"), replay["fixed_curves"].items()):
+            ax.plot(curve, color=color, ls=(0, (2, 3)), lw=2, label=f"{policy} vs best fixed depth")
         ax.set_title(name)
         ax.set_xlabel("round")
         ax.set_ylabel("cumulative regret")

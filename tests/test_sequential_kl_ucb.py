@@ -261,3 +261,21 @@ def test_unit_test_params_build_clone_and_repr(params):
         assert policy.stats.queried[0] == 50
     else:
         assert 0 < policy.stats.queried[0] < 50
+
+
+def test_bins_are_regrouped_on_the_documented_schedule():
+    # n_bins = 2: first regroup at 8·2 = 16 events of the stage, then at 32, 64, ...
+    stats = ContextStats(2, n_bins=2)
+    low, high = ContextStats.cell_of(0.6), ContextStats.cell_of(0.99)
+    for _ in range(16):
+        stats.record(["a"], [0.6])
+    # at 16 all the mass is in `low`: its mid-mass quantile 8/16 puts it (and every cell above,
+    # at quantile 16/16) in bin floor(2·0.5) = 1
+    assert stats.groups[0][low] == 1 and stats.groups[0][high] == 1
+    for _ in range(15):
+        stats.record(["a"], [0.99])
+    assert stats.bin_stats(0, 1).queried == [31, 0]  # 31 events: not regrouped yet
+    stats.record(["a"], [0.99])
+    # the 32nd regroups {low: 16, high: 16}: low 8/32 -> bin 0, high 24/32 -> bin 1
+    assert stats.groups[0][low] == 0 and stats.groups[0][high] == 1
+    assert stats.bin_stats(0, 0).queried == [16, 0] and stats.bin_stats(0, 1).queried == [16, 0]
