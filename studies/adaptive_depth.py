@@ -767,15 +767,16 @@ One policy, one module: `uss_stream/policies/sequential_kl_ucb.py` (`policy.sequ
 
 ## What is guaranteed, and what is not
 
-*Per-context reduction.* Fix a context (*s*, *b*). Once the shallower contexts' decisions have
-settled (each makes O(log T) non-optimal decisions in expectation, below), the events reaching
-(*s*, *b*) are an i.i.d. sub-stream, and on it the policy is USS-KL-UCB on stages *s..K* with costs
-*C_j − C_s*, except that deeper contexts may query *more* stages (more observations never widen the
-bounds). So **if weak dominance holds within the context** (the context's events, as a USS instance
-on stages *s..K*, satisfy the paper's WD), USS-KL-UCB's argument gives O(log T) rounds in which the
-target differs from the context's optimal depth *i\\*(s, b)*, plus explore·ln T + 1 forced rounds.
-Summed over the (K − 1)·n_bins contexts: **O(K·n_bins·log T) regret against the greedy rule R\\*:
-"from each visited context go to its optimal fixed depth, then let that stage's context decide"**.
+*Per-context reduction (a proof sketch, not a full proof).* Fix a context (*s*, *b*). Once the
+shallower contexts' decisions have settled (each makes O(log T) non-optimal decisions in
+expectation, below), the events reaching (*s*, *b*) are an i.i.d. sub-stream, and on it the policy
+is USS-KL-UCB on stages *s..K* with costs *C_j − C_s*, except that deeper contexts may query *more*
+stages (more observations never widen the bounds). So **if weak dominance holds within the context**
+(the context's events, as a USS instance on stages *s..K*, satisfy the paper's WD), USS-KL-UCB's
+argument gives O(log T) rounds in which the target differs from the context's optimal depth *i\\*(s,
+b)*, plus explore·ln T + 1 forced rounds. Summed over the (K − 1)·n_bins contexts: **O(K·n_bins·log
+T) regret against the greedy rule R\\*: "from each visited context go to its optimal fixed depth,
+then let that stage's context decide"**.
 
 *Against the best stopping rule.* For K = 2, R\\* *is* the best stopping rule on these contexts
 (each context has one decision, and under WD the disagreement test picks the better of stopping
