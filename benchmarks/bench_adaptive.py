@@ -116,8 +116,8 @@ def measure(n_events: int, repeats: int, seed: int = 0) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=50_000)
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--events", type=int, default=30_000)
+    parser.add_argument("--repeats", type=int, default=7, help="best of this many interleaved runs")
     args = parser.parse_args()
     result = measure(args.events, args.repeats)
     for name, value in result.items():

@@ -58,6 +58,8 @@ CONTEXT_FORMAT = "uss-stream/context-stats/v1"
 #: cell is ``[0.999, 1]``). Below 0.5 only multiclass stages answer; abstaining stages count as 0.
 CELL_EDGES = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 0.995, 0.999)
 N_CELLS = len(CELL_EDGES) + 1
+#: The largest count a state document may hold (exact in a JSON number read as a double).
+MAX_COUNT = 2**53
 _FIRST_REGROUP = 8
 _MAX_REGROUP_STEP = 4096
 
@@ -178,15 +180,34 @@ class ContextStats:
     ) -> None:
         """Count one event that queried stages ``1..len(outputs)`` with the given confidences.
 
-        Give either the confidences or their cells (:meth:`cell_of`), when the caller has them.
+        Give either the confidences or their cells (:meth:`cell_of`). All or nothing: a bad
+        argument raises ``ValueError`` before anything is counted.
         """
         if (confidences is None) == (cells is None):
             raise ValueError("give exactly one of confidences and cells")
         depth = len(outputs)
+        if not 1 <= depth <= self._n_stages:
+            raise ValueError(f"outputs must hold 1..{self._n_stages} stage outputs, got {depth}")
+        decided = min(depth, self._n_stages - 1)
+        if cells is None:
+            cells = [self.cell_of(confidences[s]) for s in range(decided)]
+        elif len(cells) < decided or not all(type(c) is int and 0 <= c < N_CELLS for c in cells[:decided]):
+            raise ValueError(f"cells must be {decided} integers in 0..{N_CELLS - 1}, got {list(cells)}")
+        self.record_cells(outputs, cells)
+
+    def record_cells(self, outputs: Sequence[Any], cells: Sequence[int]) -> None:
+        """:meth:`record` for a caller that validated ``1 <= len(outputs) <= K`` and computed the cells.
+
+        The comparisons, the only step that can still fail (outputs whose ``!=`` raises), come
+        before any count changes.
+        """
+        depth = len(outputs)
+        decided = min(depth, self._n_stages - 1)
+        differing = [(i, j) for j in range(1, depth) for i in range(j) if bool(outputs[i] != outputs[j])]
         self.decisions += 1
         plain = self._discount is None
-        for s in range(min(depth, self._n_stages - 1)):
-            cell = self.cell_of(confidences[s]) if cells is None else cells[s]
+        for s in range(decided):
+            cell = cells[s]
             counts = self.cells[s][cell]
             bin_ = self.groups[s][cell]
             counts.decisions += 1
@@ -195,18 +216,14 @@ class ContextStats:
                 bin_counts = self._bins[s][bin_]
                 bin_counts.decisions += 1
                 cell_n, bin_n = counts.queried, bin_counts.queried
-                cell_n[0] += 1
-                bin_n[0] += 1
-                if depth - s > 1:
-                    cell_d, bin_d = counts.disagreements, bin_counts.disagreements
-                    for j in range(1, depth - s):
-                        cell_n[j] += 1
-                        bin_n[j] += 1
-                        output_j = outputs[s + j]
-                        for i in range(j):
-                            if outputs[s + i] != output_j:
-                                cell_d[i][j] += 1
-                                bin_d[i][j] += 1
+                for j in range(depth - s):
+                    cell_n[j] += 1
+                    bin_n[j] += 1
+                cell_d, bin_d = counts.disagreements, bin_counts.disagreements
+                for i, j in differing:
+                    if i >= s:
+                        cell_d[i - s][j - s] += 1
+                        bin_d[i - s][j - s] += 1
             else:
                 counts.record(outputs[s:depth])
                 self._sum_bin(s, bin_)
@@ -297,13 +314,26 @@ class ContextStats:
             discount = check_discount(document.get("discount"))
         except ValueError as error:
             raise ValueError(f"state field 'discount': {error}") from None
-        stats = cls(document["n_stages"], document["n_bins"], discount)
-        decisions = document["decisions"]
-        if isinstance(decisions, bool) or not isinstance(decisions, int) or decisions < 0:
-            raise ValueError(f"state field 'decisions' must be a non-negative integer, got {decisions!r}")
         stages = document["stages"]
-        if not isinstance(stages, list) or len(stages) != stats.n_stages - 1:
-            raise ValueError(f"state field 'stages' must be a list of {stats.n_stages - 1} entries")
+        n_stages = document["n_stages"]
+        # The shape is checked against the stage list before anything is allocated.
+        if (
+            not _is_int(n_stages)
+            or n_stages < 2
+            or not isinstance(stages, list)
+            or len(stages) != n_stages - 1
+        ):
+            raise ValueError(
+                f"state fields 'n_stages' ({n_stages!r}) and 'stages' must describe K >= 2 stages "
+                "with one entry per stage but the last"
+            )
+        n_bins = document["n_bins"]
+        if not _is_int(n_bins) or not 1 <= n_bins <= N_CELLS:
+            raise ValueError(f"state field 'n_bins' must be an integer in 1..{N_CELLS}, got {n_bins!r}")
+        decisions = document["decisions"]
+        if not _is_int(decisions) or not 0 <= decisions <= MAX_COUNT:
+            raise ValueError(f"state field 'decisions' must be an integer in 0..2**53, got {decisions!r}")
+        stats = cls(n_stages, n_bins, discount)
         stats.decisions = decisions
         for s, entry in enumerate(stages):
             where = f"stages[{s}]"
@@ -313,16 +343,15 @@ class ContextStats:
             if (
                 not isinstance(groups, list)
                 or len(groups) != N_CELLS
-                or not all(isinstance(g, int) and 0 <= g < stats.n_bins for g in groups)
+                or not all(_is_int(g) and 0 <= g < n_bins for g in groups)
                 or any(b < a for a, b in itertools.pairwise(groups))
             ):
                 raise ValueError(
-                    f"state field '{where}.groups' must be {N_CELLS} non-decreasing bins "
-                    f"in 0..{stats.n_bins - 1}"
+                    f"state field '{where}.groups' must be {N_CELLS} non-decreasing bins in 0..{n_bins - 1}"
                 )
             regroup_at = entry.get("regroup_at")
-            if isinstance(regroup_at, bool) or not isinstance(regroup_at, int) or regroup_at < 1:
-                raise ValueError(f"state field '{where}.regroup_at' must be an integer >= 1")
+            if not _is_int(regroup_at) or not 1 <= regroup_at <= MAX_COUNT:
+                raise ValueError(f"state field '{where}.regroup_at' must be an integer in 1..2**53")
             cells = entry.get("cells")
             if not isinstance(cells, list) or len(cells) != N_CELLS:
                 raise ValueError(f"state field '{where}.cells' must be a list of {N_CELLS} counts")
@@ -332,16 +361,24 @@ class ContextStats:
                     counts = DisagreementStats.from_dict(cell)
                 except ValueError as error:
                     raise ValueError(f"state field '{where}.cells[{c}]': {error}") from None
-                if counts.n_stages != stats.n_stages - s or counts.discount != discount:
+                if counts.n_stages != n_stages - s or counts.discount != discount:
                     raise ValueError(
-                        f"state field '{where}.cells[{c}]' must count {stats.n_stages - s} stages "
+                        f"state field '{where}.cells[{c}]' must count {n_stages - s} stages "
                         f"with discount {discount!r}"
                     )
                 loaded.append(counts)
+            visits = sum(cell.decisions for cell in loaded)
+            # Every event passes stage 1 once, and reaches stage s+1 only after stage s.
+            limit = decisions if s == 0 else stats._visits[s - 1]
+            if visits > limit or (s == 0 and visits != decisions):
+                raise ValueError(
+                    f"state field '{where}.cells' counts {visits} events, which does not fit "
+                    f"{'decisions' if s == 0 else f'stages[{s - 1}]'} ({limit})"
+                )
             stats.cells[s] = loaded
             stats.groups[s] = list(groups)
             stats._regroup_at[s] = regroup_at
-            stats._visits[s] = sum(cell.decisions for cell in loaded)
+            stats._visits[s] = visits
         stats._sum_bins()
         return stats
 
@@ -364,3 +401,7 @@ class ContextStats:
             f"ContextStats(n_stages={self._n_stages}, n_bins={self._n_bins}, "
             f"decisions={self.decisions}, discount={self._discount!r})"
         )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -202,7 +202,7 @@ class SequentialKLUCB(Policy):
         return True
 
     def _end(self, reason: str, context: tuple[int, int] | None) -> bool:
-        self._contexts.record(self._outputs, cells=self._cells)
+        self._contexts.record_cells(self._outputs, self._cells)
         self._outputs = None
         self._reason = reason
         self._context = context
