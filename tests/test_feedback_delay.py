@@ -40,7 +40,12 @@ def _streaming(policy, outputs, rows, delays):
         Hanawal2017WD([0.0, 0.15, 0.2]),
         USSKLUCB([0.0, 0.15, 0.2]),
         USSTS([0.0, 0.15, 0.2], seed=4),
+        USSUCB(stage_costs=[0.0, 0.15, 0.2], discount=0.98),
+        Hanawal2017WD([0.0, 0.15, 0.2], discount=0.97),
+        USSKLUCB([0.0, 0.15, 0.2], discount=0.99),
+        USSTS([0.0, 0.15, 0.2], seed=4, discount=0.98),
     ],
+    ids=repr,
 )
 def test_delayed_replay_equals_streaming_loop(delay, template):
     outputs, pairs = _log()
@@ -51,11 +56,31 @@ def test_delayed_replay_equals_streaming_loop(delay, template):
         assert got[r].tolist() == _streaming(template.for_repetition(r), outputs, rows[r], delays[r])
 
 
-def test_discounted_policies_are_rejected():
-    _, pairs = _log()
-    rows = np.zeros((1, 3), dtype=np.int64)
-    with pytest.raises(ValueError, match="discount"):
-        simulate_delayed(USSUCB([0.0, 0.1, 0.2], discount=0.99), rows, pairs, np.zeros_like(rows))
+def test_discounted_counts_forget_once_per_report_by_hand():
+    # One repetition, delays (1, 0, 0, 0): the reports of rounds 1 and 2 both arrive before
+    # round 3, in decision order. γ = 0.5, depth 3 at rounds 1-2 (a stubbed decision rule that
+    # records what it is shown), pair (0, 1) disagrees in row 0 only. Before round 3:
+    # n = 0.5·1 + 1 = 1.5 for every stage, D_01 = 0.5·1 + 0 = 0.5 (row 0 first; the other order
+    # gives D_01 = 1). Round 3 queries depth 1 and reports at once: before round 4,
+    # n = (0.5·1.5 + 1, 0.5·1.5, 0.5·1.5) and D_01 = 0.25.
+    pairs = np.array([[True, False, False], [False, False, False]])
+    rows = np.array([[0, 1, 1, 1]])
+    policy = USSUCB(stage_costs=[0.0, 0.01, 0.02], discount=0.5)
+    seen = []
+
+    def decide_many(rounds, queried, disagreements, errors=None):
+        seen.append((queried[0].tolist(), float(disagreements[0, 0, 1])))
+        return np.full(len(rounds), 3 if len(seen) < 3 else 1)
+
+    policy.decide_many = decide_many
+    depths = simulate_delayed(policy, rows, pairs, np.array([[1, 0, 0, 0]]))
+    assert depths.tolist() == [[3, 3, 1, 1]]
+    assert seen == [
+        ([0.0, 0.0, 0.0], 0.0),
+        ([0.0, 0.0, 0.0], 0.0),
+        ([1.5, 1.5, 1.5], 0.5),
+        ([1.75, 0.75, 0.75], 0.25),
+    ]
 
 
 def test_zero_delay_is_the_synchronous_replay():

@@ -106,3 +106,31 @@ def test_load_stats_hands_counts_without_a_document() -> None:
         USSUCB([0.0, 1.0]).load_stats(stats)
     with pytest.raises(TypeError, match="DisagreementStats"):
         policy.load_stats(stats.to_dict())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("decisions", 2**53 + 1, r"stats\.decisions must be in 0\.\.2\*\*53"),
+        ("queried", [2**53 + 1, 0, 0], r"stats\.queried must hold counts in 0\.\.2\*\*53 .*got 9007199"),
+        ("queried", [-1, 0, 0], r"stats\.queried .*got -1"),
+        ("disagreements", [[0, 2**54, 0], [0, 0, 0], [0, 0, 0]], r"stats\.disagreements .*got 180143985"),
+    ],
+)
+def test_load_stats_refuses_counts_beyond_the_state_bound(field, value, message) -> None:
+    """load_state_dict refuses counts above MAX_COUNT (floats stop being exact); so does load_stats."""
+    policy = USSUCB(COSTS)
+    policy.run(_log(20, seed=5))
+    before = policy.state_dict()
+    stats = DisagreementStats(3)
+    setattr(stats, field, value)
+    with pytest.raises(ValueError, match=message):
+        policy.load_stats(stats)
+    assert policy.state_dict() == before
+
+
+def test_load_stats_refuses_nan_discounted_counts() -> None:
+    stats = DisagreementStats(3, discount=0.9)
+    stats.queried = [1.0, float("nan"), 0.5]
+    with pytest.raises(ValueError, match=r"stats\.queried .*got nan"):
+        USSUCB(COSTS, discount=0.9).load_stats(stats)

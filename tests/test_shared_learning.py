@@ -18,6 +18,12 @@ TEMPLATES = [
     USSKLUCB([0.0, 0.15, 0.2]),
     USSTS([0.0, 0.15, 0.2], seed=4),
 ]
+DISCOUNTED = [
+    USSUCB(stage_costs=[0.0, 0.15, 0.2], discount=0.97),
+    Hanawal2017WD([0.0, 0.15, 0.2], discount=0.98),
+    USSKLUCB([0.0, 0.15, 0.2], discount=0.97),
+    USSTS([0.0, 0.15, 0.2], seed=4, discount=0.98),
+]
 
 
 def _log(n=400, seed=3):
@@ -37,20 +43,22 @@ def _streaming(template, outputs, rows, sync_every, first_stream):
     """W learners of one repetition, round by round, with DisagreementStats and select().
 
     Worker w decides with its own counts merged with the snapshot of every other worker's counts
-    taken after the last round that is a multiple of ``sync_every``; its decision counter is that
-    of the merged counts, so select() decides round ``decisions + 1``.
+    taken after the last round that is a multiple of ``sync_every`` (the snapshots merged in
+    worker order, then added to the own counts, as the service pools them); its decision counter
+    is that of the merged counts, so select() decides round ``decisions + 1``.
     """
     workers, horizon = rows.shape
     learners = [template.for_repetition(first_stream + w) for w in range(workers)]
-    own = [DisagreementStats(template.n_stages) for _ in range(workers)]
-    snapshot = [DisagreementStats(template.n_stages) for _ in range(workers)]
+    own = [DisagreementStats(template.n_stages, discount=template.discount) for _ in range(workers)]
+    snapshot = [DisagreementStats(template.n_stages, discount=template.discount) for _ in range(workers)]
     depths = [[] for _ in range(workers)]
     for t in range(1, horizon + 1):
         for w in range(workers):
-            counts = own[w]
+            foreign = DisagreementStats(template.n_stages, discount=template.discount)
             for other in range(workers):
                 if other != w:
-                    counts = counts.merge(snapshot[other])
+                    foreign = foreign.merge(snapshot[other])
+            counts = own[w].merge(foreign)
             learners[w].load_state_dict({"policy": type(template).__name__, "stats": counts.to_dict()})
             depth = learners[w].select()
             depths[w].append(depth)
@@ -62,7 +70,7 @@ def _streaming(template, outputs, rows, sync_every, first_stream):
 
 
 @pytest.mark.parametrize(("workers", "sync_every"), [(2, 1), (2, 3), (3, 1), (3, 7), (2, None)])
-@pytest.mark.parametrize("template", TEMPLATES)
+@pytest.mark.parametrize("template", TEMPLATES + DISCOUNTED, ids=repr)
 def test_shared_replay_equals_streaming_loop(template, workers, sync_every):
     outputs, pairs, _ = _log(n=60)
     rows = _rows(len(outputs), reps=2, workers=workers, horizon=150)
@@ -72,7 +80,16 @@ def test_shared_replay_equals_streaming_loop(template, workers, sync_every):
         assert got[r].tolist() == want
 
 
-@pytest.mark.parametrize("template", [*TEMPLATES, SupervisedUCB([0.0, 0.15, 0.2])])
+@pytest.mark.parametrize(
+    "template",
+    [
+        *TEMPLATES,
+        *DISCOUNTED,
+        SupervisedUCB([0.0, 0.15, 0.2]),
+        SupervisedUCB([0.0, 0.15, 0.2], discount=0.97),
+    ],
+    ids=repr,
+)
 def test_one_worker_is_the_single_learner_replay(template):
     outputs, pairs, wrong = _log()
     rows = sample_rows(len(outputs), horizon=1500, reps=4, seed=1)
@@ -118,10 +135,23 @@ def test_progress_counts_every_decision():
     assert seen == [6] * 50
 
 
-def test_discounted_policies_are_rejected():
-    _, pairs, _ = _log()
-    with pytest.raises(ValueError, match="discount"):
-        simulate_shared(USSUCB([0.0, 0.1, 0.2], discount=0.99), np.zeros((1, 2, 3), int), pairs, 1)
+def test_discounted_snapshots_stay_as_published_by_hand():
+    # Two workers, γ = 0.5, synced after round 2, every round at depth 3 (a stubbed decision rule
+    # that records the counts it is shown); stages always agree. Round 2: own n = 1, no snapshot
+    # yet. Round 3: own 0.5·1 + 1 = 1.5 plus the other's snapshot 1.5 = 3, at round number
+    # t + (W - 1)·2 = 5. Round 4: own 0.5·1.5 + 1 = 1.75 plus the snapshot, still 1.5 (it is not
+    # discounted by the worker's own rounds): 3.25.
+    pairs = np.zeros((1, 3), dtype=bool)
+    policy = USSUCB(stage_costs=[0.0, 0.01, 0.02], discount=0.5)
+    seen = []
+
+    def decide_many(rounds, queried, disagreements, errors=None):
+        seen.append((rounds.tolist(), queried[:, 0].tolist()))
+        return np.full(len(rounds), 3)
+
+    policy.decide_many = decide_many
+    simulate_shared(policy, np.zeros((1, 2, 4), dtype=np.int64), pairs, sync_every=2)
+    assert seen == [([1, 1], [0.0, 0.0]), ([2, 2], [1.0, 1.0]), ([5, 5], [3.0, 3.0]), ([6, 6], [3.25, 3.25])]
 
 
 @pytest.mark.parametrize(

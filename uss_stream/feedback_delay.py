@@ -77,35 +77,52 @@ def simulate_delayed(
     Notes
     -----
     One numpy step per round (all repetitions at once), on counts in the kernel's layout
-    (:class:`uss_stream.kernel.Counts`); the reports in flight wait in a ring buffer indexed by
-    their arrival round, of length ``max(delays) + 2``.
+    (:class:`uss_stream.kernel.Counts`), decided on with :meth:`~uss_stream.kernel.Counts.decide`
+    and learnt with :meth:`~uss_stream.kernel.Counts.record`. The reports in flight wait in a
+    ring buffer of length ``max(delays) + 2``. Plain counts add up, so the reports arriving
+    before a round are recorded as their sum; a policy with ``discount=γ`` records them one by
+    one, in the order of their decisions (every report discounts the counts once, as
+    :meth:`~uss_stream.stats.DisagreementStats.record` does; a round without reports does not).
     """
     reps, horizon = rows.shape
-    if getattr(policy, "discount", None) is not None:
-        raise ValueError(
-            "simulate_delayed accumulates plain counts: a policy with discount= is not supported"
-        )
     if delays.shape != rows.shape:
         raise ValueError(f"delays must have shape {rows.shape}, got {delays.shape}")
     if delays.size and delays.min() < 0:
         raise ValueError("delays must be >= 0")
     n_stages = policy.n_stages
-    ring = int(delays.max(initial=0)) + 2
+    gamma = getattr(policy, "discount", None)
+    longest = int(delays.max(initial=0))
+    ring = longest + 2
     every = np.arange(reps)
-    counts = Counts.zeros(n_stages, reps, discount=None, errors=wrong is not None)
+    counts = Counts.zeros(n_stages, reps, discount=gamma, errors=wrong is not None)
     reveal = Reveal(n_stages, pairs, wrong)
-    due = np.zeros((ring, *counts.values.shape), dtype=np.int64)  # reports in flight, by arrival
     depths = np.empty((reps, horizon), dtype=np.int8 if n_stages < 128 else np.int32)
     streams = policy.stream_keys(reps)  # randomised policies: repetition r = for_repetition(r)
+    if gamma is None:
+        due = np.zeros((ring, reps, counts.values.shape[0]), dtype=np.int64)  # summed, by arrival
+    else:
+        sent = np.zeros((ring, reps, counts.values.shape[0]), dtype=np.int8)  # by decision round
+        arrival = np.arange(2, horizon + 2) + delays  # round before which each report is applied
 
     for t in range(1, horizon + 1):
-        slot = t % ring
-        counts.values += due[slot]
-        due[slot] = 0
+        if gamma is None:
+            slot = t % ring
+            counts.record(due[slot], discount=None)
+            due[slot] = 0
+        else:
+            first = max(1, t - 1 - longest)  # the earliest decision that can arrive now
+            rank = np.cumsum(arrival[:, first - 1 : t - 1] == t, axis=1)
+            rank[arrival[:, first - 1 : t - 1] != t] = 0
+            for k in range(1, int(rank.max(initial=0)) + 1):  # each repetition's k-th report
+                rep, offset = np.nonzero(rank == k)
+                counts.record(sent[(first + offset) % ring, rep], discount=gamma, columns=rep)
         depth = counts.decide(policy, np.full(reps, t, dtype=np.int64), streams=streams)
         depths[:, t - 1] = depth
-        arrival = (t + delays[:, t - 1] + 1) % ring
-        due[arrival, :, every] += reveal.step(rows[:, t - 1], depth)
+        step = reveal.step(rows[:, t - 1], depth)
+        if gamma is None:
+            due[(t + delays[:, t - 1] + 1) % ring, every] += step
+        else:
+            sent[t % ring] = step
         if on_progress is not None:
             on_progress(reps)
     return depths

@@ -4,12 +4,14 @@ Every simulator of the package steps a policy through many rounds of one or many
 for its decisions through :meth:`~uss_stream.policies.base.Policy.decide_many`. The kernel holds the
 one pair order (:func:`pair_order`), the one layout of the counts of many streams (:class:`Counts`:
 one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
-by :class:`Reveal` steps) and the speculative, discount-aware loop (:func:`speculate`):
+by :class:`Reveal` steps through :meth:`Counts.record`) and the speculative, discount-aware loop
+(:func:`speculate`):
 :func:`uss_stream.replay.simulate` runs it from zero counts, ``connectors.kafka.batching`` from a
 live policy's counts (:meth:`Counts.of_stats`, handed back with
 :meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
 of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in
-:class:`Counts` and decide through :meth:`Counts.decide`.
+:class:`Counts`, decide through :meth:`Counts.decide` and learn through :meth:`Counts.record`, with
+or without a discount.
 """
 
 from __future__ import annotations
@@ -145,6 +147,34 @@ class Counts:
         dtype = np.int64 if discount is None else np.float64
         if self.values.dtype != dtype:
             raise ValueError(f"counts must be {np.dtype(dtype)} for discount={discount!r}")
+
+    def record(self, step: np.ndarray, *, discount: float | None, columns: np.ndarray | None = None) -> None:
+        """Count one more round on every stream, or on the streams ``columns``: the vectorised
+        :meth:`~uss_stream.stats.DisagreementStats.record`.
+
+        ``step`` holds one row of :class:`Reveal` indicators per stream (``(len(columns), width)``).
+        Plain counts add it (so the sum of several rounds' steps records them all at once); with
+        a discount ``γ`` every count of the stream becomes ``γ·x + step``, the floating-point
+        operations of the streaming statistics.
+
+        Examples
+        --------
+        >>> counts = Counts.zeros(2, 2, discount=0.5)
+        >>> counts.record(np.array([[1, 1, 1], [1, 0, 0]]), discount=0.5)
+        >>> counts.record(np.array([[1, 0, 0]]), discount=0.5, columns=np.array([0]))
+        >>> counts.values.T.tolist()  # stream 0 recorded twice, stream 1 once
+        [[1.5, 0.5, 0.5], [1.0, 0.0, 0.0]]
+        """
+        if columns is None:
+            if discount is None:
+                self.values += step.T
+            else:
+                self.values *= discount
+                self.values += step.T
+        elif discount is None:
+            self.values[:, columns] += step.T
+        else:
+            self.values[:, columns] = discount * self.values[:, columns] + step.T
 
     def decide(self, policy: Policy, rounds: np.ndarray, *, streams: np.ndarray | None = None) -> np.ndarray:
         """``policy.decide_many`` on every stream's counts, through views of this layout.

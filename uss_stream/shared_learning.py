@@ -46,8 +46,10 @@ def simulate_shared(
     policy
         Evaluated through :meth:`~Policy.decide_many` only; worker ``w`` of repetition ``r`` of a
         randomised policy decides with stream ``r * workers + w`` of :meth:`~Policy.stream_keys`
-        (as :meth:`~Policy.for_repetition` ``(r * workers + w)`` would). Discounted policies are
-        rejected: the snapshots add plain counts.
+        (as :meth:`~Policy.for_repetition` ``(r * workers + w)`` would). With ``discount=γ`` each
+        worker's own counts are discounted at each of its rounds and the others' snapshots are
+        added as published (``own + foreign``, ``foreign`` the other workers' snapshots summed in
+        worker order, as :meth:`~uss_stream.stats.DisagreementStats.merge` would add them).
     rows
         ``(reps, workers, horizon)`` indices into the log: each worker's own event stream.
     pairs
@@ -107,8 +109,6 @@ def simulate_shared_many(
     [(1, 2, 6), (1, 1, 6)]
 
     """
-    if getattr(policy, "discount", None) is not None:
-        raise ValueError("simulate_shared adds plain counts: a policy with discount= is not supported")
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
     pairs = np.asarray(pairs)
@@ -145,27 +145,30 @@ def simulate_shared_many(
     streams = None if keys[0] is None else np.concatenate(keys)
 
     # One state per (setting, repetition, worker), in the kernel's layout of the counts
-    # (uss_stream.kernel.Counts: one row per count, the state index innermost).
-    counts = Counts.zeros(n_stages, batch, discount=None, errors=wrong is not None)
+    # (uss_stream.kernel.Counts: one row per count, the state index innermost): its own counts,
+    # learnt through the kernel's record, and the sum of the others' last snapshots.
+    gamma = getattr(policy, "discount", None)
+    own = Counts.zeros(n_stages, batch, discount=gamma, errors=wrong is not None)
+    used = Counts.zeros(n_stages, batch, discount=gamma, errors=wrong is not None)  # own + others
     reveal = Reveal(n_stages, pairs, wrong)
-    width = counts.values.shape[0]
-    used = counts.values  # the counts each state decides on ...
-    others = np.zeros((width, batch), dtype=np.int64)  # ... of which the others' last snapshot
+    width = own.values.shape[0]
+    others = np.zeros_like(own.values)
     before = np.zeros(batch, dtype=np.int64)  # decisions of the others in the snapshot
     depths = np.empty((horizon, batch), dtype=np.int8 if n_stages < 128 else np.int32)
 
     for t in range(1, horizon + 1):
-        depth = counts.decide(policy, before + t, streams=streams)
+        np.add(own.values, others, out=used.values)
+        depth = used.decide(policy, before + t, streams=streams)
         depths[t - 1] = depth
-        used += reveal.step(events[:, t - 1], depth).T
+        own.record(reveal.step(events[:, t - 1], depth), discount=gamma)
         for begin, stop, reps, workers, every in blocks:
             if every is not None and t % every == 0:
-                block = slice(begin, stop)
-                own = (used[:, block] - others[:, block]).reshape(width, reps, workers)
-                total = own.sum(axis=2, keepdims=True)
-                used[:, block] = np.broadcast_to(total, own.shape).reshape(width, -1)
-                others[:, block] = (total - own).reshape(width, -1)
-                before[block] = (workers - 1) * t
+                snapshot = own.values[:, begin:stop].reshape(width, reps, workers)
+                foreign = np.zeros_like(snapshot)
+                for other in range(workers):  # in worker order, as merges of the snapshots
+                    foreign[:, :, np.arange(workers) != other] += snapshot[:, :, other : other + 1]
+                others[:, begin:stop] = foreign.reshape(width, -1)
+                before[begin:stop] = (workers - 1) * t
         if on_progress is not None:
             on_progress(batch)
     return [

@@ -125,16 +125,22 @@ class DisagreementStats:
             self._record_discounted(depth, _differing_pairs(outputs, depth))
             return
         # Count as we compare (the hot path), and take the counts back if a comparison fails.
+        # The outputs are iterated, not indexed, with the positions counted alongside: the same
+        # comparisons in the same order, with fewer bytecodes per pair.
         queried = self.queried
         disagreements = self.disagreements
         i = j = 0
         try:
-            for j in range(depth):
-                output_j = outputs[j]
-                for i in range(j):
-                    if outputs[i] != output_j:
+            for output_j in outputs:
+                i = 0
+                for output_i in outputs:
+                    if i == j:
+                        break
+                    if output_i != output_j:
                         disagreements[i][j] += 1
+                    i += 1
                 queried[j] += 1
+                j += 1
         except (TypeError, ValueError) as error:
             for done_j in range(j + 1):
                 for done_i in range(i if done_j == j else done_j):

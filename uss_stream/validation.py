@@ -100,6 +100,15 @@ def check_outputs(outputs: Any, depth: int) -> list[Any]:
         raise ValueError(f"outputs must be a sequence of stage outputs, got {type(outputs).__name__}")
     if len(values) != depth:
         raise ValueError(f"outputs must hold the outputs of the {depth} queried stage(s), got {len(values)}")
+    for value in values:  # the common labels, checked by type alone ...
+        kind = type(value)
+        if kind is not int and kind is not str and kind is not bool:
+            _check_labels(values)  # ... any other one, by value
+            break
+    return values
+
+
+def _check_labels(values: list[Any]) -> None:
     for j, value in enumerate(values):
         kind = type(value)
         if kind is int or kind is str or kind is bool:
@@ -108,7 +117,6 @@ def check_outputs(outputs: Any, depth: int) -> list[Any]:
             _raise_missing(values)
         if kind is not float:
             check_label(value, f"outputs[{j}]")
-    return values
 
 
 def check_label(value: Any, name: str) -> Any:

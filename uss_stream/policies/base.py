@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.forgetting import check_discount
-from uss_stream.stats import DisagreementStats
+from uss_stream.stats import MAX_COUNT, DisagreementStats
 from uss_stream.validation import check_outputs, check_stage_costs
 
 __all__ = ["Policy"]
@@ -77,13 +77,15 @@ class Policy(abc.ABC):
         """Decide from now on with (a copy of) ``stats`` as the learned counts.
 
         The in-process way to hand counts to a policy (a batch decider, pooled workers' counts):
-        no JSON document. The counts must have the policy's ``K`` and ``discount``; a pending
-        decision is dropped, as by :meth:`load_state_dict`.
+        no JSON document. The counts must have the policy's ``K`` and ``discount`` and lie in
+        ``0..2**53`` (:data:`~uss_stream.stats.MAX_COUNT`, the bound :meth:`load_state_dict`
+        applies); a pending decision is dropped, as by :meth:`load_state_dict`. All or nothing:
+        refused counts leave the policy as it was.
 
         Examples
         --------
         >>> from uss_stream.policies import USSUCB
-        >>> from uss_stream.stats import DisagreementStats
+        >>> from uss_stream.stats import MAX_COUNT, DisagreementStats
         >>> stats = DisagreementStats(2)
         >>> stats.record([0, 1])
         >>> stats.decisions = 1
@@ -102,6 +104,15 @@ class Policy(abc.ABC):
             raise ValueError(f"stats has {stats.n_stages} stages, the policy has {self.n_stages}")
         if stats.discount != self.discount:
             raise ValueError(f"stats has discount {stats.discount!r}, the policy has {self.discount!r}")
+        if not 0 <= stats.decisions <= MAX_COUNT:
+            raise ValueError(f"stats.decisions must be in 0..2**53 (MAX_COUNT), got {stats.decisions!r}")
+        for name, counts in (
+            ("queried", stats.queried),
+            ("disagreements", [count for row in stats.disagreements for count in row]),
+        ):
+            bad = [count for count in counts if not 0 <= count <= MAX_COUNT]  # also refuses NaN
+            if bad:
+                raise ValueError(f"stats.{name} must hold counts in 0..2**53 (MAX_COUNT), got {bad[0]!r}")
         copy = DisagreementStats(stats.n_stages, discount=stats.discount)
         copy.decisions = stats.decisions
         copy.queried = list(stats.queried)
@@ -132,7 +143,8 @@ class Policy(abc.ABC):
 
     def update(self, outputs: Sequence[Any]) -> None:
         """Learn from the outputs of stages ``1..depth`` of the last :meth:`select`."""
-        values = check_outputs(outputs, self._pending())
+        depth = self._pending_depth
+        values = check_outputs(outputs, self._pending() if depth is None else depth)
         self._stats.record(values)
         self._pending_depth = None
 

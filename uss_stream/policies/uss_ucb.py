@@ -72,6 +72,7 @@ class USSUCB(Policy):
         self.alpha = alpha
         self.f = f
         self._log_f = LogExploration(f, self.discount)
+        self._log_t = f is None and self.discount is None  # log f(t) = log t, taken inline by _decide
         self._gaps = cost_gaps(self._costs)
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
@@ -81,7 +82,8 @@ class USSUCB(Policy):
 
     def _decide(self, t: int) -> int:
         stats = self._stats
-        return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * self._log_f(t))
+        log_f = math.log(t) if self._log_t else self._log_f(t)  # math.log(float(t)) is the same float
+        return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * log_f)
 
     def decide_many(
         self,
@@ -116,7 +118,10 @@ def _select_depth(
 
     The same comparisons on the same IEEE values (``D_ij / n_j + sqrt(scale / n_j)``, with the
     square root taken once per stage), without a function call per bound: the streaming loop's
-    decision at deep depths, where the set test reads up to ``K(K-1)`` bounds.
+    decision at deep depths, where the set test reads up to ``K(K-1)`` bounds. A stage is tested
+    for ``B^h`` before ``B^l``: the depth is the first stage in both sets whatever the order, and
+    a stage below the converged depth usually leaves ``B^h`` at the next stage, so the ``B^l``
+    test (``i`` bounds for stage ``i``) runs only for the stages that pass ``B^h``.
 
     Examples
     --------
@@ -132,20 +137,19 @@ def _select_depth(
     n_stages = len(costs)
     for i in range(n_stages):
         cost_i = costs[i]
-        n = queried[i]
-        if i and n:  # B^l: no cheaper stage j beats i (bounds U_ji, all over n_i)
-            psi = sqrt(scale / n)
-            beaten = False
-            for j in range(i):
-                if cost_i - costs[j] > disagreements[j][i] / n + psi:
-                    beaten = True
-                    break
-            if beaten:
-                continue
+        row = disagreements[i]
         for j in range(i + 1, n_stages):  # B^h: i beats every deeper stage (U_ij = inf while n_j = 0)
             n = queried[j]
-            if not n or costs[j] - cost_i <= disagreements[i][j] / n + sqrt(scale / n):
+            if not n or costs[j] - cost_i <= row[j] / n + sqrt(scale / n):
                 break
         else:
-            return i + 1
+            n = queried[i]
+            if not i or not n:  # B^l: no cheaper stage j beats i (bounds U_ji, all over n_i)
+                return i + 1
+            psi = sqrt(scale / n)
+            for j in range(i):
+                if cost_i - costs[j] > disagreements[j][i] / n + psi:
+                    break
+            else:
+                return i + 1
     return n_stages
