@@ -41,6 +41,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
+    "NewerFormatError",
     "RestorePlan",
     "plan_restore",
 ]
@@ -105,7 +106,15 @@ class Checkpoint:
             document = json.loads(value)
         except ValueError as error:
             raise ValueError(f"checkpoint is not JSON: {error}") from None
+        except RecursionError:
+            raise ValueError("checkpoint is JSON nested too deeply to decode") from None
         if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+            found = document.get("format") if isinstance(document, dict) else None
+            if is_newer_format(found, CHECKPOINT_FORMAT):
+                raise NewerFormatError(
+                    f"checkpoint has format {found!r}, written by a newer uss-stream than this one "
+                    f"({CHECKPOINT_FORMAT!r}): upgrade, or use a new state topic"
+                )
             raise ValueError(f"checkpoint does not have format {CHECKPOINT_FORMAT!r}")
         topic, partition, offset = document.get("topic"), document.get("partition"), document.get("offset")
         if not isinstance(topic, str) or not _is_count(partition) or not _is_count(offset):
@@ -117,15 +126,43 @@ class Checkpoint:
         state = document.get("state")
         if not isinstance(state, dict):
             raise ValueError("checkpoint 'state' must be a JSON object")
+        processor = document.get("processor") or {}
+        written_at = document.get("written_at", 0.0)
+        if not isinstance(processor, dict):
+            raise ValueError("checkpoint 'processor' must be a JSON object")
+        if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
+            raise ValueError("checkpoint 'written_at' must be a number")
         return cls(
             topic=topic,
             partition=partition,
             offset=offset,
             state=state,
             group_id=str(document.get("group_id", "")),
-            processor=dict(document.get("processor") or {}),
-            written_at=float(document.get("written_at", 0.0)),
+            processor=dict(processor),
+            written_at=float(written_at),
         )
+
+
+class NewerFormatError(ValueError):
+    """A state record written in a newer format version than this code reads."""
+
+
+def is_newer_format(found: Any, expected: str) -> bool:
+    """Whether format string ``found`` is ``expected`` with a higher version number.
+
+    >>> is_newer_format("uss-stream/kafka-checkpoint/v2", "uss-stream/kafka-checkpoint/v1")
+    True
+    >>> is_newer_format("uss-stream/kafka-checkpoint/v1", "uss-stream/kafka-checkpoint/v1")
+    False
+    >>> is_newer_format("something/else/v9", "uss-stream/kafka-checkpoint/v1")
+    False
+
+    """
+    if not isinstance(found, str):
+        return False
+    stem, _, version = expected.rpartition("/v")
+    found_stem, _, found_version = found.rpartition("/v")
+    return found_stem == stem and found_version.isdigit() and int(found_version) > int(version)
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
@@ -267,6 +304,7 @@ class CheckpointStore:
         self._consumer.assign(self._partitions)
         self._consumer.seek_to_beginning(*self._partitions)
         self._latest: dict[bytes, Checkpoint] = {}
+        self._newer: dict[bytes, str] = {}  # keys whose last record has a newer format: why
 
     def refresh(self) -> None:
         """Read the state topic up to its current end."""
@@ -288,11 +326,14 @@ class CheckpointStore:
                     "ignoring a record without key at %s/%d@%d", self.topic, record.partition, record.offset
                 )
                 continue
+            self._newer.pop(record.key, None)
             if record.value is None:
                 self._latest.pop(record.key, None)
                 continue
             try:
                 self._latest[record.key] = Checkpoint.from_record(record.key, record.value)
+            except NewerFormatError as error:
+                self._newer[record.key] = str(error)
             except ValueError as error:
                 log.warning(
                     "ignoring an invalid checkpoint at %s/%d@%d (the previous one for its key stays): %s",
@@ -307,8 +348,15 @@ class CheckpointStore:
         return list(self._latest.values())
 
     def get(self, topic: str, partition: int) -> Checkpoint | None:
-        """The last checkpoint read for input partition ``topic/partition``."""
-        return self._latest.get(checkpoint_key(topic, partition))
+        """The last checkpoint read for input partition ``topic/partition``.
+
+        Raises :class:`CheckpointError` if the last record of the partition has a newer format:
+        restoring an older checkpoint instead would silently roll the learner back.
+        """
+        key = checkpoint_key(topic, partition)
+        if key in self._newer:
+            raise CheckpointError(f"{topic}/{partition}: {self._newer[key]}")
+        return self._latest.get(key)
 
     def close(self) -> None:
         self._consumer.close()

@@ -30,6 +30,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from connectors.kafka.app import DeliveryError
+from connectors.kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
 from connectors.kafka.config import ClientConfig
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
@@ -43,6 +44,7 @@ __all__ = [
     "OrchestrationTopics",
     "Orchestrator",
     "create_orchestration_topics",
+    "parse_checkpoint",
     "parse_report",
     "parse_request",
 ]
@@ -110,6 +112,8 @@ def _load_object(value: bytes | None, max_bytes: int) -> dict[str, Any]:
         document = json.loads(value)
     except ValueError as error:  # UnicodeDecodeError is a ValueError
         raise InvalidEvent("invalid_json", f"value is not UTF-8 JSON: {error}") from None
+    except RecursionError:
+        raise InvalidEvent("invalid_json", "value is JSON nested too deeply to decode") from None
     if not isinstance(document, dict):
         raise InvalidEvent("wrong_type", f"the value must be a JSON object, got {type(document).__name__}")
     decision_id = document.get("id")
@@ -162,6 +166,37 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
     if not isinstance(outputs, list):
         raise InvalidEvent("wrong_type", f"'outputs' of {decision_id!r} must be a list")
     return decision_id, outputs
+
+
+def parse_checkpoint(value: bytes) -> dict[str, Any]:
+    """The checkpoint document of a state record; ``ValueError`` if it is not one.
+
+    Raises :class:`~connectors.kafka.checkpoint.NewerFormatError` (a ``ValueError``) for a
+    checkpoint of a newer format version.
+
+    >>> parse_checkpoint(b'{"format": "uss-stream/orchestration-checkpoint/v1", "state": {}}')["state"]
+    {}
+    >>> parse_checkpoint(b"[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoint is JSON nested too deeply to decode
+
+    """
+    try:
+        document = json.loads(value)
+    except ValueError as error:
+        raise ValueError(f"checkpoint is not JSON: {error}") from None
+    except RecursionError:
+        raise ValueError("checkpoint is JSON nested too deeply to decode") from None
+    found = document.get("format") if isinstance(document, dict) else None
+    if found != ORCHESTRATION_CHECKPOINT_FORMAT:
+        if is_newer_format(found, ORCHESTRATION_CHECKPOINT_FORMAT):
+            raise NewerFormatError(
+                f"checkpoint has format {found!r}, written by a newer uss-stream than this one "
+                f"({ORCHESTRATION_CHECKPOINT_FORMAT!r}): upgrade, or use a new state topic"
+            )
+        raise ValueError(f"checkpoint does not have format {ORCHESTRATION_CHECKPOINT_FORMAT!r}")
+    return document
 
 
 @dataclass
@@ -470,19 +505,44 @@ class Orchestrator:
             reader.assign(partitions)
             reader.seek_to_beginning(*partitions)
             end = reader.end_offsets(partitions)
-            latest: bytes | None = None
+            latest: dict[str, Any] | None = None
+            newer: str | None = None
             deadline = time.monotonic() + 60.0
             while any(reader.position(tp) < end[tp] for tp in partitions):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"could not read state topic {self.topics.state!r} to its end")
                 for records in reader.poll(timeout_ms=200).values():
                     for record in records:
-                        if record.key == self.checkpoint_key:
-                            latest = record.value
+                        if record.key != self.checkpoint_key:
+                            continue
+                        newer = None
+                        if record.value is None:
+                            latest = None
+                            continue
+                        try:
+                            latest = parse_checkpoint(record.value)
+                        except NewerFormatError as error:
+                            newer = str(error)
+                        except ValueError as error:
+                            log.warning(
+                                "ignoring an invalid checkpoint at %s/%d@%d (the previous one stays): %s",
+                                record.topic,
+                                record.partition,
+                                record.offset,
+                                error,
+                            )
         finally:
             reader.close()
+        if newer is not None:
+            raise CheckpointError(f"the checkpoint of group {self.group_id!r}: {newer}")
         if latest is not None:
-            self.restore(json.loads(latest))
+            try:
+                self.restore(latest)
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                raise CheckpointError(
+                    f"the checkpoint of group {self.group_id!r} on {self.topics.state!r} does not fit "
+                    f"this orchestrator: {error}; use a new state topic or group"
+                ) from error
             log.info(
                 "restored the learner of group %s: %d pending decisions, offsets %s",
                 self.group_id,
