@@ -39,6 +39,7 @@ from connectors.kafka.config import ClientConfig
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent
 from connectors.kafka.http import HttpEndpoint
+from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
 from connectors.kafka.topics import Topics, check_state_topic
@@ -148,7 +149,8 @@ class Application:
         records (``0`` disables either); also on revocation and shutdown.
     max_input_bytes
         Larger input values are dead-lettered with reason ``oversize``; dead letters carry at most
-        this many bytes of the original value.
+        this many bytes of the original value, and are capped as a whole (headers included) below
+        the producer's ``max_request_size`` and the dead-letter topic's ``max.message.bytes``.
     max_poll_records
         Records per ``poll`` (one batch).
     auto_offset_reset
@@ -289,6 +291,7 @@ class Application:
         self._timings: list[tuple[int, int]] = []
         self._batch_depths: list[int] = []
         self._n_output = self._n_dlq = 1
+        self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
         self._since_commit = self._since_checkpoint = 0
         self._last_commit = self._last_checkpoint = self._started
 
@@ -404,6 +407,8 @@ class Application:
         try:
             partitions = _partition_counts(admin, topics.all())
             self._check_state_topic(admin)
+            producer_settings = {**PRODUCER_DEFAULTS, **self.producer_options}
+            self._dead_letter_bytes = record_limit(admin, topics.dead_letter, producer_settings)
         finally:
             admin.close()
         if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
@@ -599,7 +604,8 @@ class Application:
         self.metrics.labels.inc(len(records))
 
     def _reject(self, dlq_partition: int, record: Any, reason: str, detail: str) -> None:
-        key, value, headers = DeadLetter.for_record(record, reason, detail).to_record(self.max_input_bytes)
+        letter = DeadLetter.for_record(record, reason, detail)
+        key, value, headers = letter.to_record(self.max_input_bytes, self._dead_letter_bytes)
         self._producer.send(
             self.topics.dead_letter, value, key=key, headers=headers, partition=dlq_partition
         ).add_errback(self._on_delivery_error)

@@ -34,6 +34,7 @@ from connectors.kafka.checkpoint import CheckpointError, NewerFormatError, is_ne
 from connectors.kafka.config import ClientConfig
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
+from connectors.kafka.limits import record_limit
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSUCB
@@ -242,7 +243,9 @@ class Orchestrator:
     exit_when_idle
         Stop after that many seconds without records (``None``: run until :meth:`stop`).
     max_input_bytes, max_dead_letter_bytes
-        Larger inputs are dead-lettered as ``oversize``; dead letters keep at most that many bytes.
+        Larger inputs are dead-lettered as ``oversize``; dead letters keep at most that many bytes
+        of the value, and are capped as a whole (headers included) below the producer's
+        ``max_request_size`` and the dead-letter topic's ``max.message.bytes``.
     consumer_options, producer_options
         Extra kafka-python settings of the consumer / producer.
 
@@ -309,6 +312,7 @@ class Orchestrator:
         self._offsets: dict[Any, int] = {}  # TopicPartition -> next offset to process
         self._restored_offsets: dict[str, int] = {}
         self._futures: list[Any] = []
+        self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
         self._consumer: Any = None
         self._producer: Any = None
 
@@ -371,13 +375,18 @@ class Orchestrator:
 
     def run(self) -> OrchestrationSummary:
         """Serve until :meth:`stop` or ``exit_when_idle``; checkpoints at the end."""
-        from kafka import KafkaConsumer, KafkaProducer
+        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
         started = time.monotonic()
         self._read_checkpoint()
+        producer_settings = {"linger_ms": 2, "acks": "all", **self.producer_options}
+        admin = KafkaAdminClient(**self.client.kafka_kwargs("orchestrator-admin"))
+        try:
+            self._dead_letter_bytes = record_limit(admin, self.topics.dead_letter, producer_settings)
+        finally:
+            admin.close()
         self._producer = KafkaProducer(
-            **self.client.kafka_kwargs("orchestrator-producer"),
-            **{"linger_ms": 2, "acks": "all", **self.producer_options},
+            **self.client.kafka_kwargs("orchestrator-producer"), **producer_settings
         )
         self._consumer = KafkaConsumer(
             **self.client.kafka_kwargs("orchestrator-consumer"),
@@ -459,7 +468,7 @@ class Orchestrator:
 
     def _dead_letter(self, record: Any, reason: str, error: str) -> None:
         letter = DeadLetter.for_record(record, reason, error)
-        key, value, headers = letter.to_record(self.max_dead_letter_bytes)
+        key, value, headers = letter.to_record(self.max_dead_letter_bytes, self._dead_letter_bytes)
         self._send(self.topics.dead_letter, key, value, headers)
         self.summary.dead_letters[reason] += 1
 

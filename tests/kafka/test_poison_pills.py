@@ -173,7 +173,7 @@ def test_a_dead_letter_of_a_record_with_an_800kb_header_is_capped(bootstrap_serv
     summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
-    assert len(record.value) < 1_000_000
+    assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
     letter = DeadLetter.from_record(record.value)
     assert (letter.offset, letter.reason, letter.value) == (10, "invalid_json", b"not json")
     assert letter.headers_truncated and letter.headers_size == 800_000 + len("trace") + 2
@@ -190,7 +190,7 @@ def test_a_900kb_invalid_value_under_a_1mb_input_limit_is_capped(bootstrap_serve
     summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS))
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
-    assert len(record.value) < 1_000_000
+    assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
     letter = DeadLetter.from_record(record.value)
     assert (letter.offset, letter.reason, letter.value_size, letter.value_truncated) == (
         2,
@@ -211,7 +211,7 @@ def test_orchestrate_caps_an_800kb_dead_letter(bootstrap_servers, make_orchestra
     summary = orchestrator(bootstrap_servers, topics, f"g-{uuid.uuid4().hex[:10]}").run()
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
-    assert len(record.value) < 1_000_000
+    assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
     letter = DeadLetter.from_record(record.value)
     assert letter.reason == "report_unknown" and letter.value_truncated and letter.value_size == len(big)
     assert (summary.decisions, summary.dead_letters["report_unknown"]) == (1, 1)
@@ -268,3 +268,26 @@ def test_checkpoint_parser_never_raises_anything_but_value_error() -> None:
     for value in (NESTED, DEEPER, b"\xff", b"[]", b'{"format": 1}'):
         with pytest.raises(ValueError):
             Checkpoint.from_record(None, value)
+
+
+def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_topic(
+    bootstrap_servers, make_topics, admin
+):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topics = make_topics()
+    admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topics.dead_letter, configs={"max.message.bytes": "50000"})]
+    )
+    values, _ = stream(3)
+    produce(bootstrap_servers, topics.input, values[:1])
+    _send_with_header(bootstrap_servers, topics.input, b"x" * 120_000, [("trace", b"t" * 200_000)])
+    produce(bootstrap_servers, topics.input, values[1:])
+    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+
+    (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
+    assert len(record.value) < 50_000
+    letter = DeadLetter.from_record(record.value)
+    assert letter.reason == "invalid_json" and letter.value_truncated and letter.headers_truncated
+    assert letter.headers == (("trace", None),)
+    assert summary.decisions == 3
