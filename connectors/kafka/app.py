@@ -42,6 +42,7 @@ from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
+from connectors.kafka.progress import lagging
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
@@ -173,7 +174,9 @@ class Application:
         depths then depend on timing and are no longer those of a lone learner.
     exit_when_idle
         Stop (gracefully) once no record arrived for this many seconds (``None``: run until
-        :meth:`stop`).
+        :meth:`stop`). The clock starts when partitions are first assigned (not while the group
+        waits for a dead member's session), and the service stops only if every assigned
+        partition is read to its end offset.
     consumer_options, producer_options
         Extra kafka-python settings for the consumer / producer.
     http_host, http_port
@@ -269,6 +272,7 @@ class Application:
         self._last_poll = self._started
         self._last_activity = self._started
         self._aborting = False
+        self._assigned_once = False  # exit_when_idle counts only from the first assignment
         # Set up by run():
         self._processor: Processor
         self._consumer: Any = None
@@ -500,9 +504,20 @@ class Application:
                 with self._lock:
                     self._process(batch, skip=restored)
                 self._last_activity = time.monotonic()
-            elif self.exit_when_idle is not None and now - self._last_activity >= self.exit_when_idle:
-                log.info("no record for %.1fs: stopping", now - self._last_activity)
-                break
+            elif (
+                self.exit_when_idle is not None
+                and self._assigned_once
+                and now - self._last_activity >= self.exit_when_idle
+            ):
+                # Idle only counts once partitions were assigned, and ends at their end offsets.
+                behind = lagging(consumer)
+                if not behind and not self._pending:
+                    log.info("no record for %.1fs and caught up: stopping", now - self._last_activity)
+                    break
+                log.info(
+                    "idle for %.1fs but %s still behind: not stopping", now - self._last_activity, behind
+                )
+                self._last_activity = now
             self._maybe_commit()
 
     # -- processing ------------------------------------------------------------------------------
@@ -926,6 +941,7 @@ class Application:
             # Nothing is fetched until the loop has restored the learners (and positioned the consumer).
             self._consumer.pause(*assigned)
         self._last_activity = time.monotonic()
+        self._assigned_once = True
 
     def _restore_pending(self) -> set[Any]:
         """Restore the learners of newly assigned partitions; returns the partitions restored."""

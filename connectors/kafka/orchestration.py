@@ -35,6 +35,7 @@ from connectors.kafka.config import ClientConfig
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
 from connectors.kafka.limits import record_limit
+from connectors.kafka.progress import lagging
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSUCB
@@ -241,7 +242,8 @@ class Orchestrator:
     checkpoint_every, checkpoint_interval
         Checkpoint (and commit) after that many records / seconds, and at shutdown.
     exit_when_idle
-        Stop after that many seconds without records (``None``: run until :meth:`stop`).
+        Stop after that many seconds without records (``None``: run until :meth:`stop`), counted
+        from the assignment of the partitions, and only once they are read to their end offsets.
     max_input_bytes, max_dead_letter_bytes
         Larger inputs are dead-lettered as ``oversize``; dead letters keep at most that many bytes
         of the value, and are capped as a whole (headers included) below the producer's
@@ -313,6 +315,9 @@ class Orchestrator:
         self._restored_offsets: dict[str, int] = {}
         self._futures: list[Any] = []
         self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
+        self._held_reports: list[Any] = []  # reports partitions paused until the requests caught up
+        self._requests_end: dict[Any, int] | None = None
+        self._assigned_at: float | None = None
         self._consumer: Any = None
         self._producer: Any = None
 
@@ -410,15 +415,19 @@ class Orchestrator:
         return self.summary
 
     def _loop(self) -> None:
-        idle_since = time.monotonic()
+        last_batch = 0.0
         last_checkpoint = time.monotonic()
         since_checkpoint = 0
         requests_topic = self.topics.requests
         while not self._stop.is_set():
             batch = self._consumer.poll(timeout_ms=50)
             now = time.monotonic()
+            if self._held_reports:
+                self._release_reports()
+            # The idle clock starts at the assignment, not while the group waits for a dead member.
+            idle_since = max(last_batch, self._assigned_at or now)
             if batch:
-                idle_since = now
+                last_batch = now
                 # Requests first: a report in the same batch may answer a request of this batch.
                 for tp in sorted(batch, key=lambda tp: (tp.topic != requests_topic, tp.partition)):
                     records = batch[tp]
@@ -430,7 +439,11 @@ class Orchestrator:
             else:
                 self.book.expire()
                 if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
-                    break
+                    behind = lagging(self._consumer)
+                    if not behind and not self._held_reports:
+                        break
+                    log.info("idle but %s still behind: not stopping", behind)
+                    last_batch = now
             if since_checkpoint >= self.checkpoint_every or (
                 since_checkpoint and now - last_checkpoint >= self.checkpoint_interval
             ):
@@ -565,7 +578,34 @@ class Orchestrator:
             if offset is not None:
                 self._consumer.seek(tp, offset)
                 self._offsets[tp] = offset
+        # Reports wait until the requests are read to their end offsets (see _release_reports).
+        reports = [tp for tp in partitions if tp.topic == self.topics.reports]
+        if reports:
+            self._consumer.pause(*reports)
+        self._held_reports = reports
+        self._requests_end = None
+        self._assigned_at = time.monotonic()
         self.ready.set()
+
+    def _release_reports(self) -> None:
+        """Resume the reports once the requests are read to the end offsets they had at assignment.
+
+        After a restart with both topics backlogged, a report read before its request would be
+        judged unknown; holding the reports back until the requests have caught up (a bounded
+        wait: the end offsets are those of the assignment) makes every report find its decision.
+        """
+        consumer = self._consumer
+        requests = [tp for tp in consumer.assignment() if tp.topic == self.topics.requests]
+        if self._requests_end is None:
+            self._requests_end = consumer.end_offsets(requests) if requests else {}
+        if any(consumer.position(tp) < end for tp, end in self._requests_end.items()):
+            return
+        consumer.resume(*self._held_reports)
+        log.info(
+            "requests read to their end offsets %s: reading the reports",
+            {f"{tp.topic}/{tp.partition}": end for tp, end in self._requests_end.items()},
+        )
+        self._held_reports = []
 
     def _on_revoked(self, partitions: Sequence[Any]) -> None:
         # No commit here (the kafka-python IO thread cannot block): the offsets of the revoked
