@@ -36,6 +36,7 @@ from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
 from connectors.kafka.limits import record_limit
 from connectors.kafka.progress import lagging
+from connectors.kafka.state_budget import StateBudget
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSUCB
@@ -238,7 +239,9 @@ class Orchestrator:
         Exploration parameter of :class:`~uss_stream.policies.USSUCB`.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
-        late report is then dead-lettered as ``report_expired``.
+        late report is then dead-lettered as ``report_expired``. Whatever they are, the
+        checkpoint stays within the state topic's record limit: a warning at half of it, and past
+        90% the oldest pending decisions expire (see :mod:`connectors.kafka.state_budget`).
     checkpoint_every, checkpoint_interval
         Checkpoint (and commit) after that many records / seconds, and at shutdown.
     exit_when_idle
@@ -315,6 +318,7 @@ class Orchestrator:
         self._restored_offsets: dict[str, int] = {}
         self._futures: list[Any] = []
         self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
+        self._budget: Any = None  # StateBudget (set by run): the checkpoint within the state topic's limit
         self._held_reports: list[Any] = []  # reports partitions paused until the requests caught up
         self._requests_end: dict[Any, int] | None = None
         self._assigned_at: float | None = None
@@ -388,8 +392,10 @@ class Orchestrator:
         admin = KafkaAdminClient(**self.client.kafka_kwargs("orchestrator-admin"))
         try:
             self._dead_letter_bytes = record_limit(admin, self.topics.dead_letter, producer_settings)
+            state_bytes = record_limit(admin, self.topics.state, producer_settings)
         finally:
             admin.close()
+        self._budget = StateBudget(self.book, state_bytes - len(self.checkpoint_key))
         self._producer = KafkaProducer(
             **self.client.kafka_kwargs("orchestrator-producer"), **producer_settings
         )
@@ -503,7 +509,7 @@ class Orchestrator:
         from kafka.structs import OffsetAndMetadata
 
         self._flush()
-        value = json.dumps(self.checkpoint_document(), separators=(",", ":")).encode()
+        value = self._budget.encode(self.checkpoint_document)
         self._send(self.topics.state, self.checkpoint_key, value)
         self._flush()
         self.summary.checkpoints += 1

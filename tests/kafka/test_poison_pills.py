@@ -291,3 +291,41 @@ def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_top
     assert letter.reason == "invalid_json" and letter.value_truncated and letter.headers_truncated
     assert letter.headers == (("trace", None),)
     assert summary.decisions == 3
+
+
+# -- item 3: the orchestrator's checkpoint is bounded ------------------------------------------------
+def test_orchestrate_checkpoint_stays_within_the_state_topic_limit_without_expiry(
+    bootstrap_servers, make_orchestration_topics, caplog
+):
+    topics = make_orchestration_topics()
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    n = 8_000
+    ids = [f"{i:06d}-" + "x" * 200 for i in range(n)]  # ~230 bytes per pending decision: 1 MB at ~4 500
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in ids])
+    with caplog.at_level("WARNING", logger="connectors.kafka.orchestration"):
+        first = orchestrator(bootstrap_servers, topics, group, checkpoint_every=1_000).run()
+
+    assert first.decisions == n
+    states = read_all(bootstrap_servers, topics.state)
+    assert all(len(r.value) < 1_048_576 for r in states)
+    state = json.loads(states[-1].value)["state"]
+    pending = [entry[0] for entry in state["pending"]]
+    assert 0 < len(pending) < n and state["counters"]["expired"] == n - len(pending)
+    assert pending == ids[n - len(pending) :]  # the oldest were expired, the newest kept
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("% of the" in w and "decisions pending" in w for w in warnings)
+    assert any("expired the" in w for w in warnings)
+
+    produce(
+        bootstrap_servers,
+        topics.reports,
+        [
+            json.dumps({"id": ids[-1], "outputs": [1]}).encode(),
+            json.dumps({"id": ids[0], "outputs": [1]}).encode(),
+        ],
+    )
+    second = orchestrator(bootstrap_servers, topics, group).run()
+    # The expired one is dead-lettered: report_expired while the book remembers it, report_unknown
+    # after a restart until the state keeps the closed ids (issue 16 item 9, PendingDecisions).
+    assert second.restored and second.applied == 1
+    assert second.dead_letters["report_expired"] + second.dead_letters["report_unknown"] == 1
