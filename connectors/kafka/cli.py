@@ -208,6 +208,41 @@ def _client_config(args: argparse.Namespace) -> Any:
     )
 
 
+def _add_consumer_options(
+    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup | None = None
+) -> None:
+    """Group membership and pass-through client settings (``run`` and ``orchestrate``)."""
+    group = group or parser.add_argument_group("consumer group and clients")
+    _option(
+        group,
+        "--group-instance-id",
+        "USS_KAFKA_GROUP_INSTANCE_ID",
+        help="static group membership id (a restart takes its partitions back at once)",
+    )
+    _option(
+        group,
+        "--session-timeout-ms",
+        "USS_KAFKA_SESSION_TIMEOUT_MS",
+        convert=_positive_int,
+        default=45_000,
+        help="consumer group session timeout",
+    )
+    group.add_argument(
+        "--consumer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python consumer setting",
+    )
+    group.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python producer setting",
+    )
+
+
 def _add_topics(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("topics")
     _option(group, "--input-topic", "USS_KAFKA_INPUT_TOPIC", required=True, help="events to decide")
@@ -359,39 +394,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     )
     _option(
         delivery,
-        "--group-instance-id",
-        "USS_KAFKA_GROUP_INSTANCE_ID",
-        help="static group membership id (a restart takes its partitions back at once)",
-    )
-    _option(
-        delivery,
-        "--session-timeout-ms",
-        "USS_KAFKA_SESSION_TIMEOUT_MS",
-        convert=_positive_int,
-        default=45_000,
-        help="consumer group session timeout",
-    )
-    _option(
-        delivery,
         "--exit-when-idle",
         "USS_KAFKA_EXIT_WHEN_IDLE",
         convert=_positive_float,
-        help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds",
+        help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds "
+        "after the partitions were assigned, and every one is read to its end offset",
     )
-    delivery.add_argument(
-        "--consumer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python consumer setting",
-    )
-    delivery.add_argument(
-        "--producer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python producer setting",
-    )
+    _add_consumer_options(parser, delivery)
     ops = parser.add_argument_group("metrics and health")
     _option(
         ops,

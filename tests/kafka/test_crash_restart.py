@@ -183,3 +183,38 @@ def test_orchestrate_exit_when_idle_waits_for_the_assignment_and_the_end_offsets
     ).run()
 
     assert summary.decisions == 2_000
+
+
+def orchestrate_command(bootstrap: str, topics: OrchestrationTopics, group: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "uss_stream.cli", "kafka", "orchestrate", "--bootstrap-servers", bootstrap,
+        "--requests-topic", topics.requests, "--reports-topic", topics.reports,
+        "--decisions-topic", topics.decisions, "--dlq-topic", topics.dead_letter,
+        "--state-topic", topics.state, "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
+        *extra,
+    ]  # fmt: skip
+
+
+@pytest.mark.timeout(100)
+def test_orchestrate_takes_static_membership_and_session_options_like_run(
+    bootstrap_servers, orchestration_topics, processes
+):
+    """A SIGKILLed static member's restart gets its partitions at once, not after its 120 s session."""
+    topics = orchestration_topics
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    static = ("--group-instance-id", "orchestrator-1", "--session-timeout-ms", "120000")
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(100)])
+    first = processes(orchestrate_command(bootstrap_servers, topics, group, *static, "--log-level", "INFO"))
+    first.wait_for_line("reading the reports")
+    while output_count(bootstrap_servers, topics.decisions) < 100:
+        assert first.process.poll() is None
+        time.sleep(0.05)
+    first.kill()
+
+    produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100 + i}).encode() for i in range(100)])
+    second = processes(
+        orchestrate_command(bootstrap_servers, topics, group, *static, "--exit-when-idle", "1")
+    )
+    assert second.process.wait(60) == 0, second.process.stdout.read()
+    ids = [json.loads(r.value)["id"] for r in read_all(bootstrap_servers, topics.decisions)]
+    assert set(range(200)) <= set(ids)
