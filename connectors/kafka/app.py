@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
-from connectors.kafka.config import ClientConfig
+from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent
 from connectors.kafka.http import HttpEndpoint
@@ -46,7 +46,7 @@ from connectors.kafka.progress import lagging
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
-__all__ = ["GUARANTEES", "Application", "DeliveryError", "RunSummary"]
+__all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
 log = logging.getLogger("connectors.kafka")
 
@@ -68,12 +68,19 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Producer settings the delivery guarantees depend on: not overridable.
+SERVICE_PRODUCER_SETTINGS = frozenset({"acks", "enable_idempotence", "transactional_id"})
+
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
 REPLACEMENT_WINDOW = 600.0
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
+
+
+class MetricsEndpointError(RuntimeError):
+    """The ``/metrics`` and ``/healthz`` endpoint cannot be served (port in use, bad host)."""
 
 
 class DeliveryError(RuntimeError):
@@ -258,6 +265,14 @@ class Application:
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
+        check_client_options("consumer", self.consumer_options, "consumer_options")
+        check_client_options("producer", self.producer_options, "producer_options")
+        owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(self.producer_options))
+        if owned:
+            raise ValueError(
+                f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "
+                "transactions) for its delivery guarantee and cannot be overridden"
+            )
         self.http_host = http_host
         self.http_port = http_port
         self.health_timeout = float(health_timeout)
@@ -425,7 +440,15 @@ class Application:
 
         self.metrics = ServiceMetrics(processor.n_stages)
         if self.http_port is not None:
-            self._http = HttpEndpoint(self.metrics.registry, self.health, self.http_host, self.http_port)
+            try:
+                self._http = HttpEndpoint(self.metrics.registry, self.health, self.http_host, self.http_port)
+            except OSError as error:  # port in use, host not resolvable or not local
+                raise MetricsEndpointError(
+                    f"cannot serve /metrics on {self.http_host}:{self.http_port} "
+                    f"({error.strerror or error}): is another instance using the port? "
+                    "Pick another --metrics-port (0: any free port) "
+                    "or -1 to disable the endpoint"
+                ) from error
             self._http.start()
             log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
 
@@ -448,7 +471,7 @@ class Application:
             # Range keeps partition p of the input and labels topics on the same member.
             "partition_assignment_strategy": [RangePartitionAssignor()],
         }
-        self._consumer = KafkaConsumer(**self.client.kafka_kwargs("consumer"), **consumer_settings)
+        self._consumer = KafkaConsumer(**{**self.client.kafka_kwargs("consumer"), **consumer_settings})
         subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
         self._consumer.subscribe(subscribed, listener=_listener_for(self))
         log.info(
@@ -467,11 +490,14 @@ class Application:
 
         transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
         producer = KafkaProducer(
-            **self.client.kafka_kwargs("producer"),
-            **{**PRODUCER_DEFAULTS, **self.producer_options},
-            acks="all",
-            enable_idempotence=True,
-            **transactional,
+            **{
+                **self.client.kafka_kwargs("producer"),
+                **PRODUCER_DEFAULTS,
+                **self.producer_options,
+                "acks": "all",
+                "enable_idempotence": True,
+                **transactional,
+            }
         )
         # Send failures of this producer only: a replaced producer's late failures go elsewhere.
         self._delivery_errors = []

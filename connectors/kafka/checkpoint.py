@@ -288,11 +288,13 @@ class CheckpointStore:
         self.topic = topic
         self.timeout = timeout
         self._consumer = KafkaConsumer(
-            **consumer_kwargs,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            allow_auto_create_topics=False,
+            **{
+                **consumer_kwargs,
+                "group_id": None,
+                "enable_auto_commit": False,
+                "auto_offset_reset": "earliest",
+                "allow_auto_create_topics": False,
+            }
         )
         partitions = self._consumer.partitions_for_topic(topic)
         if not partitions:

@@ -31,7 +31,7 @@ from kafka import ConsumerRebalanceListener
 
 from connectors.kafka.app import DeliveryError
 from connectors.kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
-from connectors.kafka.config import ClientConfig
+from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
 from connectors.kafka.limits import record_limit
@@ -310,10 +310,14 @@ class Orchestrator:
         self.max_dead_letter_bytes = max_dead_letter_bytes
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
+        check_client_options("consumer", self.consumer_options, "consumer_options")
+        check_client_options("producer", self.producer_options, "producer_options")
         self.summary = OrchestrationSummary(depth_counts=[0] * k)
         self._stop = threading.Event()
         #: Set once the consumer has its partitions (and restored partitions are positioned).
         self.ready = threading.Event()
+        #: Set once the poll loop runs (:meth:`stop` is then honoured at the next batch).
+        self.serving = threading.Event()
         self._offsets: dict[Any, int] = {}  # TopicPartition -> next offset to process
         self._restored_offsets: dict[str, int] = {}
         self._futures: list[Any] = []
@@ -397,18 +401,18 @@ class Orchestrator:
             admin.close()
         self._budget = StateBudget(self.book, state_bytes - len(self.checkpoint_key))
         self._producer = KafkaProducer(
-            **self.client.kafka_kwargs("orchestrator-producer"), **producer_settings
+            **{**self.client.kafka_kwargs("orchestrator-producer"), **producer_settings}
         )
         self._consumer = KafkaConsumer(
-            **self.client.kafka_kwargs("orchestrator-consumer"),
             **{
-                "group_id": self.group_id,
-                "enable_auto_commit": False,
+                **self.client.kafka_kwargs("orchestrator-consumer"),
                 "auto_offset_reset": "earliest",
                 "max_poll_records": 5_000,
                 "fetch_max_wait_ms": 20,
                 **self.consumer_options,
-            },
+                "group_id": self.group_id,
+                "enable_auto_commit": False,
+            }
         )
         try:
             self._consumer.subscribe([self.topics.requests, self.topics.reports], listener=_Rebalance(self))
@@ -425,6 +429,7 @@ class Orchestrator:
         last_checkpoint = time.monotonic()
         since_checkpoint = 0
         requests_topic = self.topics.requests
+        self.serving.set()
         while not self._stop.is_set():
             batch = self._consumer.poll(timeout_ms=50)
             now = time.monotonic()
@@ -521,7 +526,11 @@ class Orchestrator:
         from kafka import KafkaConsumer, TopicPartition
 
         reader = KafkaConsumer(
-            **self.client.kafka_kwargs("orchestrator-state"), enable_auto_commit=False, group_id=None
+            **{
+                **self.client.kafka_kwargs("orchestrator-state"),
+                "enable_auto_commit": False,
+                "group_id": None,
+            }
         )
         try:
             partitions = [

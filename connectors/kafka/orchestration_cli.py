@@ -25,6 +25,7 @@ from connectors.kafka.cli import (
     _positive_int,
     _setup_logging,
 )
+from connectors.kafka.exit_codes import StartupInterrupted, one_line_errors
 
 __all__ = ["main", "orchestrate_command", "register"]
 
@@ -103,6 +104,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=orchestrate_command)
 
 
+@one_line_errors("orchestrate")
 def orchestrate_command(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT (or idle); print a summary; exit 0 after a clean stop."""
     from connectors.kafka.config import merge_options
@@ -138,6 +140,8 @@ def orchestrate_command(args: argparse.Namespace) -> int:
     )
 
     def _stop(signum: int, frame: Any) -> None:
+        if not orchestrator.serving.is_set():
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
         orchestrator.stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
