@@ -42,7 +42,7 @@ from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
-from connectors.kafka.progress import lagging
+from connectors.kafka.progress import caught_up
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
@@ -288,6 +288,7 @@ class Application:
         self._last_activity = self._started
         self._aborting = False
         self._assigned_once = False  # exit_when_idle counts only from the first assignment
+        self._rebalancing = False  # between a revocation and the next assignment
         # Set up by run():
         self._processor: Processor
         self._consumer: Any = None
@@ -536,13 +537,10 @@ class Application:
                 and now - self._last_activity >= self.exit_when_idle
             ):
                 # Idle only counts once partitions were assigned, and ends at their end offsets.
-                behind = lagging(consumer)
-                if not behind and not self._pending:
+                if not self._pending and not self._rebalancing and caught_up(consumer):
                     log.info("no record for %.1fs and caught up: stopping", now - self._last_activity)
                     break
-                log.info(
-                    "idle for %.1fs but %s still behind: not stopping", now - self._last_activity, behind
-                )
+                log.info("idle for %.1fs but not caught up: not stopping", now - self._last_activity)
                 self._last_activity = now
             self._maybe_commit()
 
@@ -921,6 +919,7 @@ class Application:
     # producer, writes checkpoints, commits asynchronously and pauses; restores happen in the loop.
     def _on_revoked(self, revoked: Iterable[Any]) -> None:
         revoked = set(revoked)
+        self._rebalancing = True  # no idle exit until the new assignment
         with self._lock:
             self._pending -= revoked
             states = [self._partitions[tp] for tp in revoked if tp in self._partitions]
@@ -968,6 +967,7 @@ class Application:
             self._consumer.pause(*assigned)
         self._last_activity = time.monotonic()
         self._assigned_once = True
+        self._rebalancing = False
 
     def _restore_pending(self) -> set[Any]:
         """Restore the learners of newly assigned partitions; returns the partitions restored."""
@@ -988,7 +988,11 @@ class Application:
             checkpoint = store.get(tp.topic, tp.partition)
             committed = consumer.committed(tp)
             plan = plan_restore(
-                None if checkpoint is None else checkpoint.offset, committed, starts[tp], ends[tp]
+                None if checkpoint is None else checkpoint.offset,
+                committed,
+                starts[tp],
+                ends[tp],
+                self.auto_offset_reset,
             )
             if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != self.group_id:
                 raise CheckpointError(

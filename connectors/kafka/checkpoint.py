@@ -200,7 +200,13 @@ class RestorePlan:
     warning: str | None = None
 
 
-def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, log_end: int) -> RestorePlan:
+def plan_restore(
+    checkpoint: int | None,
+    committed: int | None,
+    log_start: int,
+    log_end: int,
+    auto_offset_reset: str = "earliest",
+) -> RestorePlan:
     """Decide where a learner restored for one partition starts (see the module docstring).
 
     Parameters
@@ -211,6 +217,10 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
         The group's committed offset, ``None`` if there is none.
     log_start, log_end
         The partition's first offset and its end offset (next offset to be written).
+    auto_offset_reset
+        Where to resume when retention deleted the records at the committed offset (and at the
+        checkpoint's): ``"earliest"`` (the partition's first offset) or ``"latest"`` (its end).
+        The warning says which records were skipped without a decision.
 
     Examples
     --------
@@ -235,8 +245,20 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
     >>> plan_restore(checkpoint=None, committed=None, log_start=0, log_end=10)
     RestorePlan(use_checkpoint=False, seek=None, replay_until=-1, committed=-1, warning=None)
 
+    Retention deleted the committed offset (Quix Streams #1114): resume by the reset policy.
+
+    >>> plan = plan_restore(checkpoint=None, committed=10, log_start=60, log_end=100)
+    >>> plan.seek, plan.warning.split(": ")[1].split(";")[0]
+    (60, 'records [10, 60) (50) were never decided and are skipped')
+    >>> plan_restore(None, committed=10, log_start=60, log_end=100, auto_offset_reset="latest").seek
+    100
+
     """
     committed_offset = -1 if committed is None else committed
+    lost = max(checkpoint or 0, committed_offset)  # the first record not covered by either
+    covered = checkpoint is not None or committed is not None
+    if covered and lost < log_start and (checkpoint is None or checkpoint <= log_end):
+        return _reset_after_retention(checkpoint, committed, lost, log_start, log_end, auto_offset_reset)
     if checkpoint is None:
         if committed is None:
             return RestorePlan(False, None, -1, -1)
@@ -264,6 +286,25 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
         )
         seek = log_start
     return RestorePlan(True, seek, max(committed_offset, seek), committed_offset, warning)
+
+
+def _reset_after_retention(
+    checkpoint: int | None, committed: int | None, lost: int, log_start: int, log_end: int, reset: str
+) -> RestorePlan:
+    """The plan when retention deleted records that neither the checkpoint nor a commit covers."""
+    what = "committed offset" if committed is not None and committed >= (checkpoint or 0) else "checkpoint"
+    seek = log_end if reset == "latest" else log_start
+    warning = (
+        f"{what} {lost} was deleted by retention: records [{lost}, {log_start}) ({log_start - lost}) were "
+        "never decided and are skipped"
+    )
+    if seek > log_start:
+        warning += f", and [{log_start}, {log_end}) ({log_end - log_start}) too"
+    warning += f"; resuming at {seek} (auto_offset_reset={reset})"
+    if checkpoint is None:
+        warning += "; no checkpoint: the learner starts empty"
+    committed_offset = -1 if committed is None else committed
+    return RestorePlan(checkpoint is not None, seek, seek, committed_offset, warning)
 
 
 class CheckpointStore:

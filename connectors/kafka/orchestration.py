@@ -35,7 +35,7 @@ from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
 from connectors.kafka.limits import record_limit
-from connectors.kafka.progress import lagging
+from connectors.kafka.progress import caught_up
 from connectors.kafka.state_budget import StateBudget
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
@@ -450,10 +450,10 @@ class Orchestrator:
             else:
                 self.book.expire()
                 if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
-                    behind = lagging(self._consumer)
-                    if not behind and not self._held_reports:
+                    rebalancing = self._assigned_at is None
+                    if not self._held_reports and not rebalancing and caught_up(self._consumer):
                         break
-                    log.info("idle but %s still behind: not stopping", behind)
+                    log.info("idle but not caught up: not stopping")
                     last_batch = now
             if since_checkpoint >= self.checkpoint_every or (
                 since_checkpoint and now - last_checkpoint >= self.checkpoint_interval
@@ -623,6 +623,7 @@ class Orchestrator:
         self._held_reports = []
 
     def _on_revoked(self, partitions: Sequence[Any]) -> None:
+        self._assigned_at = None  # a rebalance: the idle clock waits for the next assignment
         # No commit here (the kafka-python IO thread cannot block): the offsets of the revoked
         # partitions stay in the next checkpoint; records processed since the last commit are
         # processed again by the partitions' next owner (at-least-once).

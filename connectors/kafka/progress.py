@@ -34,5 +34,12 @@ def lagging(consumer: Any, partitions: Iterable[Any] | None = None) -> dict[Any,
 
 
 def caught_up(consumer: Any) -> bool:
-    """Whether every assigned partition is read to its end offset."""
+    """Whether the consumer may stop on idleness: every assigned partition is read to its end offset.
+
+    An empty assignment counts as caught up only once the metadata of every subscribed topic is
+    known: a group leader that assigned before a new topic's metadata arrived hands out nothing,
+    and the group rebalances again as soon as the metadata comes.
+    """
+    if not consumer.assignment():
+        return all(consumer.partitions_for_topic(topic) for topic in consumer.subscription() or ())
     return not lagging(consumer)
