@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -106,6 +107,10 @@ def create_orchestration_topics(
     )
 
 
+def _kind(value: Any) -> str:
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "Infinity"
+
+
 def _load_object(value: bytes | None, max_bytes: int) -> dict[str, Any]:
     if value is not None and len(value) > max_bytes:
         raise InvalidEvent("oversize", f"{len(value)} bytes > {max_bytes}")
@@ -160,6 +165,10 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
     Traceback (most recent call last):
     ...
     connectors.kafka.events.InvalidEvent: missing_field: report 7 has no 'outputs'
+    >>> parse_report(b'{"id": 7, "outputs": [[1]]}')
+    Traceback (most recent call last):
+    ...
+    connectors.kafka.events.InvalidEvent: report_invalid: outputs[0] of 7 must be a label, got array
 
     """
     document = _load_object(value, max_bytes)
@@ -168,6 +177,13 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
         raise InvalidEvent("missing_field", f"report {decision_id!r} has no 'outputs'")
     if not isinstance(outputs, list):
         raise InvalidEvent("wrong_type", f"'outputs' of {decision_id!r} must be a list")
+    for j, output in enumerate(outputs):
+        # The labels kafka run accepts (null and NaN are left to PendingDecisions: missing outputs).
+        if isinstance(output, (list, dict)) or (isinstance(output, float) and math.isinf(output)):
+            raise InvalidEvent(
+                "report_invalid",
+                f"outputs[{j}] of {decision_id!r} must be a label, got {_kind(output)}",
+            )
     return decision_id, outputs
 
 
