@@ -42,7 +42,7 @@ from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
-from connectors.kafka.progress import caught_up
+from connectors.kafka.progress import IdleGate
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
@@ -289,6 +289,8 @@ class Application:
         self._aborting = False
         self._assigned_once = False  # exit_when_idle counts only from the first assignment
         self._rebalancing = False  # between a revocation and the next assignment
+        self._revocations = 0  # revocations so far: a restore interrupted by one stops
+        self._idle_gate = IdleGate()
         # Set up by run():
         self._processor: Processor
         self._consumer: Any = None
@@ -537,7 +539,7 @@ class Application:
                 and now - self._last_activity >= self.exit_when_idle
             ):
                 # Idle only counts once partitions were assigned, and ends at their end offsets.
-                if not self._pending and not self._rebalancing and caught_up(consumer):
+                if not self._pending and not self._rebalancing and self._idle_gate.may_stop(consumer):
                     log.info("no record for %.1fs and caught up: stopping", now - self._last_activity)
                     break
                 log.info("idle for %.1fs but not caught up: not stopping", now - self._last_activity)
@@ -921,6 +923,7 @@ class Application:
         revoked = set(revoked)
         self._rebalancing = True  # no idle exit until the new assignment
         with self._lock:
+            self._revocations += 1
             self._pending -= revoked
             states = [self._partitions[tp] for tp in revoked if tp in self._partitions]
             labels = [self._labels[tp] for tp in revoked if tp in self._labels]
@@ -946,6 +949,7 @@ class Application:
     def _on_lost(self, lost: Iterable[Any]) -> None:
         lost = set(lost)
         with self._lock:
+            self._revocations += 1
             if self.exactly_once and self._in_transaction:
                 # Its offsets can no longer be committed: the kept partitions restart from their last commit.
                 self._abort(RuntimeError(f"partitions lost: {_names(lost)}"))
@@ -968,6 +972,7 @@ class Application:
         self._last_activity = time.monotonic()
         self._assigned_once = True
         self._rebalancing = False
+        self._idle_gate.assigned()
 
     def _restore_pending(self) -> set[Any]:
         """Restore the learners of newly assigned partitions; returns the partitions restored."""
@@ -977,6 +982,7 @@ class Application:
         with self._lock:
             pending = sorted(self._pending & consumer.assignment())
             self._pending.clear()
+            revocations = self._revocations
         if not pending:
             return set()
         store = self._store
@@ -1015,8 +1021,11 @@ class Application:
             if seek is None and self.exactly_once:
                 # An explicit start, so that an abort before the first commit rewinds there.
                 seek = starts[tp] if self.auto_offset_reset == "earliest" else ends[tp]
-            if seek is not None:
-                consumer.seek(tp, seek)
+            try:
+                if seek is not None:
+                    consumer.seek(tp, seek)
+            except ValueError:  # kafka-python: "Unassigned partition", revoked meanwhile
+                revocations = -1
             state = _Partition(
                 tp=tp,
                 learner=learner,
@@ -1029,6 +1038,15 @@ class Application:
                 base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
             )
             with self._lock:
+                if self._revocations != revocations:
+                    # A rebalance landed in the middle of the restore (Quix Streams #1146): the rest
+                    # is restored again from the new assignment, never into revoked partitions.
+                    log.warning(
+                        "a rebalance revoked partitions during the restore of %s: restoring again "
+                        "what the new assignment holds",
+                        _names(pending),
+                    )
+                    break
                 self._partitions[tp] = state
             to_resume = [tp]
             if self.topics.labels is not None:

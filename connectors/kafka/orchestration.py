@@ -36,7 +36,7 @@ from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
 from connectors.kafka.limits import record_limit
-from connectors.kafka.progress import caught_up
+from connectors.kafka.progress import IdleGate
 from connectors.kafka.state_budget import StateBudget
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
@@ -342,6 +342,7 @@ class Orchestrator:
         self._held_reports: list[Any] = []  # reports partitions paused until the requests caught up
         self._requests_end: dict[Any, int] | None = None
         self._assigned_at: float | None = None
+        self._idle_gate = IdleGate()
         self._consumer: Any = None
         self._producer: Any = None
 
@@ -467,7 +468,11 @@ class Orchestrator:
                 self.book.expire()
                 if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
                     rebalancing = self._assigned_at is None
-                    if not self._held_reports and not rebalancing and caught_up(self._consumer):
+                    if (
+                        not self._held_reports
+                        and not rebalancing
+                        and self._idle_gate.may_stop(self._consumer)
+                    ):
                         break
                     log.info("idle but not caught up: not stopping")
                     last_batch = now
@@ -616,6 +621,7 @@ class Orchestrator:
         self._held_reports = reports
         self._requests_end = None
         self._assigned_at = time.monotonic()
+        self._idle_gate.assigned()
         self.ready.set()
 
     def _release_reports(self) -> None:

@@ -3,7 +3,7 @@
 An idle consumer is not necessarily a finished one: after a crash the group waits for the dead
 member's session to expire before it assigns any partition, and a consumer without partitions
 sees no record either. The services therefore stop on idleness only once partitions were assigned
-and every one of them is read to its end offset (:func:`caught_up`).
+and every one of them is read to its end offset (:class:`IdleGate`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["caught_up", "lagging"]
+__all__ = ["IdleGate", "lagging"]
 
 
 def lagging(consumer: Any, partitions: Iterable[Any] | None = None) -> dict[Any, int]:
@@ -33,13 +33,28 @@ def lagging(consumer: Any, partitions: Iterable[Any] | None = None) -> dict[Any,
     return behind
 
 
-def caught_up(consumer: Any) -> bool:
-    """Whether the consumer may stop on idleness: every assigned partition is read to its end offset.
+class IdleGate:
+    """Whether a consumer that saw no record for a while may stop (``exit_when_idle``).
 
-    An empty assignment counts as caught up only once the metadata of every subscribed topic is
-    known: a group leader that assigned before a new topic's metadata arrived hands out nothing,
-    and the group rebalances again as soon as the metadata comes.
+    With partitions: once every one is read to its end offset. With none: only if the assignment
+    stays empty through a second idle period after the subscribed topics' metadata was fetched
+    (a group leader that assigned before a new topic's metadata arrived hands out nothing, and the
+    fetch makes the group rebalance); call :meth:`assigned` at every assignment.
     """
-    if not consumer.assignment():
-        return all(consumer.partitions_for_topic(topic) for topic in consumer.subscription() or ())
-    return not lagging(consumer)
+
+    def __init__(self) -> None:
+        self._empty_with_metadata = False
+
+    def assigned(self) -> None:
+        """A new assignment arrived."""
+        self._empty_with_metadata = False
+
+    def may_stop(self, consumer: Any) -> bool:
+        """Whether the idle consumer is done (see the class docstring)."""
+        if consumer.assignment():
+            return not lagging(consumer)
+        if self._empty_with_metadata:
+            return True
+        topics = consumer.subscription() or ()
+        self._empty_with_metadata = all(consumer.partitions_for_topic(topic) for topic in topics)
+        return False

@@ -111,3 +111,59 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
     _send(bootstrap_servers, topics.state, key, json.dumps(newer).encode())
     with pytest.raises(CheckpointError, match="newer uss-stream"):
         run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+
+
+def state_records_and_end(bootstrap: str, topic: str) -> tuple[int, int]:
+    from conftest import end_offsets
+
+    return len(read_all(bootstrap, topic)), end_offsets(bootstrap, topic)[0]
+
+
+@pytest.mark.timeout(300)
+def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
+    bootstrap_servers, make_topics, admin
+):
+    """Quix Streams #1017: exactly-once checkpoints, then the cleaner removes the superseded
+    checkpoints and their transaction markers; the restore must read the state topic to its end
+    (no hang on the offset gaps) and resume from the last checkpoint."""
+    import time
+
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topics = make_topics()
+    admin.alter_configs(
+        [
+            ConfigResource(
+                ConfigResourceType.TOPIC,
+                topics.state,
+                configs={
+                    "segment.ms": "100",
+                    "min.cleanable.dirty.ratio": "0.001",
+                    "delete.retention.ms": "0",
+                    "min.compaction.lag.ms": "0",
+                },
+            )
+        ]
+    )
+    values, outputs = stream(3_000)
+    produce(bootstrap_servers, topics.input, values[:2_000])
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    settings = {"guarantee": "exactly-once", "group_instance_id": f"q-{group}", "max_poll_records": 100}
+    run_app(
+        new_app(bootstrap_servers, topics, group, checkpoint_every=100, **settings), OutputsProcessor(COSTS)
+    )
+    # Roll segments and wait (observable) for the cleaner: fewer records than offsets.
+    deadline = time.monotonic() + 200
+    while True:
+        records, end = state_records_and_end(bootstrap_servers, topics.state)
+        if records < end / 4:
+            break
+        assert time.monotonic() < deadline, f"the cleaner did not compact the state topic ({records}/{end})"
+        _send(bootstrap_servers, topics.state, b"roll", b"{}")  # appends roll the 100 ms segments
+        time.sleep(1)
+
+    produce(bootstrap_servers, topics.input, values[2_000:])
+    summary = run_app(new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS))
+    assert summary.restored == [f"{topics.input}/0: checkpoint @2000, committed @2000, start @2000"]
+    decisions = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
+    assert [json.loads(r.value)["depth"] for r in decisions] == USSUCB(COSTS).run(outputs).tolist()
