@@ -55,8 +55,12 @@ def _kafka_errors(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
     return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
 
 
-class StartupInterrupted(Exception):
-    """A stop signal arrived while the service was starting (connecting, reading checkpoints)."""
+class StartupInterrupted(BaseException):
+    """A stop signal arrived while the service was starting (connecting, reading checkpoints).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the client libraries' ``except Exception``
+    retry loops must not swallow it.
+    """
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"{signal.Signals(signum).name} while starting: stopped before running")
@@ -100,7 +104,7 @@ def one_line_errors(command: str) -> Callable[[Callable[..., int]], Callable[...
         def run(args: Any) -> int:
             try:
                 return handler(args)
-            except Exception as error:
+            except (Exception, StartupInterrupted) as error:
                 code = exit_code(error)
                 if code is None:
                     raise
