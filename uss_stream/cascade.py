@@ -18,7 +18,7 @@ import pandas as pd
 from river import base
 
 from uss_stream.feature_costs import FeatureCosts
-from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy, SupervisedUCB
+from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy
 from uss_stream.policies.membership import set_membership
 from uss_stream.stage import Stage
 from uss_stream.validation import check_stage_costs
@@ -226,6 +226,8 @@ class CascadeClassifier(base.Classifier):
 
         The stages' River models are not part of it (see :meth:`load_policy_state`).
 
+        Examples
+        --------
         >>> from river import linear_model
         >>> from uss_stream import CascadeClassifier, Stage
         >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=1.0),
@@ -544,8 +546,10 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
         return USSKLUCB(stage_costs)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
-    if isinstance(policy, SupervisedUCB):
-        raise TypeError("policy: SupervisedUCB learns from labels; the cascade decides without them")
+    if policy._supervised:
+        raise TypeError(
+            f"policy: {type(policy).__name__} learns from labels; the cascade decides without them"
+        )
     given = policy.stage_costs
     if given is not None and (
         len(given) != len(stage_costs)
