@@ -65,17 +65,28 @@ class StateBudget:
         self._warned_ratio = 0.0
 
     def encode(self, document: Callable[[], dict[str, Any]]) -> bytes:
-        """The checkpoint value of ``document()``, after trimming the book if it was too large."""
-        value = _dumps(document())
+        """The checkpoint value of ``document()``, after trimming it (and the book) if too large.
+
+        First the oldest remembered report ids are left out of the checkpoint, then the oldest
+        pending decisions are expired.
+        """
+        checkpoint = document()
+        value = _dumps(checkpoint)
         ratio = len(value) / self.limit
         if ratio >= WARN_AT:
             self._warn(len(value), ratio)
+        if len(value) <= TRIM_AT * self.limit:
+            return value
+        _drop_closed(checkpoint, self.limit, len(value))
+        value = _dumps(checkpoint)
         while len(value) > TRIM_AT * self.limit and self.book.pending:
             keep = int(self.book.pending * TRIM_TO * self.limit / len(value))
             expired = self._expire_oldest(self.book.pending - keep)
             if not expired:
                 break
-            value = _dumps(document())
+            checkpoint = document()
+            _drop_closed(checkpoint, self.limit, len(_dumps(checkpoint)))
+            value = _dumps(checkpoint)
             log.warning(
                 "checkpoint over %d%% of the %d-byte limit of the state topic: expired the %d oldest "
                 "pending decisions (their reports will be dead-lettered report_expired), %d pending, "
@@ -88,8 +99,8 @@ class StateBudget:
             )
         if len(value) > self.limit:
             raise ValueError(
-                f"the checkpoint is {len(value)} bytes with no decision pending, more than the state "
-                f"topic accepts ({self.limit}): raise max.message.bytes of the state topic"
+                f"the checkpoint is {len(value)} bytes after trimming, more than the state topic "
+                f"accepts ({self.limit}): raise max.message.bytes of the state topic"
             )
         return value
 
@@ -122,6 +133,34 @@ class StateBudget:
             return self.book.expire()
         finally:
             self.book.max_age_decisions = saved
+
+
+def _closed_ids(checkpoint: dict[str, Any]) -> list[Any]:
+    closed = checkpoint.get("state", {}).get("closed")
+    return closed.get("ids") or [] if isinstance(closed, dict) else []
+
+
+def _drop_closed(checkpoint: dict[str, Any], limit: int, size: int) -> int:
+    """Keep in ``checkpoint`` only the newest remembered ids that fit :data:`TRIM_TO` of ``limit``.
+
+    The book still remembers them until a restart; after it, a duplicate report of a forgotten id
+    is dead-lettered ``report_unknown`` instead of ``report_duplicate``. Returns how many were dropped.
+    """
+    ids = _closed_ids(checkpoint)
+    excess = size - TRIM_TO * limit
+    if not ids or excess <= 0:
+        return 0
+    per_id = len(_dumps({"ids": ids})) / len(ids)
+    drop = min(len(ids), int(excess / per_id) + 1)
+    closed = checkpoint["state"]["closed"]
+    closed["ids"] = ids[drop:]
+    closed["expired"] = [k - drop for k in closed.get("expired", []) if k >= drop]
+    log.warning(
+        "checkpoint keeps the newest %d remembered report ids only (%d dropped to fit the state topic)",
+        len(closed["ids"]),
+        drop,
+    )
+    return drop
 
 
 def _dumps(document: dict[str, Any]) -> bytes:
