@@ -38,8 +38,13 @@ def run_to_exit(arguments: list[str], timeout: float = 150) -> tuple[int, str]:
 
 
 def last_line(stderr: str) -> str:
+    """The service's one error line (kafka-python's own log lines may follow it)."""
     assert "Traceback" not in stderr, stderr[-3000:]
-    return stderr.strip().splitlines()[-1]
+    lines = [line for line in stderr.splitlines() if line.startswith("uss-stream kafka run: error:")]
+    if not lines:  # argparse's usage errors
+        return stderr.strip().splitlines()[-1]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
 
 
 def free_port() -> int:
