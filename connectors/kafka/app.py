@@ -770,10 +770,24 @@ class Application:
             self._producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
-        self._producer = self._new_producer()
+        self._producer = self._start_producer_when_reachable()
         self._replaced_since_commit = True
         self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
+
+    def _start_producer_when_reachable(self) -> Any:
+        """A new producer; while the brokers are unreachable (an outage) keep trying, until :meth:`stop`."""
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+        while True:
+            try:
+                return self._new_producer()
+            except (KafkaTimeoutError, KafkaConnectionError) as error:
+                if self._stop.is_set():
+                    raise
+                log.warning(
+                    "the brokers are unreachable, the new producer cannot start yet (%r): retrying", error
+                )
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
