@@ -61,6 +61,14 @@ class Policy(abc.ABC):
         return tuple(self._costs)
 
     @property
+    def sequential(self) -> bool:
+        """Whether the policy decides stage by stage (``begin``/``step``) rather than a depth up front.
+
+        Capability flag read by the cascade and the replay; ``False`` for every fixed-depth policy.
+        """
+        return False
+
+    @property
     def stats(self) -> DisagreementStats:
         """The learned counts (a live reference: do not modify)."""
         return self._stats
