@@ -35,16 +35,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connectors.kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
-from connectors.kafka.config import ClientConfig
+from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent
 from connectors.kafka.http import HttpEndpoint
+from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
+from connectors.kafka.progress import IdleGate
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
-__all__ = ["GUARANTEES", "Application", "DeliveryError", "RunSummary"]
+__all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
 log = logging.getLogger("connectors.kafka")
 
@@ -66,12 +68,19 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: Producer settings the delivery guarantees depend on: not overridable.
+SERVICE_PRODUCER_SETTINGS = frozenset({"acks", "enable_idempotence", "transactional_id"})
+
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
 REPLACEMENT_WINDOW = 600.0
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
+
+
+class MetricsEndpointError(RuntimeError):
+    """The ``/metrics`` and ``/healthz`` endpoint cannot be served (port in use, bad host)."""
 
 
 class DeliveryError(RuntimeError):
@@ -148,7 +157,8 @@ class Application:
         records (``0`` disables either); also on revocation and shutdown.
     max_input_bytes
         Larger input values are dead-lettered with reason ``oversize``; dead letters carry at most
-        this many bytes of the original value.
+        this many bytes of the original value, and are capped as a whole (headers included) below
+        the producer's ``max_request_size`` and the dead-letter topic's ``max.message.bytes``.
     max_poll_records
         Records per ``poll`` (one batch).
     auto_offset_reset
@@ -171,7 +181,9 @@ class Application:
         depths then depend on timing and are no longer those of a lone learner.
     exit_when_idle
         Stop (gracefully) once no record arrived for this many seconds (``None``: run until
-        :meth:`stop`).
+        :meth:`stop`). The clock starts when partitions are first assigned (not while the group
+        waits for a dead member's session), and the service stops only if every assigned
+        partition is read to its end offset.
     consumer_options, producer_options
         Extra kafka-python settings for the consumer / producer.
     http_host, http_port
@@ -253,6 +265,14 @@ class Application:
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
+        check_client_options("consumer", self.consumer_options, "consumer_options")
+        check_client_options("producer", self.producer_options, "producer_options")
+        owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(self.producer_options))
+        if owned:
+            raise ValueError(
+                f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "
+                "transactions) for its delivery guarantee and cannot be overridden"
+            )
         self.http_host = http_host
         self.http_port = http_port
         self.health_timeout = float(health_timeout)
@@ -267,6 +287,10 @@ class Application:
         self._last_poll = self._started
         self._last_activity = self._started
         self._aborting = False
+        self._assigned_once = False  # exit_when_idle counts only from the first assignment
+        self._rebalancing = False  # between a revocation and the next assignment
+        self._revocations = 0  # revocations so far: a restore interrupted by one stops
+        self._idle_gate = IdleGate()
         # Set up by run():
         self._processor: Processor
         self._consumer: Any = None
@@ -289,6 +313,7 @@ class Application:
         self._timings: list[tuple[int, int]] = []
         self._batch_depths: list[int] = []
         self._n_output = self._n_dlq = 1
+        self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
         self._since_commit = self._since_checkpoint = 0
         self._last_commit = self._last_checkpoint = self._started
 
@@ -404,6 +429,8 @@ class Application:
         try:
             partitions = _partition_counts(admin, topics.all())
             self._check_state_topic(admin)
+            producer_settings = {**PRODUCER_DEFAULTS, **self.producer_options}
+            self._dead_letter_bytes = record_limit(admin, topics.dead_letter, producer_settings)
         finally:
             admin.close()
         if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
@@ -416,7 +443,15 @@ class Application:
 
         self.metrics = ServiceMetrics(processor.n_stages)
         if self.http_port is not None:
-            self._http = HttpEndpoint(self.metrics.registry, self.health, self.http_host, self.http_port)
+            try:
+                self._http = HttpEndpoint(self.metrics.registry, self.health, self.http_host, self.http_port)
+            except OSError as error:  # port in use, host not resolvable or not local
+                raise MetricsEndpointError(
+                    f"cannot serve /metrics on {self.http_host}:{self.http_port} "
+                    f"({error.strerror or error}): is another instance using the port? "
+                    "Pick another --metrics-port (0: any free port) "
+                    "or -1 to disable the endpoint"
+                ) from error
             self._http.start()
             log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
 
@@ -439,7 +474,7 @@ class Application:
             # Range keeps partition p of the input and labels topics on the same member.
             "partition_assignment_strategy": [RangePartitionAssignor()],
         }
-        self._consumer = KafkaConsumer(**self.client.kafka_kwargs("consumer"), **consumer_settings)
+        self._consumer = KafkaConsumer(**{**self.client.kafka_kwargs("consumer"), **consumer_settings})
         subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
         self._consumer.subscribe(subscribed, listener=_listener_for(self))
         log.info(
@@ -458,11 +493,14 @@ class Application:
 
         transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
         producer = KafkaProducer(
-            **self.client.kafka_kwargs("producer"),
-            **{**PRODUCER_DEFAULTS, **self.producer_options},
-            acks="all",
-            enable_idempotence=True,
-            **transactional,
+            **{
+                **self.client.kafka_kwargs("producer"),
+                **PRODUCER_DEFAULTS,
+                **self.producer_options,
+                "acks": "all",
+                "enable_idempotence": True,
+                **transactional,
+            }
         )
         # Send failures of this producer only: a replaced producer's late failures go elsewhere.
         self._delivery_errors = []
@@ -495,9 +533,17 @@ class Application:
                 with self._lock:
                     self._process(batch, skip=restored)
                 self._last_activity = time.monotonic()
-            elif self.exit_when_idle is not None and now - self._last_activity >= self.exit_when_idle:
-                log.info("no record for %.1fs: stopping", now - self._last_activity)
-                break
+            elif (
+                self.exit_when_idle is not None
+                and self._assigned_once
+                and now - self._last_activity >= self.exit_when_idle
+            ):
+                # Idle only counts once partitions were assigned, and ends at their end offsets.
+                if not self._pending and not self._rebalancing and self._idle_gate.may_stop(consumer):
+                    log.info("no record for %.1fs and caught up: stopping", now - self._last_activity)
+                    break
+                log.info("idle for %.1fs but not caught up: not stopping", now - self._last_activity)
+                self._last_activity = now
             self._maybe_commit()
 
     # -- processing ------------------------------------------------------------------------------
@@ -599,7 +645,8 @@ class Application:
         self.metrics.labels.inc(len(records))
 
     def _reject(self, dlq_partition: int, record: Any, reason: str, detail: str) -> None:
-        key, value, headers = DeadLetter.for_record(record, reason, detail).to_record(self.max_input_bytes)
+        letter = DeadLetter.for_record(record, reason, detail)
+        key, value, headers = letter.to_record(self.max_input_bytes, self._dead_letter_bytes)
         self._producer.send(
             self.topics.dead_letter, value, key=key, headers=headers, partition=dlq_partition
         ).add_errback(self._on_delivery_error)
@@ -723,10 +770,24 @@ class Application:
             self._producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
-        self._producer = self._new_producer()
+        self._producer = self._start_producer_when_reachable()
         self._replaced_since_commit = True
         self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
+
+    def _start_producer_when_reachable(self) -> Any:
+        """A new producer; while the brokers are unreachable (an outage) keep trying, until :meth:`stop`."""
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+        while True:
+            try:
+                return self._new_producer()
+            except (KafkaTimeoutError, KafkaConnectionError) as error:
+                if self._stop.is_set():
+                    raise
+                log.warning(
+                    "the brokers are unreachable, the new producer cannot start yet (%r): retrying", error
+                )
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
@@ -874,7 +935,9 @@ class Application:
     # producer, writes checkpoints, commits asynchronously and pauses; restores happen in the loop.
     def _on_revoked(self, revoked: Iterable[Any]) -> None:
         revoked = set(revoked)
+        self._rebalancing = True  # no idle exit until the new assignment
         with self._lock:
+            self._revocations += 1
             self._pending -= revoked
             states = [self._partitions[tp] for tp in revoked if tp in self._partitions]
             labels = [self._labels[tp] for tp in revoked if tp in self._labels]
@@ -900,6 +963,7 @@ class Application:
     def _on_lost(self, lost: Iterable[Any]) -> None:
         lost = set(lost)
         with self._lock:
+            self._revocations += 1
             if self.exactly_once and self._in_transaction:
                 # Its offsets can no longer be committed: the kept partitions restart from their last commit.
                 self._abort(RuntimeError(f"partitions lost: {_names(lost)}"))
@@ -920,6 +984,9 @@ class Application:
             # Nothing is fetched until the loop has restored the learners (and positioned the consumer).
             self._consumer.pause(*assigned)
         self._last_activity = time.monotonic()
+        self._assigned_once = True
+        self._rebalancing = False
+        self._idle_gate.assigned()
 
     def _restore_pending(self) -> set[Any]:
         """Restore the learners of newly assigned partitions; returns the partitions restored."""
@@ -929,6 +996,7 @@ class Application:
         with self._lock:
             pending = sorted(self._pending & consumer.assignment())
             self._pending.clear()
+            revocations = self._revocations
         if not pending:
             return set()
         store = self._store
@@ -940,7 +1008,11 @@ class Application:
             checkpoint = store.get(tp.topic, tp.partition)
             committed = consumer.committed(tp)
             plan = plan_restore(
-                None if checkpoint is None else checkpoint.offset, committed, starts[tp], ends[tp]
+                None if checkpoint is None else checkpoint.offset,
+                committed,
+                starts[tp],
+                ends[tp],
+                self.auto_offset_reset,
             )
             if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != self.group_id:
                 raise CheckpointError(
@@ -963,8 +1035,11 @@ class Application:
             if seek is None and self.exactly_once:
                 # An explicit start, so that an abort before the first commit rewinds there.
                 seek = starts[tp] if self.auto_offset_reset == "earliest" else ends[tp]
-            if seek is not None:
-                consumer.seek(tp, seek)
+            try:
+                if seek is not None:
+                    consumer.seek(tp, seek)
+            except ValueError:  # kafka-python: "Unassigned partition", revoked meanwhile
+                revocations = -1
             state = _Partition(
                 tp=tp,
                 learner=learner,
@@ -977,6 +1052,15 @@ class Application:
                 base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
             )
             with self._lock:
+                if self._revocations != revocations:
+                    # A rebalance landed in the middle of the restore (Quix Streams #1146): the rest
+                    # is restored again from the new assignment, never into revoked partitions.
+                    log.warning(
+                        "a rebalance revoked partitions during the restore of %s: restoring again "
+                        "what the new assignment holds",
+                        _names(pending),
+                    )
+                    break
                 self._partitions[tp] = state
             to_resume = [tp]
             if self.topics.labels is not None:

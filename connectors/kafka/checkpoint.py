@@ -41,6 +41,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointStore",
+    "NewerFormatError",
     "RestorePlan",
     "plan_restore",
 ]
@@ -105,7 +106,15 @@ class Checkpoint:
             document = json.loads(value)
         except ValueError as error:
             raise ValueError(f"checkpoint is not JSON: {error}") from None
+        except RecursionError:
+            raise ValueError("checkpoint is JSON nested too deeply to decode") from None
         if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
+            found = document.get("format") if isinstance(document, dict) else None
+            if is_newer_format(found, CHECKPOINT_FORMAT):
+                raise NewerFormatError(
+                    f"checkpoint has format {found!r}, written by a newer uss-stream than this one "
+                    f"({CHECKPOINT_FORMAT!r}): upgrade, or use a new state topic"
+                )
             raise ValueError(f"checkpoint does not have format {CHECKPOINT_FORMAT!r}")
         topic, partition, offset = document.get("topic"), document.get("partition"), document.get("offset")
         if not isinstance(topic, str) or not _is_count(partition) or not _is_count(offset):
@@ -117,15 +126,43 @@ class Checkpoint:
         state = document.get("state")
         if not isinstance(state, dict):
             raise ValueError("checkpoint 'state' must be a JSON object")
+        processor = document.get("processor") or {}
+        written_at = document.get("written_at", 0.0)
+        if not isinstance(processor, dict):
+            raise ValueError("checkpoint 'processor' must be a JSON object")
+        if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
+            raise ValueError("checkpoint 'written_at' must be a number")
         return cls(
             topic=topic,
             partition=partition,
             offset=offset,
             state=state,
             group_id=str(document.get("group_id", "")),
-            processor=dict(document.get("processor") or {}),
-            written_at=float(document.get("written_at", 0.0)),
+            processor=dict(processor),
+            written_at=float(written_at),
         )
+
+
+class NewerFormatError(ValueError):
+    """A state record written in a newer format version than this code reads."""
+
+
+def is_newer_format(found: Any, expected: str) -> bool:
+    """Whether format string ``found`` is ``expected`` with a higher version number.
+
+    >>> is_newer_format("uss-stream/kafka-checkpoint/v2", "uss-stream/kafka-checkpoint/v1")
+    True
+    >>> is_newer_format("uss-stream/kafka-checkpoint/v1", "uss-stream/kafka-checkpoint/v1")
+    False
+    >>> is_newer_format("something/else/v9", "uss-stream/kafka-checkpoint/v1")
+    False
+
+    """
+    if not isinstance(found, str):
+        return False
+    stem, _, version = expected.rpartition("/v")
+    found_stem, _, found_version = found.rpartition("/v")
+    return found_stem == stem and found_version.isdigit() and int(found_version) > int(version)
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
@@ -163,7 +200,13 @@ class RestorePlan:
     warning: str | None = None
 
 
-def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, log_end: int) -> RestorePlan:
+def plan_restore(
+    checkpoint: int | None,
+    committed: int | None,
+    log_start: int,
+    log_end: int,
+    auto_offset_reset: str = "earliest",
+) -> RestorePlan:
     """Decide where a learner restored for one partition starts (see the module docstring).
 
     Parameters
@@ -174,6 +217,10 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
         The group's committed offset, ``None`` if there is none.
     log_start, log_end
         The partition's first offset and its end offset (next offset to be written).
+    auto_offset_reset
+        Where to resume when retention deleted the records at the committed offset (and at the
+        checkpoint's): ``"earliest"`` (the partition's first offset) or ``"latest"`` (its end).
+        The warning says which records were skipped without a decision.
 
     Examples
     --------
@@ -198,8 +245,20 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
     >>> plan_restore(checkpoint=None, committed=None, log_start=0, log_end=10)
     RestorePlan(use_checkpoint=False, seek=None, replay_until=-1, committed=-1, warning=None)
 
+    Retention deleted the committed offset (Quix Streams #1114): resume by the reset policy.
+
+    >>> plan = plan_restore(checkpoint=None, committed=10, log_start=60, log_end=100)
+    >>> plan.seek, plan.warning.split(": ")[1].split(";")[0]
+    (60, 'records [10, 60) (50) were never decided and are skipped')
+    >>> plan_restore(None, committed=10, log_start=60, log_end=100, auto_offset_reset="latest").seek
+    100
+
     """
     committed_offset = -1 if committed is None else committed
+    lost = max(checkpoint or 0, committed_offset)  # the first record not covered by either
+    covered = checkpoint is not None or committed is not None
+    if covered and lost < log_start and (checkpoint is None or checkpoint <= log_end):
+        return _reset_after_retention(checkpoint, committed, lost, log_start, log_end, auto_offset_reset)
     if checkpoint is None:
         if committed is None:
             return RestorePlan(False, None, -1, -1)
@@ -229,6 +288,25 @@ def plan_restore(checkpoint: int | None, committed: int | None, log_start: int, 
     return RestorePlan(True, seek, max(committed_offset, seek), committed_offset, warning)
 
 
+def _reset_after_retention(
+    checkpoint: int | None, committed: int | None, lost: int, log_start: int, log_end: int, reset: str
+) -> RestorePlan:
+    """The plan when retention deleted records that neither the checkpoint nor a commit covers."""
+    what = "committed offset" if committed is not None and committed >= (checkpoint or 0) else "checkpoint"
+    seek = log_end if reset == "latest" else log_start
+    warning = (
+        f"{what} {lost} was deleted by retention: records [{lost}, {log_start}) ({log_start - lost}) were "
+        "never decided and are skipped"
+    )
+    if seek > log_start:
+        warning += f", and [{log_start}, {log_end}) ({log_end - log_start}) too"
+    warning += f"; resuming at {seek} (auto_offset_reset={reset})"
+    if checkpoint is None:
+        warning += "; no checkpoint: the learner starts empty"
+    committed_offset = -1 if committed is None else committed
+    return RestorePlan(checkpoint is not None, seek, seek, committed_offset, warning)
+
+
 class CheckpointStore:
     """Reads the state topic (kafka-python consumer, no group) and writes to it (the service's producer).
 
@@ -251,11 +329,13 @@ class CheckpointStore:
         self.topic = topic
         self.timeout = timeout
         self._consumer = KafkaConsumer(
-            **consumer_kwargs,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            allow_auto_create_topics=False,
+            **{
+                **consumer_kwargs,
+                "group_id": None,
+                "enable_auto_commit": False,
+                "auto_offset_reset": "earliest",
+                "allow_auto_create_topics": False,
+            }
         )
         partitions = self._consumer.partitions_for_topic(topic)
         if not partitions:
@@ -267,6 +347,7 @@ class CheckpointStore:
         self._consumer.assign(self._partitions)
         self._consumer.seek_to_beginning(*self._partitions)
         self._latest: dict[bytes, Checkpoint] = {}
+        self._newer: dict[bytes, str] = {}  # keys whose last record has a newer format: why
 
     def refresh(self) -> None:
         """Read the state topic up to its current end."""
@@ -288,11 +369,14 @@ class CheckpointStore:
                     "ignoring a record without key at %s/%d@%d", self.topic, record.partition, record.offset
                 )
                 continue
+            self._newer.pop(record.key, None)
             if record.value is None:
                 self._latest.pop(record.key, None)
                 continue
             try:
                 self._latest[record.key] = Checkpoint.from_record(record.key, record.value)
+            except NewerFormatError as error:
+                self._newer[record.key] = str(error)
             except ValueError as error:
                 log.warning(
                     "ignoring an invalid checkpoint at %s/%d@%d (the previous one for its key stays): %s",
@@ -307,8 +391,15 @@ class CheckpointStore:
         return list(self._latest.values())
 
     def get(self, topic: str, partition: int) -> Checkpoint | None:
-        """The last checkpoint read for input partition ``topic/partition``."""
-        return self._latest.get(checkpoint_key(topic, partition))
+        """The last checkpoint read for input partition ``topic/partition``.
+
+        Raises :class:`CheckpointError` if the last record of the partition has a newer format:
+        restoring an older checkpoint instead would silently roll the learner back.
+        """
+        key = checkpoint_key(topic, partition)
+        if key in self._newer:
+            raise CheckpointError(f"{topic}/{partition}: {self._newer[key]}")
+        return self._latest.get(key)
 
     def close(self) -> None:
         self._consumer.close()

@@ -23,6 +23,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from connectors.kafka.exit_codes import StartupInterrupted, one_line_errors
+
 __all__ = ["ENVIRONMENT", "register"]
 
 #: Environment variable of each option, by ``argparse`` destination.
@@ -137,6 +139,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    value = int(text)
+    if not -1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port 0..65535 (or -1: none), got {text}")
+    return value
+
+
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection and security")
     _option(
@@ -205,6 +214,41 @@ def _client_config(args: argparse.Namespace) -> Any:
         sasl_password=args.sasl_password,
         sasl_kerberos_service_name=args.sasl_kerberos_service_name,
         options=merge_options(args.kafka_option),
+    )
+
+
+def _add_consumer_options(
+    parser: argparse.ArgumentParser, group: argparse._ArgumentGroup | None = None
+) -> None:
+    """Group membership and pass-through client settings (``run`` and ``orchestrate``)."""
+    group = group or parser.add_argument_group("consumer group and clients")
+    _option(
+        group,
+        "--group-instance-id",
+        "USS_KAFKA_GROUP_INSTANCE_ID",
+        help="static group membership id (a restart takes its partitions back at once)",
+    )
+    _option(
+        group,
+        "--session-timeout-ms",
+        "USS_KAFKA_SESSION_TIMEOUT_MS",
+        convert=_positive_int,
+        default=45_000,
+        help="consumer group session timeout",
+    )
+    group.add_argument(
+        "--consumer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python consumer setting",
+    )
+    group.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="kafka-python producer setting",
     )
 
 
@@ -359,39 +403,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     )
     _option(
         delivery,
-        "--group-instance-id",
-        "USS_KAFKA_GROUP_INSTANCE_ID",
-        help="static group membership id (a restart takes its partitions back at once)",
-    )
-    _option(
-        delivery,
-        "--session-timeout-ms",
-        "USS_KAFKA_SESSION_TIMEOUT_MS",
-        convert=_positive_int,
-        default=45_000,
-        help="consumer group session timeout",
-    )
-    _option(
-        delivery,
         "--exit-when-idle",
         "USS_KAFKA_EXIT_WHEN_IDLE",
         convert=_positive_float,
-        help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds",
+        help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds "
+        "after the partitions were assigned, and every one is read to its end offset",
     )
-    delivery.add_argument(
-        "--consumer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python consumer setting",
-    )
-    delivery.add_argument(
-        "--producer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="kafka-python producer setting",
-    )
+    _add_consumer_options(parser, delivery)
     ops = parser.add_argument_group("metrics and health")
     _option(
         ops,
@@ -404,7 +422,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         ops,
         "--metrics-port",
         "USS_KAFKA_METRICS_PORT",
-        convert=int,
+        convert=_port,
         default=9108,
         help="port of /metrics and /healthz (0 = any free port, -1 = no endpoint)",
     )
@@ -412,8 +430,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+@one_line_errors("run")
 def run(args: argparse.Namespace) -> int:
-    """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop."""
+    """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop.
+
+    Startup and configuration errors print one line and exit with the codes of
+    :mod:`connectors.kafka.exit_codes`.
+    """
     from connectors.kafka.app import Application
     from connectors.kafka.config import merge_options
     from connectors.kafka.processing import FeaturesProcessor, OutputsProcessor
@@ -454,12 +477,15 @@ def run(args: argparse.Namespace) -> int:
     )
 
     def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
         logging.getLogger("connectors.kafka").info(
             "%s: finishing the batch, then stopping", signal.Signals(signum).name
         )
         app.stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    logging.getLogger("connectors.kafka").info("starting: connecting to %s", args.bootstrap_servers)
     try:
         summary = app.run(processor)
     finally:
@@ -505,6 +531,7 @@ def _add_create_topics(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=create_topics_command)
 
 
+@one_line_errors("create-topics")
 def create_topics_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
     from kafka import KafkaAdminClient
@@ -571,6 +598,7 @@ def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=demo_producer_command)
 
 
+@one_line_errors("demo-producer")
 def demo_producer_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka demo-producer``."""
     from kafka import KafkaProducer

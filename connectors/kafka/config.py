@@ -13,7 +13,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SASL_MECHANISMS", "SECURITY_PROTOCOLS", "ClientConfig", "merge_options", "parse_option"]
+__all__ = [
+    "SASL_MECHANISMS",
+    "SECURITY_PROTOCOLS",
+    "ClientConfig",
+    "check_client_options",
+    "client_kind",
+    "merge_options",
+    "parse_option",
+]
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")
@@ -28,8 +36,50 @@ _RESERVED = frozenset(
         "key_serializer",
         "value_serializer",
         "transactional_id",
+        "acks",
+        "enable_idempotence",
     }
 )
+
+
+def _client_settings() -> dict[str, frozenset[str]]:
+    """The settings each kafka-python client accepts, by client kind."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+    return {
+        "consumer": frozenset(KafkaConsumer.DEFAULT_CONFIG),
+        "producer": frozenset(KafkaProducer.DEFAULT_CONFIG),
+        "admin": frozenset(KafkaAdminClient.DEFAULT_CONFIG),
+    }
+
+
+def client_kind(role: str) -> str:
+    """The kafka-python client a role is played by: ``"producer"``, ``"admin"`` or ``"consumer"``.
+
+    >>> client_kind("orchestrator-producer"), client_kind("admin"), client_kind("state-reader")
+    ('producer', 'admin', 'consumer')
+
+    """
+    for kind in ("producer", "admin"):
+        if kind in role:
+            return kind
+    return "consumer"
+
+
+def check_client_options(kind: str, options: Mapping[str, Any], name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` if a key of ``options`` is not a ``kind`` client setting.
+
+    >>> check_client_options("producer", {"linger_ms": 5}, "producer_options")
+    >>> check_client_options("consumer", {"linger_ms": 5}, "consumer_options")
+    Traceback (most recent call last):
+    ...
+    ValueError: consumer_options: 'linger_ms' is not a kafka-python consumer setting
+
+    """
+    known = _client_settings()[kind]
+    for key in options:
+        if key not in known:
+            raise ValueError(f"{name}: {key!r} is not a kafka-python {kind} setting")
 
 
 @dataclass(frozen=True)
@@ -119,9 +169,16 @@ class ClientConfig:
             raise ValueError(
                 f"option(s) {', '.join(reserved)} are set by the service and cannot be overridden"
             )
+        known = frozenset().union(*_client_settings().values())
+        unknown = sorted(set(self.options) - known)
+        if unknown:
+            raise ValueError(f"options: {', '.join(map(repr, unknown))} is not a kafka-python client setting")
 
     def kafka_kwargs(self, role: str) -> dict[str, Any]:
-        """Keyword arguments for a kafka-python client playing ``role`` (e.g. ``"producer"``)."""
+        """Keyword arguments for a kafka-python client playing ``role`` (e.g. ``"producer"``).
+
+        Of ``options``, only the settings this kind of client accepts (see :func:`client_kind`).
+        """
         kwargs: dict[str, Any] = {
             "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
             "client_id": f"{self.client_id}-{role}",
@@ -140,7 +197,8 @@ class ClientConfig:
             else:
                 kwargs["sasl_plain_username"] = self.sasl_username
                 kwargs["sasl_plain_password"] = self.sasl_password
-        kwargs.update(self.options)
+        accepted = _client_settings()[client_kind(role)]
+        kwargs.update((key, value) for key, value in self.options.items() if key in accepted)
         return kwargs
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -30,9 +31,13 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from connectors.kafka.app import DeliveryError
-from connectors.kafka.config import ClientConfig
+from connectors.kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
+from connectors.kafka.config import ClientConfig, check_client_options
 from connectors.kafka.deadletter import DeadLetter
 from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
+from connectors.kafka.limits import record_limit
+from connectors.kafka.progress import IdleGate
+from connectors.kafka.state_budget import StateBudget
 from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSUCB
@@ -43,6 +48,7 @@ __all__ = [
     "OrchestrationTopics",
     "Orchestrator",
     "create_orchestration_topics",
+    "parse_checkpoint",
     "parse_report",
     "parse_request",
 ]
@@ -101,6 +107,10 @@ def create_orchestration_topics(
     )
 
 
+def _kind(value: Any) -> str:
+    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "Infinity"
+
+
 def _load_object(value: bytes | None, max_bytes: int) -> dict[str, Any]:
     if value is not None and len(value) > max_bytes:
         raise InvalidEvent("oversize", f"{len(value)} bytes > {max_bytes}")
@@ -110,6 +120,8 @@ def _load_object(value: bytes | None, max_bytes: int) -> dict[str, Any]:
         document = json.loads(value)
     except ValueError as error:  # UnicodeDecodeError is a ValueError
         raise InvalidEvent("invalid_json", f"value is not UTF-8 JSON: {error}") from None
+    except RecursionError:
+        raise InvalidEvent("invalid_json", "value is JSON nested too deeply to decode") from None
     if not isinstance(document, dict):
         raise InvalidEvent("wrong_type", f"the value must be a JSON object, got {type(document).__name__}")
     decision_id = document.get("id")
@@ -153,6 +165,10 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
     Traceback (most recent call last):
     ...
     connectors.kafka.events.InvalidEvent: missing_field: report 7 has no 'outputs'
+    >>> parse_report(b'{"id": 7, "outputs": [[1]]}')
+    Traceback (most recent call last):
+    ...
+    connectors.kafka.events.InvalidEvent: report_invalid: outputs[0] of 7 must be a label, got array
 
     """
     document = _load_object(value, max_bytes)
@@ -161,7 +177,45 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
         raise InvalidEvent("missing_field", f"report {decision_id!r} has no 'outputs'")
     if not isinstance(outputs, list):
         raise InvalidEvent("wrong_type", f"'outputs' of {decision_id!r} must be a list")
+    for j, output in enumerate(outputs):
+        # The labels kafka run accepts (null and NaN are left to PendingDecisions: missing outputs).
+        if isinstance(output, (list, dict)) or (isinstance(output, float) and math.isinf(output)):
+            raise InvalidEvent(
+                "report_invalid",
+                f"outputs[{j}] of {decision_id!r} must be a label, got {_kind(output)}",
+            )
     return decision_id, outputs
+
+
+def parse_checkpoint(value: bytes) -> dict[str, Any]:
+    """The checkpoint document of a state record; ``ValueError`` if it is not one.
+
+    Raises :class:`~connectors.kafka.checkpoint.NewerFormatError` (a ``ValueError``) for a
+    checkpoint of a newer format version.
+
+    >>> parse_checkpoint(b'{"format": "uss-stream/orchestration-checkpoint/v1", "state": {}}')["state"]
+    {}
+    >>> parse_checkpoint(b"[" * 100_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoint is JSON nested too deeply to decode
+
+    """
+    try:
+        document = json.loads(value)
+    except ValueError as error:
+        raise ValueError(f"checkpoint is not JSON: {error}") from None
+    except RecursionError:
+        raise ValueError("checkpoint is JSON nested too deeply to decode") from None
+    found = document.get("format") if isinstance(document, dict) else None
+    if found != ORCHESTRATION_CHECKPOINT_FORMAT:
+        if is_newer_format(found, ORCHESTRATION_CHECKPOINT_FORMAT):
+            raise NewerFormatError(
+                f"checkpoint has format {found!r}, written by a newer uss-stream than this one "
+                f"({ORCHESTRATION_CHECKPOINT_FORMAT!r}): upgrade, or use a new state topic"
+            )
+        raise ValueError(f"checkpoint does not have format {ORCHESTRATION_CHECKPOINT_FORMAT!r}")
+    return document
 
 
 @dataclass
@@ -201,13 +255,18 @@ class Orchestrator:
         Exploration parameter of :class:`~uss_stream.policies.USSUCB`.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
-        late report is then dead-lettered as ``report_expired``.
+        late report is then dead-lettered as ``report_expired``. Whatever they are, the
+        checkpoint stays within the state topic's record limit: a warning at half of it, and past
+        90% the oldest pending decisions expire (see :mod:`connectors.kafka.state_budget`).
     checkpoint_every, checkpoint_interval
         Checkpoint (and commit) after that many records / seconds, and at shutdown.
     exit_when_idle
-        Stop after that many seconds without records (``None``: run until :meth:`stop`).
+        Stop after that many seconds without records (``None``: run until :meth:`stop`), counted
+        from the assignment of the partitions, and only once they are read to their end offsets.
     max_input_bytes, max_dead_letter_bytes
-        Larger inputs are dead-lettered as ``oversize``; dead letters keep at most that many bytes.
+        Larger inputs are dead-lettered as ``oversize``; dead letters keep at most that many bytes
+        of the value, and are capped as a whole (headers included) below the producer's
+        ``max_request_size`` and the dead-letter topic's ``max.message.bytes``.
     consumer_options, producer_options
         Extra kafka-python settings of the consumer / producer.
 
@@ -267,13 +326,23 @@ class Orchestrator:
         self.max_dead_letter_bytes = max_dead_letter_bytes
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
+        check_client_options("consumer", self.consumer_options, "consumer_options")
+        check_client_options("producer", self.producer_options, "producer_options")
         self.summary = OrchestrationSummary(depth_counts=[0] * k)
         self._stop = threading.Event()
         #: Set once the consumer has its partitions (and restored partitions are positioned).
         self.ready = threading.Event()
+        #: Set once the poll loop runs (:meth:`stop` is then honoured at the next batch).
+        self.serving = threading.Event()
         self._offsets: dict[Any, int] = {}  # TopicPartition -> next offset to process
         self._restored_offsets: dict[str, int] = {}
         self._futures: list[Any] = []
+        self._dead_letter_bytes: int | None = None  # the largest dead letter the broker accepts
+        self._budget: Any = None  # StateBudget (set by run): the checkpoint within the state topic's limit
+        self._held_reports: list[Any] = []  # reports partitions paused until the requests caught up
+        self._requests_end: dict[Any, int] | None = None
+        self._assigned_at: float | None = None
+        self._idle_gate = IdleGate()
         self._consumer: Any = None
         self._producer: Any = None
 
@@ -336,24 +405,31 @@ class Orchestrator:
 
     def run(self) -> OrchestrationSummary:
         """Serve until :meth:`stop` or ``exit_when_idle``; checkpoints at the end."""
-        from kafka import KafkaConsumer, KafkaProducer
+        from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
         started = time.monotonic()
         self._read_checkpoint()
+        producer_settings = {"linger_ms": 2, "acks": "all", **self.producer_options}
+        admin = KafkaAdminClient(**self.client.kafka_kwargs("orchestrator-admin"))
+        try:
+            self._dead_letter_bytes = record_limit(admin, self.topics.dead_letter, producer_settings)
+            state_bytes = record_limit(admin, self.topics.state, producer_settings)
+        finally:
+            admin.close()
+        self._budget = StateBudget(self.book, state_bytes - len(self.checkpoint_key))
         self._producer = KafkaProducer(
-            **self.client.kafka_kwargs("orchestrator-producer"),
-            **{"linger_ms": 2, "acks": "all", **self.producer_options},
+            **{**self.client.kafka_kwargs("orchestrator-producer"), **producer_settings}
         )
         self._consumer = KafkaConsumer(
-            **self.client.kafka_kwargs("orchestrator-consumer"),
             **{
-                "group_id": self.group_id,
-                "enable_auto_commit": False,
+                **self.client.kafka_kwargs("orchestrator-consumer"),
                 "auto_offset_reset": "earliest",
                 "max_poll_records": 5_000,
                 "fetch_max_wait_ms": 20,
                 **self.consumer_options,
-            },
+                "group_id": self.group_id,
+                "enable_auto_commit": False,
+            }
         )
         try:
             self._consumer.subscribe([self.topics.requests, self.topics.reports], listener=_Rebalance(self))
@@ -366,15 +442,20 @@ class Orchestrator:
         return self.summary
 
     def _loop(self) -> None:
-        idle_since = time.monotonic()
+        last_batch = 0.0
         last_checkpoint = time.monotonic()
         since_checkpoint = 0
         requests_topic = self.topics.requests
+        self.serving.set()
         while not self._stop.is_set():
             batch = self._consumer.poll(timeout_ms=50)
             now = time.monotonic()
+            if self._held_reports:
+                self._release_reports()
+            # The idle clock starts at the assignment, not while the group waits for a dead member.
+            idle_since = max(last_batch, self._assigned_at or now)
             if batch:
-                idle_since = now
+                last_batch = now
                 # Requests first: a report in the same batch may answer a request of this batch.
                 for tp in sorted(batch, key=lambda tp: (tp.topic != requests_topic, tp.partition)):
                     records = batch[tp]
@@ -386,7 +467,15 @@ class Orchestrator:
             else:
                 self.book.expire()
                 if self.exit_when_idle is not None and now - idle_since >= self.exit_when_idle:
-                    break
+                    rebalancing = self._assigned_at is None
+                    if (
+                        not self._held_reports
+                        and not rebalancing
+                        and self._idle_gate.may_stop(self._consumer)
+                    ):
+                        break
+                    log.info("idle but not caught up: not stopping")
+                    last_batch = now
             if since_checkpoint >= self.checkpoint_every or (
                 since_checkpoint and now - last_checkpoint >= self.checkpoint_interval
             ):
@@ -424,7 +513,7 @@ class Orchestrator:
 
     def _dead_letter(self, record: Any, reason: str, error: str) -> None:
         letter = DeadLetter.for_record(record, reason, error)
-        key, value, headers = letter.to_record(self.max_dead_letter_bytes)
+        key, value, headers = letter.to_record(self.max_dead_letter_bytes, self._dead_letter_bytes)
         self._send(self.topics.dead_letter, key, value, headers)
         self.summary.dead_letters[reason] += 1
 
@@ -446,7 +535,7 @@ class Orchestrator:
         from kafka.structs import OffsetAndMetadata
 
         self._flush()
-        value = json.dumps(self.checkpoint_document(), separators=(",", ":")).encode()
+        value = self._budget.encode(self.checkpoint_document)
         self._send(self.topics.state, self.checkpoint_key, value)
         self._flush()
         self.summary.checkpoints += 1
@@ -458,7 +547,11 @@ class Orchestrator:
         from kafka import KafkaConsumer, TopicPartition
 
         reader = KafkaConsumer(
-            **self.client.kafka_kwargs("orchestrator-state"), enable_auto_commit=False, group_id=None
+            **{
+                **self.client.kafka_kwargs("orchestrator-state"),
+                "enable_auto_commit": False,
+                "group_id": None,
+            }
         )
         try:
             partitions = [
@@ -470,19 +563,44 @@ class Orchestrator:
             reader.assign(partitions)
             reader.seek_to_beginning(*partitions)
             end = reader.end_offsets(partitions)
-            latest: bytes | None = None
+            latest: dict[str, Any] | None = None
+            newer: str | None = None
             deadline = time.monotonic() + 60.0
             while any(reader.position(tp) < end[tp] for tp in partitions):
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"could not read state topic {self.topics.state!r} to its end")
                 for records in reader.poll(timeout_ms=200).values():
                     for record in records:
-                        if record.key == self.checkpoint_key:
-                            latest = record.value
+                        if record.key != self.checkpoint_key:
+                            continue
+                        newer = None
+                        if record.value is None:
+                            latest = None
+                            continue
+                        try:
+                            latest = parse_checkpoint(record.value)
+                        except NewerFormatError as error:
+                            newer = str(error)
+                        except ValueError as error:
+                            log.warning(
+                                "ignoring an invalid checkpoint at %s/%d@%d (the previous one stays): %s",
+                                record.topic,
+                                record.partition,
+                                record.offset,
+                                error,
+                            )
         finally:
             reader.close()
+        if newer is not None:
+            raise CheckpointError(f"the checkpoint of group {self.group_id!r}: {newer}")
         if latest is not None:
-            self.restore(json.loads(latest))
+            try:
+                self.restore(latest)
+            except (ValueError, TypeError, KeyError, AttributeError) as error:
+                raise CheckpointError(
+                    f"the checkpoint of group {self.group_id!r} on {self.topics.state!r} does not fit "
+                    f"this orchestrator: {error}; use a new state topic or group"
+                ) from error
             log.info(
                 "restored the learner of group %s: %d pending decisions, offsets %s",
                 self.group_id,
@@ -496,9 +614,38 @@ class Orchestrator:
             if offset is not None:
                 self._consumer.seek(tp, offset)
                 self._offsets[tp] = offset
+        # Reports wait until the requests are read to their end offsets (see _release_reports).
+        reports = [tp for tp in partitions if tp.topic == self.topics.reports]
+        if reports:
+            self._consumer.pause(*reports)
+        self._held_reports = reports
+        self._requests_end = None
+        self._assigned_at = time.monotonic()
+        self._idle_gate.assigned()
         self.ready.set()
 
+    def _release_reports(self) -> None:
+        """Resume the reports once the requests are read to the end offsets they had at assignment.
+
+        After a restart with both topics backlogged, a report read before its request would be
+        judged unknown; holding the reports back until the requests have caught up (a bounded
+        wait: the end offsets are those of the assignment) makes every report find its decision.
+        """
+        consumer = self._consumer
+        requests = [tp for tp in consumer.assignment() if tp.topic == self.topics.requests]
+        if self._requests_end is None:
+            self._requests_end = consumer.end_offsets(requests) if requests else {}
+        if any(consumer.position(tp) < end for tp, end in self._requests_end.items()):
+            return
+        consumer.resume(*self._held_reports)
+        log.info(
+            "requests read to their end offsets %s: reading the reports",
+            {f"{tp.topic}/{tp.partition}": end for tp, end in self._requests_end.items()},
+        )
+        self._held_reports = []
+
     def _on_revoked(self, partitions: Sequence[Any]) -> None:
+        self._assigned_at = None  # a rebalance: the idle clock waits for the next assignment
         # No commit here (the kafka-python IO thread cannot block): the offsets of the revoked
         # partitions stay in the next checkpoint; records processed since the last commit are
         # processed again by the partitions' next owner (at-least-once).

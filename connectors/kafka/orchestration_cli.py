@@ -15,6 +15,7 @@ from typing import Any
 
 from connectors.kafka.cli import (
     _add_connection,
+    _add_consumer_options,
     _add_logging,
     _client_config,
     _costs,
@@ -24,6 +25,7 @@ from connectors.kafka.cli import (
     _positive_int,
     _setup_logging,
 )
+from connectors.kafka.exit_codes import StartupInterrupted, one_line_errors
 
 __all__ = ["main", "orchestrate_command", "register"]
 
@@ -87,14 +89,25 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--exit-when-idle",
         "USS_KAFKA_EXIT_WHEN_IDLE",
         convert=_non_negative_float,
-        help="stop after S seconds without records",
+        help="stop after S seconds without records, once the partitions are assigned and read to their end",
     )
+    _option(
+        job,
+        "--max-input-bytes",
+        "USS_KAFKA_MAX_INPUT_BYTES",
+        convert=_positive_int,
+        default=1 << 20,
+        help="larger requests and reports are dead-lettered as oversize",
+    )
+    _add_consumer_options(parser)
     _add_logging(parser)
     parser.set_defaults(handler=orchestrate_command)
 
 
+@one_line_errors("orchestrate")
 def orchestrate_command(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT (or idle); print a summary; exit 0 after a clean stop."""
+    from connectors.kafka.config import merge_options
     from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator
 
     _setup_logging(args.log_level)
@@ -116,9 +129,19 @@ def orchestrate_command(args: argparse.Namespace) -> int:
         checkpoint_every=args.checkpoint_every,
         checkpoint_interval=args.checkpoint_interval,
         exit_when_idle=args.exit_when_idle,
+        max_input_bytes=args.max_input_bytes,
+        max_dead_letter_bytes=args.max_input_bytes,
+        consumer_options={
+            "session_timeout_ms": args.session_timeout_ms,
+            "group_instance_id": args.group_instance_id,
+            **merge_options(args.consumer_option),
+        },
+        producer_options=merge_options(args.producer_option),
     )
 
     def _stop(signum: int, frame: Any) -> None:
+        if not orchestrator.serving.is_set():
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
         orchestrator.stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}

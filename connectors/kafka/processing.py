@@ -310,13 +310,24 @@ class FeaturesLearner:
 
     def process(self, value: bytes | None) -> tuple[bytes, int]:
         event_id, features = self._codec.decode(value)
+        cascade = self._cascade
+        # Restored if the decision cannot be encoded: a rejected event never changes the learner.
+        before = cascade.policy_state()
         try:
-            decision = self._cascade.decide_one(features)
+            decision = cascade.decide_one(features)
         except Exception as error:
             raise InvalidEvent(
                 "processing_error", f"cascade failed: {type(error).__name__}: {error}"
             ) from error
-        return self._codec.encode(event_id, decision), int(decision.depth)
+        try:
+            return self._codec.encode(event_id, decision), int(decision.depth)
+        except (ValueError, TypeError, OverflowError) as error:
+            cascade.load_policy_state(before)
+            raise InvalidEvent(
+                "processing_error",
+                f"the decision of event {event_id!r} cannot be encoded as JSON "
+                f"(proba {decision.proba!r}, prediction {decision.prediction!r}): {error}",
+            ) from error
 
     def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
         result = BatchResult([], [], [])

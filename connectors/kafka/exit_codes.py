@@ -1,0 +1,123 @@
+"""Exit codes of ``uss-stream kafka run`` and ``orchestrate``: one line on stderr, one code per cause.
+
+======  =====================================================================================
+code    cause
+======  =====================================================================================
+0       clean stop (SIGTERM/SIGINT, or idle)
+1       an unexpected error (a traceback: please report it)
+2       invalid configuration: options, topics, cascade factory (and argparse's usage errors)
+3       the Kafka brokers cannot be reached (bootstrap address, network, broker down)
+4       the ``/metrics`` endpoint cannot be served (port in use or out of range, bad host)
+5       a checkpoint cannot be used (another group's, another configuration, newer format)
+6       records were not delivered (the broker refused them); offsets were not committed
+7       authentication or authorisation failed (SASL credentials, TLS certificates, ACLs)
+143     SIGTERM (130: SIGINT) during the start, before the service was running
+======  =====================================================================================
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import ssl
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["EXIT_CODES", "StartupInterrupted", "exit_code", "one_line_errors"]
+
+EXIT_CODES = {
+    "ok": 0,
+    "unexpected": 1,
+    "configuration": 2,
+    "unreachable": 3,
+    "metrics": 4,
+    "checkpoint": 5,
+    "delivery": 6,
+    "security": 7,
+}
+
+
+#: kafka-python errors by cause (looked up by name: they differ between kafka-python versions).
+_SECURITY = (
+    "AuthorizationError",
+    "SaslAuthenticationFailedError",
+    "UnsupportedSaslMechanismError",
+    "IllegalSaslStateError",
+    "AuthenticationFailedError",
+)
+_UNREACHABLE = ("NoBrokersAvailable", "KafkaConnectionError", "KafkaTimeoutError")
+
+
+def _kafka_errors(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    from kafka import errors
+
+    return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
+
+
+class StartupInterrupted(BaseException):
+    """A stop signal arrived while the service was starting (connecting, reading checkpoints).
+
+    A ``BaseException``, like ``KeyboardInterrupt``: the client libraries' ``except Exception``
+    retry loops must not swallow it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"{signal.Signals(signum).name} while starting: stopped before running")
+        self.signum = signum
+
+
+def exit_code(error: BaseException) -> int | None:
+    """The exit code of a startup or configuration error (``None``: unexpected, keep the traceback).
+
+    >>> exit_code(ValueError("bad option")), exit_code(RuntimeError("?"))
+    (2, None)
+
+    """
+    from kafka import errors
+
+    from connectors.kafka.app import DeliveryError, MetricsEndpointError
+    from connectors.kafka.checkpoint import CheckpointError
+
+    if isinstance(error, StartupInterrupted):
+        return 128 + error.signum
+    if isinstance(error, CheckpointError):
+        return EXIT_CODES["checkpoint"]
+    if isinstance(error, MetricsEndpointError):
+        return EXIT_CODES["metrics"]
+    if isinstance(error, DeliveryError):
+        return EXIT_CODES["delivery"]
+    if isinstance(error, (ssl.SSLError, *_kafka_errors(_SECURITY))):
+        return EXIT_CODES["security"]
+    if isinstance(error, _kafka_errors(_UNREACHABLE)):
+        return EXIT_CODES["unreachable"]
+    if isinstance(error, (ValueError, errors.KafkaConfigurationError)):
+        return EXIT_CODES["configuration"]
+    return None
+
+
+def one_line_errors(command: str) -> Callable[[Callable[..., int]], Callable[..., int]]:
+    """Decorate a command handler: a known error becomes one line on stderr and its exit code."""
+
+    def decorate(handler: Callable[..., int]) -> Callable[..., int]:
+        @functools.wraps(handler)
+        def run(args: Any) -> int:
+            try:
+                return handler(args)
+            except (Exception, StartupInterrupted) as error:
+                code = exit_code(error)
+                if code is None:
+                    raise
+                print(f"uss-stream kafka {command}: error: {_message(error, args)}", file=sys.stderr)
+                return code
+
+        return run
+
+    return decorate
+
+
+def _message(error: BaseException, args: Any) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, _kafka_errors(_UNREACHABLE)):
+        return f"cannot reach the Kafka brokers at {getattr(args, 'bootstrap_servers', '?')}: {text}"
+    return text

@@ -1,0 +1,167 @@
+"""Keep the orchestrator's checkpoint within the largest record the state topic accepts.
+
+The orchestrator checkpoints its whole learner in one record, pending decisions included. With no
+expiry, decisions whose reports never come pile up until the checkpoint is larger than the broker
+accepts; the write then fails, the offsets are never committed, and every restart redoes the same
+decisions and fails at the same point. :class:`StateBudget` makes that impossible:
+
+* at :data:`WARN_AT` of the limit it warns (again at every further tenth, or after a minute), naming
+  the pending decisions and the settings that bound them;
+* past :data:`TRIM_AT` it expires the oldest pending decisions (counted as ``expired``: their late
+  reports are dead-lettered ``report_expired``) until the checkpoint is back under
+  :data:`TRIM_TO` of the limit, and says how many.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["TRIM_AT", "TRIM_TO", "WARN_AT", "StateBudget"]
+
+log = logging.getLogger("connectors.kafka.orchestration")
+
+WARN_AT = 0.5
+TRIM_AT = 0.9
+TRIM_TO = 0.7
+
+
+class StateBudget:
+    """Encode checkpoints of a :class:`~uss_stream.pending.PendingDecisions` within ``limit`` bytes.
+
+    Parameters
+    ----------
+    book
+        The pending decisions (trimmed in place when the checkpoint is too large).
+    limit
+        The largest checkpoint value the state topic accepts, in bytes.
+
+    Examples
+    --------
+    >>> from uss_stream.pending import PendingDecisions
+    >>> from uss_stream.policies import USSUCB
+    >>> book = PendingDecisions(USSUCB([0.0, 0.1]))
+    >>> for i in range(1000):
+    ...     _ = book.decide(f"decision-{i:04d}")
+    >>> budget = StateBudget(book, limit=20_000)
+    >>> value = budget.encode(lambda: {"state": book.state_dict()})
+    >>> len(value) <= 0.9 * 20_000, book.pending < 1000, book.counters["expired"] == 1000 - book.pending
+    (True, True, True)
+    >>> book.report("decision-0999", [1])   # the newest decisions stay
+    >>> book.report("decision-0000", [1])
+    Traceback (most recent call last):
+    ...
+    uss_stream.pending.RejectedReport: decision 'decision-0000' expired before its report
+
+    """
+
+    def __init__(self, book: Any, limit: int) -> None:
+        self.book = book
+        self.limit = limit
+        self._warned_at = 0.0
+        self._warned_ratio = 0.0
+
+    def encode(self, document: Callable[[], dict[str, Any]]) -> bytes:
+        """The checkpoint value of ``document()``, after trimming it (and the book) if too large.
+
+        First the oldest remembered report ids are left out of the checkpoint, then the oldest
+        pending decisions are expired.
+        """
+        checkpoint = document()
+        value = _dumps(checkpoint)
+        ratio = len(value) / self.limit
+        if ratio >= WARN_AT:
+            self._warn(len(value), ratio)
+        if len(value) <= TRIM_AT * self.limit:
+            return value
+        _drop_closed(checkpoint, self.limit, len(value))
+        value = _dumps(checkpoint)
+        while len(value) > TRIM_AT * self.limit and self.book.pending:
+            keep = int(self.book.pending * TRIM_TO * self.limit / len(value))
+            expired = self._expire_oldest(self.book.pending - keep)
+            if not expired:
+                break
+            checkpoint = document()
+            _drop_closed(checkpoint, self.limit, len(_dumps(checkpoint)))
+            value = _dumps(checkpoint)
+            log.warning(
+                "checkpoint over %d%% of the %d-byte limit of the state topic: expired the %d oldest "
+                "pending decisions (their reports will be dead-lettered report_expired), %d pending, "
+                "checkpoint now %d bytes",
+                int(TRIM_AT * 100),
+                self.limit,
+                len(expired),
+                self.book.pending,
+                len(value),
+            )
+        if len(value) > self.limit:
+            raise ValueError(
+                f"the checkpoint is {len(value)} bytes after trimming, more than the state topic "
+                f"accepts ({self.limit}): raise max.message.bytes of the state topic"
+            )
+        return value
+
+    def _warn(self, size: int, ratio: float) -> None:
+        now = time.monotonic()
+        if ratio < self._warned_ratio + 0.1 and now - self._warned_at < 60.0:
+            return
+        self._warned_at, self._warned_ratio = now, ratio
+        log.warning(
+            "checkpoint is %d bytes, %d%% of the %d-byte limit of the state topic, with %d decisions "
+            "pending: past %d%% the oldest are expired. Bound them with --max-age-decisions or "
+            "--max-age-seconds, or raise max.message.bytes of the state topic",
+            size,
+            int(ratio * 100),
+            self.limit,
+            self.book.pending,
+            int(TRIM_AT * 100),
+        )
+
+    def _expire_oldest(self, count: int) -> list[Any]:
+        """Expire the ``count`` oldest pending decisions (through the book's own expiry)."""
+        pending = self.book.state_dict()["pending"]  # [id, depth, round], oldest first
+        if count <= 0:
+            return []
+        now_round = self.book.policy.stats.decisions
+        first_kept = pending[count][2] if count < len(pending) else now_round + 1
+        saved = self.book.max_age_decisions
+        self.book.max_age_decisions = max(1, now_round - first_kept + 1)
+        try:
+            return self.book.expire()
+        finally:
+            self.book.max_age_decisions = saved
+
+
+def _closed_ids(checkpoint: dict[str, Any]) -> list[Any]:
+    closed = checkpoint.get("state", {}).get("closed")
+    return closed.get("ids") or [] if isinstance(closed, dict) else []
+
+
+def _drop_closed(checkpoint: dict[str, Any], limit: int, size: int) -> int:
+    """Keep in ``checkpoint`` only the newest remembered ids that fit :data:`TRIM_TO` of ``limit``.
+
+    The book still remembers them until a restart; after it, a duplicate report of a forgotten id
+    is dead-lettered ``report_unknown`` instead of ``report_duplicate``. Returns how many were dropped.
+    """
+    ids = _closed_ids(checkpoint)
+    excess = size - TRIM_TO * limit
+    if not ids or excess <= 0:
+        return 0
+    per_id = len(_dumps({"ids": ids})) / len(ids)
+    drop = min(len(ids), int(excess / per_id) + 1)
+    closed = checkpoint["state"]["closed"]
+    closed["ids"] = ids[drop:]
+    closed["expired"] = [k - drop for k in closed.get("expired", []) if k >= drop]
+    log.warning(
+        "checkpoint keeps the newest %d remembered report ids only (%d dropped to fit the state topic)",
+        len(closed["ids"]),
+        drop,
+    )
+    return drop
+
+
+def _dumps(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
