@@ -41,6 +41,7 @@ from connectors.kafka.events import REASONS, InvalidEvent
 from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
+from connectors.kafka.relearn import LabelsLog
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
@@ -119,6 +120,11 @@ class _Partition:
     replay_until: int  # records below this are replayed without producing
     # Exactly-once: the offset and learner state (None: empty) of the last committed transaction.
     base: tuple[int, dict[str, Any] | None] = (-1, None)
+    # Features mode: the labels partition's offset the stage models learned up to (-1: none), the
+    # one the last checkpoint covers, and the one of the last committed transaction.
+    labels_offset: int = -1
+    labels_checkpointed: int = -1
+    labels_base: int = -1
 
 
 @dataclass
@@ -163,6 +169,11 @@ class Application:
         ``uss-stream.<group_id>.<group_instance_id or host name>``: it must be stable across
         restarts of an instance (a restart fences its predecessor and aborts its open transaction)
         and distinct between the instances of a group.
+    rebuild_models
+        Features mode: checkpoints record how far the stage models learned from the labels
+        partition, and a restored (or rewound) learner re-learns the retained labels log up to
+        there, so that its River models are those of an uninterrupted run (see
+        :mod:`connectors.kafka.relearn`). ``False``: the stages start as the factory builds them.
     shared_learning
         Outputs mode: every learner decides on its own counts plus the other input partitions'
         (their last checkpoints in the state topic, or the live counts of the partitions this
@@ -208,6 +219,7 @@ class Application:
         auto_offset_reset: str = "earliest",
         group_instance_id: str | None = None,
         guarantee: str = "at-least-once",
+        rebuild_models: bool = True,
         shared_learning: bool = False,
         exit_when_idle: float | None = None,
         consumer_options: Mapping[str, Any] | None = None,
@@ -249,6 +261,7 @@ class Application:
         self.auto_offset_reset = auto_offset_reset
         self.group_instance_id = group_instance_id
         self.guarantee = guarantee
+        self.rebuild_models = bool(rebuild_models)
         self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
@@ -272,6 +285,7 @@ class Application:
         self._consumer: Any = None
         self._producer: Any = None
         self._store: CheckpointStore | None = None
+        self._labels_log: LabelsLog | None = None
         self._partitions: dict[Any, _Partition] = {}
         self._labels: dict[Any, _LabelsPartition] = {}
         self._pending: set[Any] = set()
@@ -427,6 +441,8 @@ class Application:
         self._store = CheckpointStore(
             topics.state, {**self.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"}
         )
+        if topics.labels is not None and self.rebuild_models:
+            self._labels_log = LabelsLog(self.client.kafka_kwargs("labels-reader"), self.max_input_bytes)
         consumer_settings = {
             **CONSUMER_DEFAULTS,
             **self.consumer_options,
@@ -575,6 +591,10 @@ class Application:
         from kafka import TopicPartition
 
         state = self._partitions.get(TopicPartition(self.topics.input, labels.tp.partition))
+        if records[0].offset < labels.next_offset:  # never feed the stages a label twice
+            records = records[bisect.bisect_left(records, labels.next_offset, key=_offset) :]
+            if not records:
+                return
         limit = self.max_input_bytes
         for record in records:
             value = record.value
@@ -595,6 +615,8 @@ class Application:
                 except InvalidEvent as error:
                     self._reject(labels.dlq_partition, record, error.reason, error.detail)
         labels.next_offset = records[-1].offset + 1
+        if state is not None:
+            state.labels_offset = labels.next_offset
         self.summary.labels += len(records)
         self.metrics.labels.inc(len(records))
 
@@ -676,6 +698,8 @@ class Application:
         self._replaced_since_commit = False
         for checkpoint in written:
             self._partitions[_input_partition(checkpoint)].base = (checkpoint.offset, checkpoint.state)
+            if checkpoint.labels_offset is not None:
+                self._partitions[_input_partition(checkpoint)].labels_base = checkpoint.labels_offset
         self._record_commit(offsets)
         return True
 
@@ -732,7 +756,10 @@ class Application:
         """Restore every learner to its last committed state and seek to the committed offsets.
 
         From memory: right after a commit, the broker may not serve its offsets and checkpoints yet.
+        Features mode: the stage models are rebuilt from the labels log up to the committed position.
         """
+        from kafka import TopicPartition
+
         consumer = self._consumer
         with self._lock:
             self._rewind_needed = False
@@ -741,11 +768,18 @@ class Application:
                 state.learner = self._processor.new_learner()
                 if learner_state is not None:
                     state.learner.load_state_dict(learner_state)
+                if self._labels_log is not None:
+                    self._rebuild_models(state, state.labels_base)
                 consumer.seek(state.tp, offset)
                 state.next_offset = offset
                 state.checkpointed = min(state.checkpointed, offset)
                 state.replay_until = max(state.committed, offset)
             for labels in self._labels.values():
+                learned = self._partitions.get(TopicPartition(self.topics.input, labels.tp.partition))
+                if self._labels_log is not None and learned is not None and learned.labels_base >= 0:
+                    consumer.seek(labels.tp, learned.labels_base)
+                    labels.next_offset = learned.labels_base
+                    continue
                 if labels.committed >= 0:
                     consumer.seek(labels.tp, labels.committed)
                 elif self.auto_offset_reset == "earliest":
@@ -775,7 +809,12 @@ class Application:
     def _write_checkpoints(self, states: Iterable[_Partition]) -> list[Checkpoint]:
         """Write (and flush) the checkpoint of every learner that changed; returns them."""
         written: list[Checkpoint] = []
-        changed = [state for state in states if state.next_offset > state.checkpointed]
+        changed = [
+            state
+            for state in states
+            if state.next_offset > state.checkpointed
+            or (state.next_offset >= 0 and state.labels_offset > state.labels_checkpointed)
+        ]
         now = time.monotonic()
         if changed:
             if self.exactly_once:
@@ -792,6 +831,7 @@ class Application:
                     group_id=self.group_id,
                     processor=description,
                     written_at=written_at,
+                    labels_offset=None if state.labels_offset < 0 else state.labels_offset,
                 )
                 written.append(checkpoint)
                 futures.append(
@@ -803,6 +843,7 @@ class Application:
                 raise DeliveryError(f"checkpoint not written: {failed[0].exception!r}")
             for state in changed:
                 state.checkpointed = state.next_offset
+                state.labels_checkpointed = state.labels_offset
             self.summary.checkpoints += len(changed)
             self.metrics.checkpointed(len(changed))
         self._last_checkpoint = now
@@ -959,6 +1000,7 @@ class Application:
                     ) from error
             if plan.warning:
                 log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
+            labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
             seek = plan.seek
             if seek is None and self.exactly_once:
                 # An explicit start, so that an abort before the first commit rewinds there.
@@ -975,6 +1017,9 @@ class Application:
                 checkpointed=checkpoint.offset if plan.use_checkpoint else -1,
                 replay_until=plan.replay_until,
                 base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
+                labels_offset=labels_from,
+                labels_checkpointed=labels_from if plan.use_checkpoint else -1,
+                labels_base=labels_from,
             )
             with self._lock:
                 self._partitions[tp] = state
@@ -989,6 +1034,7 @@ class Application:
                 + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
                 + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
                 + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
+                + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
             )
         # Labels partitions whose input partition is not ours (mis-partitioned topics) still flow.
         with self._lock:
@@ -1008,6 +1054,49 @@ class Application:
         if self.shared_learning:
             self._share()
         return set(pending)
+
+    def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
+        """Features mode: re-learn the labels the restored learner's stages had learned.
+
+        Up to the checkpoint's ``labels_offset``, or without one to the group's committed offset of
+        the labels partition, which the consumer is then positioned at. Returns that offset (``-1``:
+        nothing to re-learn, the consumer keeps its own position).
+        """
+        from kafka import TopicPartition
+
+        if self._labels_log is None:
+            return -1
+        labels_tp = TopicPartition(self.topics.labels, tp.partition)
+        if checkpoint is not None and checkpoint.labels_offset is not None:
+            until = checkpoint.labels_offset
+        else:
+            committed = self._consumer.committed(labels_tp)
+            until = -1 if committed is None else committed
+            if checkpoint is not None and until > 0:
+                log.warning(
+                    "%s/%d: the checkpoint does not say how far its stage models learned; "
+                    "re-learning the labels up to the committed offset %d",
+                    tp.topic,
+                    tp.partition,
+                    until,
+                )
+        if until < 0:
+            return -1
+        self._labels_log.relearn(learner, labels_tp, until)
+        if labels_tp in self._labels:
+            self._consumer.seek(labels_tp, until)
+            self._labels[labels_tp].next_offset = until
+        return until
+
+    def _rebuild_models(self, state: _Partition, until: int) -> None:
+        """Re-learn the labels below ``until`` into ``state``'s (new) learner; ``-1``: none."""
+        from kafka import TopicPartition
+
+        if until > 0:
+            labels_tp = TopicPartition(self.topics.labels, state.tp.partition)
+            self._labels_log.relearn(state.learner, labels_tp, until)
+        state.labels_offset = until
+        state.labels_checkpointed = min(state.labels_checkpointed, until)
 
     # -- shared learning -------------------------------------------------------------------------
     def _share(self) -> None:
@@ -1075,6 +1164,8 @@ class Application:
                 log.warning("closing the producer: %s", error)
         if self._store is not None:
             self._store.close()
+        if self._labels_log is not None:
+            self._labels_log.close()
         if self._http is not None:
             self._http.close()
             self._http = None
