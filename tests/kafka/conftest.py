@@ -49,8 +49,10 @@ def decisions_of(records: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(record.value) for record in records]
 
 
-def checkpoints_of(bootstrap: str, topic: str) -> list[Checkpoint]:
-    return [Checkpoint.from_record(r.key, r.value) for r in read_all(bootstrap, topic) if r.value is not None]
+def checkpoints_of(bootstrap: str, topic: str, isolation_level: str = "read_committed") -> list[Checkpoint]:
+    """The checkpoints in the state topic, as the service reads them (``read_committed``)."""
+    records = read_all(bootstrap, topic, isolation_level=isolation_level)
+    return [Checkpoint.from_record(r.key, r.value) for r in records if r.value is not None]
 
 
 def policy_after(outputs: np.ndarray) -> USSUCB:
@@ -182,6 +184,21 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     ends = consumer.end_offsets(partitions)
     consumer.close()
     return {tp.partition: offset for tp, offset in ends.items()}
+
+
+def open_transaction_records(bootstrap_servers: str, topic: str) -> int:
+    """Records of ``topic`` in transactions still open: end offsets minus last stable offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumers = [
+        KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, isolation_level=level)
+        for level in ("read_uncommitted", "read_committed")
+    ]
+    partitions = [TopicPartition(topic, p) for p in sorted(consumers[0].partitions_for_topic(topic) or ())]
+    ends, stable = (consumer.end_offsets(partitions) for consumer in consumers)
+    for consumer in consumers:
+        consumer.close()
+    return sum(ends[tp] - stable[tp] for tp in partitions)
 
 
 def read_all(

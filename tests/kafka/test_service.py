@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import uuid
 
 import numpy as np
 import pytest
@@ -20,9 +21,9 @@ from conftest import (
     run_app,
     stream,
 )
+from phases import Phase, comparable, phases, reference_decisions
 
 from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
-from connectors.kafka.demo import demo_records
 from uss_stream.policies import USSUCB
 
 pytestmark = [
@@ -217,28 +218,47 @@ def test_partitions_move_between_instances_with_their_learners(bootstrap_servers
         assert depths == USSUCB(COSTS).run(outputs).tolist()
 
 
-def test_features_mode_runs_the_cascade_and_learns_from_the_labels_topic(bootstrap_servers, make_topics):
+def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bootstrap_servers, make_topics):
     topics = make_topics(labels=True)
-    events, labelled = zip(*demo_records("features", 400, seed=3))
-    produce(bootstrap_servers, topics.input, list(events))
-    produce(bootstrap_servers, topics.labels, list(labelled))
+    stream_phases = phases(4, labels=40, events=120, seed=3)
+    expected = reference_decisions(stream_phases)
     processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
-    summary = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
+    group = f"features-{uuid.uuid4().hex[:8]}"
 
-    assert (summary.events, summary.labels, summary.decisions) == (400, 400, 400)
-    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=400))
-    assert [d["id"] for d in decisions] == [json.loads(e)["id"] for e in events]
-    for decision in decisions:
-        assert decision["depth"] == len(decision["outputs"])
-        assert decision["cost"] == pytest.approx(sum(processor.stage_costs[: decision["depth"]]))
-        assert decision["prediction"] == decision["outputs"][-1]
-    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)
+    def feed(running: Running, phase: Phase, labels_before: int, events_before: int) -> None:
+        produce(bootstrap_servers, topics.labels, phase.labels)
+        running.wait_for(lambda a: a.summary.labels == labels_before + len(phase.labels))
+        # The labels were consumed before any of the events they precede was produced.
+        assert running.app.summary.events == events_before
+        produce(bootstrap_servers, topics.input, phase.events)
+        running.wait_for(lambda a: a.summary.events == events_before + len(phase.events))
+
+    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    for k, phase in enumerate(stream_phases[:3]):
+        feed(first, phase, 40 * k, 120 * k)
+    first.app.stop()
+    summary = first.join()
+    assert (summary.events, summary.labels, summary.decisions) == (360, 120, 360)
+    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)[-1:]
+    assert (checkpoint.offset, checkpoint.labels_offset) == (360, 120)
     assert checkpoint.processor["mode"] == "features"
-    stepped = sum(not d["warm_up"] for d in decisions)
-    assert checkpoint.state["stats"]["decisions"] == stepped
 
-    # A restart restores the policy's counts.
-    produce(bootstrap_servers, topics.input, [json.dumps({"id": "late", "features": {"age": 40}}).encode()])
-    restarted = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
-    assert restarted.restored == [f"{topics.input}/0: checkpoint @400, committed @400, start @400"]
-    assert restarted.decisions == 1
+    # A restart re-learns the 120 labels: the stages are those of an uninterrupted run.
+    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    second.wait_for(lambda a: bool(a.summary.restored))
+    assert second.app.summary.restored == [
+        f"{topics.input}/0: checkpoint @360, committed @360, start @360, labels relearned to @120"
+    ]
+    feed(second, stream_phases[3], 0, 0)
+    second.app.stop()
+    second.join()
+
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=480))
+    assert len(read_all(bootstrap_servers, topics.output)) == 480
+    assert read_all(bootstrap_servers, topics.dead_letter) == []
+    stepped = sum(not d["warm_up"] for d in decisions)
+    assert stepped > 0 and len({d["depth"] for d in decisions if not d["warm_up"]}) > 1
+    assert [comparable(d) for d in decisions] == expected
+    for decision in decisions:
+        assert decision["cost"] == pytest.approx(sum(processor.stage_costs[: decision["depth"]]))
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state["stats"]["decisions"] == stepped
