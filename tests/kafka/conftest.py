@@ -61,6 +61,30 @@ def policy_after(outputs: np.ndarray) -> USSUCB:
     return policy
 
 
+#: Every subprocess and in-process service a test starts; killed / stopped when the test ends.
+PROCESSES: list[Any] = []
+RUNNING: list[Running] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_services() -> Iterator[None]:
+    """Kill every service subprocess (and stop every in-process service) the test left running.
+
+    A test that fails midway leaves them behind otherwise, still consuming, and the next test's
+    timing with them.
+    """
+    yield
+    while PROCESSES:
+        process = PROCESSES.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    while RUNNING:
+        running = RUNNING.pop()
+        running.app.stop()
+        running.join_quietly()
+
+
 NO_BROKER = (
     "The Kafka tests need a real broker and none was found. Either\n"
     "  * run `make test` (it starts the local KRaft broker of deploy/kafka/broker.sh), or\n"
@@ -262,6 +286,7 @@ class Running:
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(processor,), daemon=True)
         self._thread.start()
+        RUNNING.append(self)
 
     def _run(self, processor: Processor) -> None:
         try:
@@ -277,6 +302,10 @@ class Running:
             if time.monotonic() > deadline:
                 raise AssertionError("condition not reached in time")
             time.sleep(0.02)
+
+    def join_quietly(self, timeout: float = 30.0) -> None:
+        """Wait for the thread to end, whatever the outcome (teardown)."""
+        self._thread.join(timeout)
 
     def join(self, timeout: float = 60.0) -> RunSummary:
         self._thread.join(timeout)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
+from conftest import COSTS, PROCESSES, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
 
 from connectors.kafka import Topics
 from uss_stream.cli import main
@@ -44,6 +44,7 @@ class Service:
             "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        PROCESSES.append(self.process)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -1,0 +1,133 @@
+"""Features mode remembers: exactly-once, three SIGKILLs, and the decisions of an uninterrupted run.
+
+The stage models are rebuilt on every restart by re-learning the labels log up to the position the
+last committed checkpoint records (``connectors/kafka/relearn.py``). Labels and events come in
+phases (see ``phases.py``): each phase's labels are committed by the service before its events are
+produced, so the uninterrupted run is well defined, and :func:`phases.reference_decisions` is it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+import uuid
+from typing import Any
+
+import pytest
+from conftest import checkpoints_of, open_transaction_records, produce, read_all, trickle
+from phases import comparable, phases, reference_decisions
+from test_cli import Service, output_count
+
+from connectors.kafka import Topics
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(300),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+FACTORY = "connectors.kafka.demo:pima_cascade"
+
+
+def committed(admin: Any, group: str, topic: str) -> int:
+    """The group's committed offset of ``topic``/0 (``-1``: none)."""
+    from kafka import TopicPartition
+
+    tp = TopicPartition(topic, 0)
+    meta = admin.list_group_offsets({group: [tp]})[group].get(tp)
+    return -1 if meta is None else meta.offset
+
+
+def wait_until(condition: Any, what: str, service: Service, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        service.alive()
+        assert time.monotonic() < deadline, f"{what} not reached after {timeout}s:\n{service.log[-3000:]}"
+        time.sleep(0.02)
+
+
+def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted_run(
+    bootstrap_servers, make_topics, admin, record_property
+):
+    topics: Topics = make_topics(labels=True)
+    stream = phases(4, labels=60, events=900, seed=5)
+    expected = reference_decisions(stream)
+    run = uuid.uuid4().hex[:8]
+    group = f"features-eos-{run}"
+    options = ["--mode", "features", "--cascade-factory", FACTORY, "--labels-topic", topics.labels,
+               "--guarantee", "exactly-once", "--group-instance-id", f"features-eos-{run}",
+               "--commit-interval", "0.3", "--max-poll-records", "40",
+               "--session-timeout-ms", "6000"]  # fmt: skip
+    seed = random.randrange(1_000_000)
+    rng = random.Random(seed)
+    service = Service(bootstrap_servers, topics, group, *options)
+    service.wait_for_log("restored")
+    kills: list[dict[str, int]] = []
+    labels_end = events_end = 0
+    for k, phase in enumerate(stream):
+        produce(bootstrap_servers, topics.labels, phase.labels)
+        labels_end += len(phase.labels)
+        wait_until(
+            lambda end=labels_end: committed(admin, group, topics.labels) == end, "labels committed", service
+        )
+        start = output_count(bootstrap_servers, topics.output)
+        producing = trickle(bootstrap_servers, topics.input, {0: phase.events}, per_second=300)
+        events_end += len(phase.events)
+        if k >= 1:  # a SIGKILL in each of the last three phases, mid-transaction
+            threshold = start + rng.randrange(60, 400)
+            wait_until(
+                lambda at=threshold: (
+                    output_count(bootstrap_servers, topics.output) >= at
+                    and open_transaction_records(bootstrap_servers, topics.output) > 0
+                ),
+                f"an open transaction after output offset {threshold}",
+                service,
+            )
+            service.process.send_signal(signal.SIGKILL)
+            service.process.wait(timeout=10)
+            assert service.process.returncode == -signal.SIGKILL
+            kills.append(
+                {
+                    "output_offset": output_count(bootstrap_servers, topics.output),
+                    "open_records": open_transaction_records(bootstrap_servers, topics.output),
+                }
+            )
+            service = Service(bootstrap_servers, topics, group, *options)
+            # The next kill is armed only once this instance has restored (and re-learned).
+            service.wait_for_log("restored")
+            assert f"labels relearned to @{labels_end}" in service.log
+            assert f"{labels_end} labels learned" in service.log
+        producing.join()
+        wait_until(
+            lambda end=events_end: committed(admin, group, topics.input) == end, "events committed", service
+        )
+    service.process.send_signal(signal.SIGTERM)
+    service.finish()
+
+    committed_records = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
+    everything = read_all(bootstrap_servers, topics.output, isolation_level="read_uncommitted")
+    decisions = [json.loads(r.value) for r in committed_records]
+    # Exactly one committed decision per event, equal to the uninterrupted run's: same depths,
+    # predictions, stage outputs and probabilities, so the same stage models.
+    assert [comparable(d) for d in decisions] == expected
+    assert sum(not d["warm_up"] for d in decisions) > 0
+    # The kills interrupted transactions: their records are in the log (read_uncommitted) but not
+    # committed, and each is the decision the restored service made again for the same event.
+    committed_offsets = {r.offset for r in committed_records}
+    aborted = [json.loads(r.value) for r in everything if r.offset not in committed_offsets]
+    assert len(aborted) == len(everything) - len(committed_records) >= sum(k["open_records"] for k in kills)
+    assert sum(kill["open_records"] for kill in kills) > 0
+    by_id = {d["id"]: d for d in decisions}
+    assert all(d == by_id[d["id"]] for d in aborted)
+    last = checkpoints_of(bootstrap_servers, topics.state)[-1]
+    assert (last.offset, last.labels_offset) == (events_end, labels_end)
+    report = (
+        f"features mode, exactly-once, {events_end} events and {labels_end} labels in 4 phases, "
+        f"SIGKILLs (seed {seed}) at {kills}: {len(decisions)} committed decisions equal to the "
+        f"uninterrupted run, {len(aborted)} aborted records"
+    )
+    record_property("features_eos_sigkill_report", report)
+    print(report)
