@@ -497,6 +497,8 @@ class Application:
             log.warning("could not check that state topic %r is compacted: %s", self.topics.state, error)
 
     def _loop(self) -> None:
+        from kafka.errors import KafkaError
+
         consumer = self._consumer
         poll_ms = 250
         while not self._stop.is_set():
@@ -509,12 +511,28 @@ class Application:
             restored = self._restore_pending() if self._pending else ()
             if batch:
                 with self._lock:
-                    self._process(batch, skip=restored)
+                    try:
+                        self._process(batch, skip=restored)
+                    except KafkaError as error:
+                        self._abandon_batch(error)
                 self._last_activity = time.monotonic()
             elif self.exit_when_idle is not None and now - self._last_activity >= self.exit_when_idle:
                 log.info("no record for %.1fs: stopping", now - self._last_activity)
                 break
             self._maybe_commit()
+
+    def _abandon_batch(self, error: BaseException) -> None:
+        """Exactly-once: a send refused mid-batch (e.g. the producer was fenced) aborts the transaction.
+
+        The loop then rewinds to the last committed transaction and processes the batch again.
+        """
+        from kafka.errors import AuthorizationError, UnsupportedVersionError
+
+        if not self.exactly_once or isinstance(error, (AuthorizationError, UnsupportedVersionError)):
+            raise error
+        self._timings.clear()
+        self._batch_depths = [0] * len(self._batch_depths)
+        self._abort(error)
 
     # -- processing ------------------------------------------------------------------------------
     def _process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:
