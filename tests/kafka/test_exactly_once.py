@@ -78,11 +78,13 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
 
 
-def test_a_fenced_producer_is_replaced_and_every_event_still_has_one_decision(bootstrap_servers, make_topics):
+def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(bootstrap_servers, make_topics):
     from kafka import KafkaProducer
 
+    from connectors.kafka import DeliveryError
+
     topics = make_topics()
-    values, outputs = stream(6_000)
+    values, outputs = stream(8_000)
     produce(bootstrap_servers, topics.input, values[:2_000])
     app = new_app(
         bootstrap_servers,
@@ -94,32 +96,42 @@ def test_a_fenced_producer_is_replaced_and_every_event_still_has_one_decision(bo
     )
     running = Running(app, OutputsProcessor(COSTS))
     running.wait_for(lambda a: a.summary.events == 2_000 and a.summary.commits >= 1)
-    for round_, chunk in enumerate((values[2_000:4_000], values[4_000:]), start=1):
+
+    def fence() -> None:
         # Another producer takes the transactional id (as a zombie's successor would): the broker
-        # fences the service's producer, whose next transaction fails; the service replaces it.
+        # fences the service's producer, whose next transaction fails.
         intruder = KafkaProducer(bootstrap_servers=bootstrap_servers, transactional_id=app.transactional_id)
         intruder.init_transactions()
         intruder.close()
-        produce(bootstrap_servers, topics.input, chunk)
+
+    for round_ in (1, 2):
+        fence()
+        produce(bootstrap_servers, topics.input, values[2_000 * round_ : 2_000 * (round_ + 1)])
         running.wait_for(
             lambda a, r=round_: a.summary.producer_replacements == r and a.summary.events >= 2_000 * (r + 1)
         )
         # A transaction of the new producer commits before the next fence (two in a row are fatal).
         commits = app.summary.commits
         running.wait_for(lambda a, c=commits: a.summary.commits > c)
-    app.stop()
-    summary = running.join()
-
-    assert summary.producer_replacements == 2
     assert app.metrics.registry.get_sample_value("uss_kafka_producer_replacements_total") == 2
-    assert summary.aborts >= 2
+    assert app.summary.aborts >= 2
+    # A third fence within ten minutes: an instance fenced that often shares its transactional id.
+    fence()
+    produce(bootstrap_servers, topics.input, values[6_000:])
+    with pytest.raises(DeliveryError, match=r"after 2 replacement.*another instance"):
+        running.join()
+    assert app.summary.producer_replacements == 2
+
     decisions = [
         json.loads(r.value)
         for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     ]
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(6_000)]
-    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
-    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs[:6_000]).tolist()
+    assert (
+        checkpoints_of(bootstrap_servers, topics.state)[-1].state
+        == policy_after(outputs[:6_000]).state_dict()
+    )
 
 
 def test_four_sigkills_leave_exactly_one_decision_per_event(
