@@ -115,12 +115,14 @@ def _parse(value: bytes | None) -> Any:
         document, end = _scan(text, 0)
         if end == len(text):
             return document
-    except (ValueError, StopIteration):
+    except (ValueError, StopIteration, RecursionError):
         pass
     try:
         return _loads(value)
     except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
         raise InvalidEvent("invalid_json", f"value is not UTF-8 JSON: {error}") from None
+    except RecursionError:
+        raise InvalidEvent("invalid_json", "value is JSON nested too deeply to decode") from None
 
 
 def _check_id(document: dict[str, Any]) -> Any:

@@ -25,7 +25,7 @@ LABELS = {
 }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     kind=st.sampled_from(sorted(LABELS)),
     data=st.data(),
