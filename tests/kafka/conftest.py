@@ -266,8 +266,8 @@ def read_all(
 def new_app(
     bootstrap_servers: str, topics: Topics, group_id: str | None = None, **settings: Any
 ) -> Application:
-    """An :class:`Application` for tests: no HTTP endpoint, stops after one idle second."""
-    settings.setdefault("exit_when_idle", 1.0)
+    """An :class:`Application` for tests: no HTTP endpoint, no idle exit (tests stop it on a condition)."""
+    settings.setdefault("exit_when_idle", None)
     settings.setdefault("http_port", None)
     return Application(
         ClientConfig(bootstrap_servers),
@@ -303,6 +303,10 @@ class Running:
                 raise AssertionError("condition not reached in time")
             time.sleep(0.02)
 
+    def alive(self) -> bool:
+        """Whether the application is still running."""
+        return self._thread.is_alive()
+
     def join_quietly(self, timeout: float = 30.0) -> None:
         """Wait for the thread to end, whatever the outcome (teardown)."""
         self._thread.join(timeout)
@@ -319,6 +323,40 @@ class Running:
         return self.summary
 
 
+def committed_offsets(admin: Any, group: str, partitions: Sequence[Any]) -> dict[Any, int]:
+    """The group's committed offset of each partition (``-1``: none)."""
+    offsets = admin.list_group_offsets({group: list(partitions)})[group]
+    return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
+
+
 def run_app(app: Application, processor: Processor, timeout: float = 60.0) -> RunSummary:
-    """Run ``app`` until it stops by itself (idle), within ``timeout`` seconds."""
-    return Running(app, processor).join(timeout)
+    """Run ``app`` until its group committed every record its input (and labels) topics hold now; stop it.
+
+    The condition is observed (committed offsets), not an idle window. An application that stops
+    by itself (an error, its own ``exit_when_idle``) ends the wait too; its error is raised.
+    """
+    from kafka import KafkaAdminClient, TopicPartition
+
+    bootstrap = app.client.bootstrap_servers
+    ends = {
+        TopicPartition(topic, partition): end
+        for topic in (app.topics.input, app.topics.labels)
+        if topic is not None
+        for partition, end in end_offsets(bootstrap, topic).items()
+        if end > 0
+    }
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    running = Running(app, processor)
+    deadline = time.monotonic() + timeout
+    try:
+        while running.alive():
+            committed = committed_offsets(admin, app.group_id, list(ends)) if ends else {}
+            if all(committed[tp] >= end for tp, end in ends.items()):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the group did not commit {ends} within {timeout}s: {committed}")
+            time.sleep(0.05)
+    finally:
+        admin.close()
+        app.stop()
+    return running.join(timeout)

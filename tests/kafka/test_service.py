@@ -13,6 +13,7 @@ from conftest import (
     CUMULATIVE,
     Running,
     checkpoints_of,
+    committed_offsets,
     decisions_of,
     new_app,
     policy_after,
@@ -38,7 +39,7 @@ def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_s
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
-    app = new_app(bootstrap_servers, topics, exit_when_idle=3.0, http_port=0, http_host="127.0.0.1")
+    app = new_app(bootstrap_servers, topics, http_port=0, http_host="127.0.0.1")
     running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
     running.wait_for(lambda a: a.summary.events == 10_000)
     host, port = app.http_address
@@ -47,6 +48,7 @@ def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_s
     metrics = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read().decode()
     assert "uss_kafka_events_total 10000.0" in metrics
     assert "uss_kafka_decide_latency_seconds_count 10000.0" in metrics
+    app.stop()
     summary = running.join()
 
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=10_000))
@@ -108,7 +110,7 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
-    group = "restart-group"
+    group = f"restart-{uuid.uuid4().hex[:8]}"
     first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS))
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
@@ -135,7 +137,7 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
     topics = make_topics()
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:4_000])
-    group = "ahead-group"
+    group = f"ahead-{uuid.uuid4().hex[:8]}"
     run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
     # committed offset lags behind.
@@ -157,7 +159,7 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
 
     topics = make_topics()
     values, outputs = stream(10_000)
-    group = "behind-group"
+    group = f"behind-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.input, values[:3_000])
     run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     (old,) = checkpoints_of(bootstrap_servers, topics.state)
@@ -188,24 +190,32 @@ def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_t
     topics = make_topics()
     values, _ = stream(100)
     produce(bootstrap_servers, topics.input, values)
-    run_app(new_app(bootstrap_servers, topics, "owner"), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS))
     with pytest.raises(CheckpointError, match="needs its own state topic"):
-        run_app(new_app(bootstrap_servers, topics, "intruder"), OutputsProcessor(COSTS))
+        run_app(
+            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS)
+        )
 
 
-def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics):
+def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics, admin):
+    from kafka import TopicPartition
+
     topics = make_topics(partitions=2)
     per_partition = {p: stream(3_000, seed=p, start=10_000 * p) for p in (0, 1)}
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
-    group = "moving-group"
-    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    group = f"moving-{uuid.uuid4().hex[:8]}"
+    first = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     first.wait_for(lambda a: a.summary.events == 3_000)
     # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
-    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    second = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[1_500:], partition=p)
+    partitions = [TopicPartition(topics.input, p) for p in (0, 1)]
+    second.wait_for(lambda _: committed_offsets(admin, group, partitions) == dict.fromkeys(partitions, 3_000))
+    first.app.stop()
+    second.app.stop()
     summaries = [first.join(), second.join()]
 
     moved = second.summary.restored[0]
