@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import checkpoints_of, open_transaction_records, produce, read_all, trickle
+from conftest import checkpoints_of, new_app, open_transaction_records, produce, read_all, run_app, trickle
 from phases import comparable, phases, reference_decisions
 from test_cli import Service, output_count
 
@@ -131,3 +131,36 @@ def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted
     )
     record_property("features_eos_sigkill_report", report)
     print(report)
+
+
+def test_a_checkpoint_beyond_the_labels_partition_is_refused(bootstrap_servers, make_topics):
+    from kafka import KafkaProducer
+
+    from connectors.kafka import Checkpoint, CheckpointError, FeaturesProcessor
+
+    topics = make_topics(labels=True)
+    stream = phases(1, labels=5, events=5, seed=2)[0]
+    produce(bootstrap_servers, topics.labels, stream.labels)
+    group = f"beyond-{uuid.uuid4().hex[:8]}"
+    processor = FeaturesProcessor(FACTORY)
+    # As if the labels topic had been recreated since: the checkpoint says 50 labels were learned.
+    checkpoint = Checkpoint(
+        topic=topics.input, partition=0, offset=0, state=processor.new_learner().state_dict(),
+        group_id=group, processor=processor.describe(), labels_offset=50,
+    )  # fmt: skip
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    producer.send(topics.state, checkpoint.to_bytes(), key=checkpoint.key)
+    producer.flush()
+    producer.close()
+    with pytest.raises(CheckpointError, match=r"up to offset 50, but the partition ends at 5"):
+        run_app(new_app(bootstrap_servers, topics, group), processor)
+
+
+@pytest.mark.parametrize("labels_offset", [-1, 1.5, "7", True])
+def test_a_checkpoint_with_an_invalid_labels_offset_is_not_read(labels_offset):
+    from connectors.kafka import Checkpoint
+
+    document = json.loads(Checkpoint(topic="in", partition=0, offset=3, state={}, labels_offset=2).to_bytes())
+    document["labels_offset"] = labels_offset
+    with pytest.raises(ValueError, match="'labels_offset' must be an integer >= 0"):
+        Checkpoint.from_record(b"in/0", json.dumps(document).encode())
