@@ -16,7 +16,17 @@ import uuid
 from typing import Any
 
 import pytest
-from conftest import checkpoints_of, new_app, open_transaction_records, produce, read_all, run_app, trickle
+from conftest import (
+    Running,
+    checkpoints_of,
+    committed_offsets,
+    new_app,
+    open_transaction_records,
+    produce,
+    read_all,
+    run_app,
+    trickle,
+)
 from phases import comparable, phases, reference_decisions
 from test_cli import Service, output_count
 
@@ -164,3 +174,106 @@ def test_a_checkpoint_with_an_invalid_labels_offset_is_not_read(labels_offset):
     document["labels_offset"] = labels_offset
     with pytest.raises(ValueError, match="'labels_offset' must be an integer >= 0"):
         Checkpoint.from_record(b"in/0", json.dumps(document).encode())
+
+
+def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
+    bootstrap_servers, make_topics, admin
+):
+    from kafka import TopicPartition
+    from kafka.errors import KafkaError
+
+    from connectors.kafka import FeaturesProcessor
+
+    topics = make_topics(labels=True)
+    stream = phases(3, labels=40, events=200, seed=8)
+    expected = reference_decisions(stream)
+    group = f"features-abort-{uuid.uuid4().hex[:8]}"
+    app = new_app(
+        bootstrap_servers, topics, group, guarantee="exactly-once", group_instance_id=group,
+        max_poll_records=30, commit_interval=0.2,
+    )  # fmt: skip
+    running = Running(app, FeaturesProcessor(FACTORY))
+    running.wait_for(lambda a: bool(a.summary.restored))
+    labels_tp, input_tp = TopicPartition(topics.labels, 0), TopicPartition(topics.input, 0)
+    failures: list[int] = []
+
+    def fail_next_commit() -> None:
+        real_commit = app._producer.commit_transaction
+
+        def failing_commit() -> None:
+            app._producer.commit_transaction = real_commit
+            failures.append(1)
+            raise KafkaError("injected failure")
+
+        app._producer.commit_transaction = failing_commit
+
+    labels_end = events_end = 0
+    for k, phase in enumerate(stream):
+        if k >= 1:  # the transaction that learns this phase's labels is aborted
+            fail_next_commit()
+        produce(bootstrap_servers, topics.labels, phase.labels)
+        labels_end += len(phase.labels)
+        running.wait_for(
+            lambda a, end=labels_end: committed_offsets(admin, group, [labels_tp])[labels_tp] == end
+        )
+        if k == 2:  # and, in the last phase, one that decides events too
+            fail_next_commit()
+        produce(bootstrap_servers, topics.input, phase.events)
+        events_end += len(phase.events)
+        running.wait_for(
+            lambda a, end=events_end: committed_offsets(admin, group, [input_tp])[input_tp] == end
+        )
+    app.stop()
+    summary = running.join()
+
+    assert failures == [1, 1, 1] and summary.aborts == 3
+    # The aborted transactions' labels were learned twice by the process, once by the models.
+    assert summary.labels > labels_end
+    decisions = [
+        json.loads(r.value)
+        for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
+    ]
+    assert [comparable(d) for d in decisions] == expected
+    last = checkpoints_of(bootstrap_servers, topics.state)[-1]
+    assert (last.offset, last.labels_offset) == (events_end, labels_end)
+
+
+def test_a_partition_moves_to_another_instance_with_its_stage_models(bootstrap_servers, make_topics, admin):
+    from kafka import TopicPartition
+
+    from connectors.kafka import FeaturesProcessor
+
+    topics = make_topics(partitions=2, labels=True)
+    streams = {p: phases(2, labels=40, events=150, seed=20 + p) for p in (0, 1)}
+    group = f"features-move-{uuid.uuid4().hex[:8]}"
+    labels_tps = [TopicPartition(topics.labels, p) for p in (0, 1)]
+    input_tps = [TopicPartition(topics.input, p) for p in (0, 1)]
+
+    def feed(k: int, running: Running) -> None:
+        for p in (0, 1):
+            produce(bootstrap_servers, topics.labels, streams[p][k].labels, partition=p)
+        running.wait_for(
+            lambda _: committed_offsets(admin, group, labels_tps) == dict.fromkeys(labels_tps, 40 * (k + 1))
+        )
+        for p in (0, 1):
+            produce(bootstrap_servers, topics.input, streams[p][k].events, partition=p)
+        running.wait_for(
+            lambda _: committed_offsets(admin, group, input_tps) == dict.fromkeys(input_tps, 150 * (k + 1))
+        )
+
+    first = Running(new_app(bootstrap_servers, topics, group), FeaturesProcessor(FACTORY))
+    feed(0, first)
+    # A second instance joins: one partition moves to it, with its stage models (re-learned).
+    second = Running(new_app(bootstrap_servers, topics, group), FeaturesProcessor(FACTORY))
+    second.wait_for(lambda a: len(a.summary.restored) == 1)
+    assert "labels relearned to @40" in second.app.summary.restored[0]
+    feed(1, second)
+    first.app.stop()
+    second.app.stop()
+    first.join()
+    second.join()
+
+    records = read_all(bootstrap_servers, topics.output)
+    for p in (0, 1):
+        decisions = [comparable(json.loads(r.value)) for r in records if r.partition == p]
+        assert decisions == reference_decisions(streams[p])
