@@ -524,7 +524,9 @@ class Application:
     def _abandon_batch(self, error: BaseException) -> None:
         """Exactly-once: a send refused mid-batch (e.g. the producer was fenced) aborts the transaction.
 
-        The loop then rewinds to the last committed transaction and processes the batch again.
+        Every learner and position is rewound at once to the last committed transaction (before the
+        next commit point could commit the progress of the aborted one's earlier batches), and the
+        records are processed again.
         """
         from kafka.errors import AuthorizationError, UnsupportedVersionError
 
@@ -533,6 +535,7 @@ class Application:
         self._timings.clear()
         self._batch_depths = [0] * len(self._batch_depths)
         self._abort(error)
+        self._rewind()
 
     # -- processing ------------------------------------------------------------------------------
     def _process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:

@@ -78,7 +78,9 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
 
 
-def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(bootstrap_servers, make_topics):
+def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
+    bootstrap_servers, make_topics, admin
+):
     from kafka import KafkaProducer
 
     from connectors.kafka import DeliveryError
@@ -91,11 +93,14 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(bootst
         topics,
         guarantee="exactly-once",
         group_instance_id=f"fence-{uuid.uuid4().hex[:8]}",
-        max_poll_records=500,
+        # Small batches, frequent commit points: the fence surfaces after some batches of the
+        # transaction were sent, and the next commit point is due by the time the producer is replaced.
+        max_poll_records=20,
+        commit_interval=0.2,
         exit_when_idle=None,
     )
     running = Running(app, OutputsProcessor(COSTS))
-    running.wait_for(lambda a: a.summary.events == 2_000 and a.summary.commits >= 1)
+    running.wait_for(lambda a: committed_offset(admin, a.group_id, topics.input) == 2_000)
 
     def fence() -> None:
         # Another producer takes the transactional id (as a zombie's successor would): the broker
@@ -107,12 +112,14 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(bootst
     for round_ in (1, 2):
         fence()
         produce(bootstrap_servers, topics.input, values[2_000 * round_ : 2_000 * (round_ + 1)])
+        # Replaced, and every event so far committed by the new producer (two fences without a
+        # commit in between would be fatal).
         running.wait_for(
-            lambda a, r=round_: a.summary.producer_replacements == r and a.summary.events >= 2_000 * (r + 1)
+            lambda a, r=round_: (
+                a.summary.producer_replacements == r
+                and committed_offset(admin, a.group_id, topics.input) == 2_000 * (r + 1)
+            )
         )
-        # A transaction of the new producer commits before the next fence (two in a row are fatal).
-        commits = app.summary.commits
-        running.wait_for(lambda a, c=commits: a.summary.commits > c)
     assert app.metrics.registry.get_sample_value("uss_kafka_producer_replacements_total") == 2
     assert app.summary.aborts >= 2
     # A third fence within ten minutes: an instance fenced that often shares its transactional id.
