@@ -294,7 +294,7 @@ class Running:
         except BaseException as error:
             self.error = error
 
-    def wait_for(self, condition: Callable[[Application], bool], timeout: float = 60.0) -> None:
+    def wait_for(self, condition: Callable[[Application], bool], timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while not condition(self.app):
             if not self._thread.is_alive():
@@ -311,7 +311,7 @@ class Running:
         """Wait for the thread to end, whatever the outcome (teardown)."""
         self._thread.join(timeout)
 
-    def join(self, timeout: float = 60.0) -> RunSummary:
+    def join(self, timeout: float = 120.0) -> RunSummary:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self.app.stop()
@@ -329,7 +329,7 @@ def committed_offsets(admin: Any, group: str, partitions: Sequence[Any]) -> dict
     return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
 
 
-def run_app(app: Application, processor: Processor, timeout: float = 60.0) -> RunSummary:
+def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> RunSummary:
     """Run ``app`` until its group committed every record its input (and labels) topics hold now; stop it.
 
     The condition is observed (committed offsets), not an idle window. An application that stops

@@ -22,7 +22,7 @@ from uss_stream.policies import USSUCB
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(240),
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
@@ -61,7 +61,7 @@ class Service:
     def alive(self) -> None:
         assert self.process.poll() is None, f"the service exited early:\n{self.log[-3000:]}"
 
-    def wait_for_log(self, text: str, timeout: float = 60.0) -> None:
+    def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.log:
             self.alive()
@@ -70,7 +70,7 @@ class Service:
             )
             time.sleep(0.02)
 
-    def finish(self, timeout: float = 60.0) -> str:
+    def finish(self, timeout: float = 120.0) -> str:
         """Wait for a clean exit (0); returns the log."""
         self.process.wait(timeout=timeout)
         self._reader.join(10)

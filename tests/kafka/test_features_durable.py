@@ -51,7 +51,7 @@ def committed(admin: Any, group: str, topic: str) -> int:
     return -1 if meta is None else meta.offset
 
 
-def wait_until(condition: Any, what: str, service: Service, timeout: float = 90.0) -> None:
+def wait_until(condition: Any, what: str, service: Service, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         service.alive()

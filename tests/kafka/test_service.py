@@ -29,7 +29,7 @@ from uss_stream.policies import USSUCB
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(240),
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
