@@ -768,10 +768,28 @@ class Application:
             self._producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
-        self._producer = self._new_producer()
+        self._producer = self._reconnected_producer()
         self._replaced_since_commit = True
         self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
+
+    def _reconnected_producer(self) -> Any:
+        """A new transactional producer, retried while the broker does not answer (an outage).
+
+        Each attempt waits for the client's own bootstrap / ``init_transactions`` timeouts; a stop
+        requested meanwhile ends the wait with :class:`DeliveryError`.
+        """
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+        while True:
+            try:
+                return self._new_producer()
+            except (KafkaTimeoutError, KafkaConnectionError) as error:
+                if self._stop.is_set():
+                    raise DeliveryError(
+                        f"stopped while the broker did not answer the new transactional producer: {error!r}"
+                    ) from error
+                log.warning("the broker does not answer the new transactional producer (%r): retrying", error)
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
