@@ -61,6 +61,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from uss_stream.instances import Instance
+from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.validation import check_stage_costs
@@ -68,11 +69,16 @@ from uss_stream.validation import check_stage_costs
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+#: At most this many rounds (plus the last) are drawn by :meth:`ReplayResult.plot`.
+PLOT_POINTS = 2000
+
 __all__ = [
+    "PLOT_POINTS",
     "SAMPLING_MODES",
     "Z_95",
     "PiecewiseReplayResult",
     "ReplayResult",
+    "check_column_kinds",
     "encode_log",
     "pair_indicators",
     "pair_order",
@@ -194,7 +200,9 @@ class ReplayResult:
         """Mean cumulative regret against ``t`` with 95% confidence bands.
 
         Draws on ``ax`` if given (and returns its figure), else on a new
-        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed).
+        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed). Long horizons
+        are drawn at :data:`PLOT_POINTS` evenly spaced rounds (and the last), far more than a
+        figure has pixels, so that the plot needs little memory whatever the horizon.
         """
         regret = self.cumulative_regret
         if ax is None:
@@ -204,9 +212,11 @@ class ReplayResult:
             ax = figure.subplots()
         else:
             figure = ax.figure
-        t = np.arange(1, self.horizon + 1)
+        step = -(-self.horizon // PLOT_POINTS)
+        columns = np.unique(np.append(np.arange(step - 1, self.horizon, step), self.horizon - 1))
+        t = columns + 1
         for name in self.names if names is None else names:
-            values = regret[name]
+            values = regret[name][:, columns]
             mean = values.mean(axis=0)
             (line,) = ax.plot(t, mean, label=name)
             if self.reps > 1:
@@ -270,16 +280,22 @@ def replay(
     Raises
     ------
     ValueError
-        On a bad parameter or a malformed log (missing outputs name their rows).
+        On a bad parameter or a malformed log: missing outputs (naming their rows), stage columns
+        of numbers next to columns of text (``'1' != 1``: they would never agree), labels that
+        share no value with the outputs (every stage would always be wrong), or a run too large
+        for the memory available (:func:`uss_stream.memory.check_replay_memory`).
 
     """
     horizon = _positive_int(horizon, "horizon")
     reps = _positive_int(reps, "reps")
     if sampling not in SAMPLING_MODES:
         raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+    check_column_kinds(outputs)
     codes, label_codes = encode_log(outputs, labels)
+    _check_labels_overlap(codes, label_codes, "labels")
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
+    check_replay_memory(horizon, reps, len(templates))
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     wrong = None if label_codes is None else codes != label_codes[:, None]
     if error_rates is not None:
@@ -457,13 +473,16 @@ def replay_piecewise(
     for k, segment in enumerate(segments):
         if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
             raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        check_column_kinds(segment[0])
         encoded.append(encode_log(*segment))
+        _check_labels_overlap(*encoded[-1], f"the labels of segments[{k}]")
     n_stages = encoded[0][0].shape[1]
     for k, (codes, _) in enumerate(encoded):
         if codes.shape[1] != n_stages:
             raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
     templates = _check_policies(policies, n_stages)
     cumulative = _regret_costs(templates, stage_costs, n_stages)
+    check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
     instances, row_blocks, offset = [], [], 0
     children = np.random.SeedSequence(seed).spawn(len(segments))
     for (codes, label_codes), length, child in zip(encoded, lengths, children):
@@ -563,6 +582,59 @@ def encode_log(outputs: Any, labels: Any = None) -> tuple[np.ndarray, np.ndarray
     codes = codes.astype(np.int64).ravel()
     out = codes[: table.size].reshape(table.shape)
     return out, (None if truth is None else codes[table.size :])
+
+
+def check_column_kinds(outputs: Any) -> None:
+    """Refuse a log whose stage columns hold numbers in some and text in others.
+
+    ``'1' != 1``: a column read as text (a CSV column with one cell that is not a number) would
+    never agree with the numeric ones, and its error rate would silently become 1. Columns that
+    mix both within themselves are left alone (any hashable labels are allowed).
+
+    >>> import pandas as pd
+    >>> check_column_kinds(pd.DataFrame({"a": [0, 1], "b": ["1", "?"]}))
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs mix numbers and text: column 'b' holds text, column 'a' numbers, ...
+
+    """
+    names = list(outputs.columns) if isinstance(outputs, pd.DataFrame) else None
+    table = _as_array(outputs, "outputs")
+    if table.ndim != 2:
+        return
+    kinds: dict[str, list[str]] = {}
+    for j in range(table.shape[1]):
+        column = table[:, j]
+        inferred = "numeric" if column.dtype.kind in "biuf" else pd.api.types.infer_dtype(column, skipna=True)
+        kind = _KINDS.get(inferred)
+        if kind is not None:
+            kinds.setdefault(kind, []).append(repr(names[j]) if names is not None else str(j))
+    if len(kinds) == 2:
+        text, numbers = (", ".join(kinds[kind]) for kind in ("text", "numbers"))
+        raise ValueError(
+            f"outputs mix numbers and text: column {text} holds text, column {numbers} numbers, and "
+            "'1' != 1, so they would never agree; give every stage column the same type (a CSV "
+            "column is read as text when one of its cells is not a number)"
+        )
+
+
+def _check_labels_overlap(codes: np.ndarray, label_codes: np.ndarray | None, what: str) -> None:
+    if label_codes is not None and not np.isin(label_codes, codes).any():
+        raise ValueError(
+            f"{what} share no value with the outputs: every stage would be wrong on every row "
+            "(are the labels coded like the outputs, e.g. 0/1 and not 'neg'/'pos'?)"
+        )
+
+
+_KINDS = {
+    "numeric": "numbers",
+    "integer": "numbers",
+    "floating": "numbers",
+    "mixed-integer-float": "numbers",
+    "boolean": "numbers",
+    "decimal": "numbers",
+    "string": "text",
+}
 
 
 def _as_array(values: Any, what: str) -> np.ndarray:

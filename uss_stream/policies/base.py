@@ -165,12 +165,22 @@ class Policy(abc.ABC):
         return {"policy": type(self).__name__, "stats": self._stats.to_dict()}
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        """Restore the learned state from :meth:`state_dict`; validates before replacing."""
+        """Restore the learned state from :meth:`state_dict`; validates before replacing.
+
+        All or nothing: an invalid document raises ``ValueError`` naming the field, and the policy
+        keeps its state (including a pending decision).
+        """
+        self._stats = self._checked_stats(document)
+        self._pending_depth = None
+
+    def _checked_stats(self, document: Any) -> DisagreementStats:
+        """The counts of a :meth:`state_dict` document, validated for this policy (nothing replaced)."""
         if not isinstance(document, dict):
             raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
         name = document.get("policy")
         if name != type(self).__name__:
-            raise ValueError(f"state document is for policy {name!r}, not {type(self).__name__!r}")
+            shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:40]}..."
+            raise ValueError(f"state document is for policy {shown}, not {type(self).__name__!r}")
         stats = DisagreementStats.from_dict(document.get("stats"))
         if stats.n_stages != self.n_stages:
             raise ValueError(f"state document has {stats.n_stages} stages, the policy has {self.n_stages}")
@@ -178,8 +188,7 @@ class Policy(abc.ABC):
             raise ValueError(
                 f"state document has discount {stats.discount!r}, the policy has {self.discount!r}"
             )
-        self._stats = stats
-        self._pending_depth = None
+        return stats
 
     def _get_params(self) -> dict[str, Any]:
         """The constructor arguments, read back from the attributes stored under their names."""
