@@ -147,11 +147,35 @@ def make_topics(admin: Any) -> Iterator[Callable[..., Topics]]:
         )
         create_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
+        expected = {name: 1 if name == topics.state else partitions for name in topics.all()}
+        wait_for_metadata(admin.config["bootstrap_servers"], expected)
         return topics
 
     yield make
     if created:
         admin.delete_topics(created)
+
+
+def wait_for_metadata(bootstrap_servers: Any, expected: Mapping[str, int], timeout: float = 120.0) -> None:
+    """Wait until the broker's metadata lists ``expected[name]`` partitions of every new topic.
+
+    A consumer group that joins before that is assigned nothing ("No partition metadata") and
+    waits for its next metadata refresh, minutes later.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            consumer.topics()  # a metadata request for every topic
+            seen = {name: len(consumer.partitions_for_topic(name) or ()) for name in expected}
+            if all(seen[name] >= count for name, count in expected.items()):
+                return
+            assert time.monotonic() < deadline, f"the topics' metadata is incomplete after {timeout}s: {seen}"
+            time.sleep(0.05)
+    finally:
+        consumer.close()
 
 
 def produce(

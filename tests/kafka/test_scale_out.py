@@ -66,12 +66,12 @@ def start_workers(bootstrap: str, topics: Topics, group: str, options: list[str]
         Service(bootstrap, topics, group, *options, "--group-instance-id", f"worker-{k}")
         for k in range(WORKERS)
     ]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     # The group is stable once every worker holds a partition.
     while not all(owned_partitions(w, topics.input) for w in workers):
         for worker in workers:
             worker.alive()
-        assert time.monotonic() < deadline, "the three workers did not share the partitions within 60s"
+        assert time.monotonic() < deadline, "the three workers did not share the partitions within 120s"
         time.sleep(0.05)
     return workers
 
