@@ -52,15 +52,18 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from uss_stream._extras import require
 from uss_stream.instances import Instance
+from uss_stream.kernel import pair_order, speculate
 from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
@@ -92,13 +95,6 @@ __all__ = [
 SAMPLING_MODES = ("uniform", "permutation", "sequential")
 #: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
 Z_95 = 1.959963984540054
-
-# Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
-# the speculated states are accepted and halves below 60%; the states per step are capped so
-# that the working set stays in cache.
-_FIRST_WINDOW = 8
-_MAX_WINDOW = 4096
-_MAX_STATES = 1 << 14
 
 
 class ReplayResult:
@@ -206,9 +202,9 @@ class ReplayResult:
         """
         regret = self.cumulative_regret
         if ax is None:
-            from matplotlib.figure import Figure  # imported on use: the CLI and services start faster
-
-            figure = Figure(figsize=(6.0, 4.0), layout="constrained")
+            # imported on use: the CLI and services start faster, and a River install has no matplotlib
+            figure_class = require("matplotlib.figure", purpose="regret plots").Figure
+            figure = figure_class(figsize=(6.0, 4.0), layout="constrained")
             ax = figure.subplots()
         else:
             figure = ax.figure
@@ -339,16 +335,22 @@ def _run_policies(
     """Each template's ``(reps, horizon)`` depths on ``rows`` (a fresh clone, the template's streams)."""
     reps, horizon = rows.shape
     depths: dict[str, np.ndarray] = {}
-    with tqdm(
-        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
-    ) as bar:
+    with _progress_bar(reps * horizon * len(templates), progress) as bar:
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
-            errors = wrong if isinstance(policy, SupervisedUCB) else None
+            errors = wrong if policy._supervised else None
             streams = template.stream_keys(reps)
             depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr (the ``[plot]`` extra), or a silent stand-in when ``enabled`` is false."""
+    if enabled:
+        tqdm = require("tqdm.auto", purpose="progress bars").tqdm
+        return tqdm(total=total, unit="decision", unit_scale=True)
+    return contextlib.nullcontext(SimpleNamespace(update=lambda n: None, set_description=lambda text: None))
 
 
 class PiecewiseReplayResult(ReplayResult):
@@ -681,152 +683,10 @@ def simulate(
 
     Notes
     -----
-    Each step takes the ``A`` unfinished repetitions and a window of ``B`` rounds (the same for
-    all; it grows while nearly all speculations hold and shrinks when many fail). A repetition whose
-    speculation fails after ``k > 0`` accepted rounds speculates its old depth again; one that fails
-    at once speculates the new depth. The ``A x B``
-    speculated states are laid out with the state index innermost (arrays ``(K, B, A)``, passed
-    to ``decide_many`` as transposed views), so every elementwise operation runs over long
-    contiguous loops. Speculated decisions beyond the accepted ones are written too and are
-    overwritten when those rounds are decided for real; rounds past the horizon write to a
-    spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1} = γ·x_k + step_k``
-    one round of the window at a time (the operations of the streaming statistics), instead of
-    cumulative sums.
+    The speculative loop of :func:`uss_stream.kernel.speculate`, from zero counts.
 
     """
-    reps, horizon = rows.shape
-    n_stages = policy.n_stages
-    n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = pair_order(n_stages)
-    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
-    wrong_planes = None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8)
-    stage = np.arange(n_stages)
-    pair = np.arange(n_pairs)
-    pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
-    rows_flat = rows.ravel()
-    spare = reps * horizon
-    gamma = getattr(policy, "discount", None)
-    count_type = np.int64 if gamma is None else np.float64
-
-    t = np.ones(reps, dtype=np.int64)
-    queried = np.zeros((n_stages, reps), dtype=count_type)
-    disagreements = np.zeros((n_pairs, reps), dtype=count_type)
-    errors = None if wrong_planes is None else np.zeros((n_stages, reps), dtype=count_type)
-    guess = np.full(reps, n_stages, dtype=np.int64)
-    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
-    counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
-    active = np.arange(reps)
-    window = _FIRST_WINDOW
-
-    while active.size:
-        n_active = active.size
-        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
-        n_states = n_active * width
-        offset = np.arange(width)[:, None]
-        start = t[active]
-        remaining = horizon - start + 1
-        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
-        row = rows_flat.take(flat, mode="clip")
-        depth = guess[active]
-
-        # Counts before each speculated round, assuming depth `depth` from the step's first round.
-        observed = pair[:, None] < pairs_below[depth - 1]
-        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
-        for p in range(n_pairs):
-            np.multiply(pair_planes[p][row], observed[p], out=step[p])
-        asked = stage[:, None] < depth
-        step_e = None
-        if errors is not None:
-            step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
-            for k in range(n_stages):
-                np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
-        if gamma is None:
-            state_d = _before_each(step, disagreements[:, active])
-            state_q = queried[:, None, active] + offset * asked[:, None, :]
-            state_e = None if step_e is None else _before_each(step_e, errors[:, active])
-        else:
-            state_d = _discounted_before_each(step, disagreements[:, active], gamma)
-            constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
-            state_q = _discounted_before_each(constant, queried[:, active], gamma)
-            state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
-        if counts.shape[2] < n_states:
-            counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
-        for p in range(n_pairs):
-            counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
-        arguments = (
-            (start + offset).ravel(),
-            state_q.reshape(n_stages, n_states).T,
-            counts[:, :, :n_states].transpose(2, 0, 1),
-            None if state_e is None else state_e.reshape(n_stages, n_states).T,
-        )
-        if streams is None:
-            decided = policy.decide_many(*arguments)
-        else:
-            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
-        decided = decided.reshape(width, n_active)
-        depths[flat] = decided
-
-        # Accept up to and including the first round whose decision differs from the guess.
-        first = np.where(decided != depth, offset, width).min(axis=0)
-        last = np.minimum(first, np.minimum(width, remaining) - 1)
-        column = np.arange(n_active)
-        new_depth = decided[last, column]
-        last_row = row[last, column]
-        asked = stage[:, None] < new_depth
-        observed = pair[:, None] < pairs_below[new_depth - 1]
-        kept_q, kept_d = state_q[:, last, column], state_d[:, last, column]
-        kept_e = None if state_e is None else state_e[:, last, column]
-        if gamma is not None:
-            kept_q, kept_d = gamma * kept_q, gamma * kept_d
-            kept_e = None if kept_e is None else gamma * kept_e
-        queried[:, active] = kept_q + asked
-        disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
-        if errors is not None:
-            errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
-        advanced = last + 1
-        t[active] += advanced
-        guess[active] = np.where(first == 0, new_depth, depth)
-        accepted = advanced.sum() / n_states
-        if accepted > 0.9:
-            window = min(2 * width, _MAX_WINDOW)
-        elif accepted < 0.6:
-            window = max(2, width // 2)
-        if on_progress is not None:
-            on_progress(int(advanced.sum()))
-        active = active[t[active] <= horizon]
-    return depths[:spare].reshape(reps, horizon)
-
-
-def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Counts before each round of a window: ``start + step_0 + ... + step_{k-1}`` at offset ``k``."""
-    state = np.cumsum(step, axis=1, dtype=np.int64)
-    state -= step
-    state += start[:, None, :]
-    return state
-
-
-def _discounted_before_each(step: np.ndarray, start: np.ndarray, gamma: float) -> np.ndarray:
-    """Discounted counts before each round of a window: ``x_0 = start``, ``x_{k+1} = γ·x_k + step_k``."""
-    state = np.empty(step.shape, dtype=np.float64)
-    state[:, 0] = start
-    for k in range(1, step.shape[1]):
-        np.multiply(state[:, k - 1], gamma, out=state[:, k])
-        state[:, k] += step[:, k - 1]
-    return state
-
-
-def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stage pairs ``(i, j)``, ``i < j`` (0-based), ordered by ``j`` then ``i``.
-
-    The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
-
-    >>> [a.tolist() for a in pair_order(3)]
-    [[0, 0, 1], [1, 2, 2]]
-
-    """
-    upper_i = [i for j in range(n_stages) for i in range(j)]
-    upper_j = [j for j in range(n_stages) for _ in range(j)]
-    return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
+    return speculate(policy, rows, pairs, wrong, on_progress, streams=streams)
 
 
 def pair_indicators(codes: np.ndarray) -> np.ndarray:

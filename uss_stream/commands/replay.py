@@ -1,9 +1,11 @@
 """``uss-stream replay``: offline regret replay of depth-selection policies on a logged cascade.
 
-With ``--input`` it reads the user's log (CSV, or Parquet for ``.parquet``/``.pq``): ``--stages``
-names the stage columns in cascade order (default: every column but ``--label``), ``--costs`` (or
-``--cumulative-costs``) their costs, ``--label`` the ground truth (or ``--error-rates`` the stages'
-error rates, if there are no labels). Without ``--input`` it replays a bundled case of the paper
+With ``--input`` it reads the user's log (CSV, TSV, space-separated, Parquet or JSON Lines, with or
+without a header: :func:`uss_stream.io.read_table`): ``--stages`` names the stage columns in cascade
+order (default: every column but ``--label``), ``--costs`` (or ``--cumulative-costs``) their costs,
+``--label`` the ground truth (or ``--error-rates`` the stages' error rates, if there are no labels).
+With none of ``--stages``, ``--label`` and ``--error-rates`` the log is a prediction matrix: the stage
+columns, then the label column. Without ``--input`` it replays a bundled case of the paper
 (``--case``, default ``pima-1``: the PIMA diabetes cascade). Policies are given as repeated
 ``--policy`` specs::
 
@@ -35,7 +37,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from uss_stream._extras import require
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
+from uss_stream.io import matrix_layout, read_table
 from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import (
     USSKLUCB,
@@ -68,7 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     source = parser.add_argument_group("the log")
-    source.add_argument("--input", help="CSV or Parquet log, one row per event")
+    source.add_argument(
+        "--input",
+        help="CSV/TSV/Parquet/JSON Lines log, one row per event (without --stages/--label: the stage "
+        "columns, then the label column)",
+    )
     source.add_argument("--stages", help="comma-separated stage columns, cheapest first")
     source.add_argument("--label", help="column of the ground-truth labels")
     source.add_argument("--costs", help="comma-separated per-stage costs c_1..c_K")
@@ -105,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     out = Path(args.out)
     _check_writable(out)
+    require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
     outputs, labels, stage_costs, source = _load(args)
     _check_log(outputs, labels, args.input)
     error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
@@ -277,7 +286,10 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
         return outputs, labels, costs, f"bundled case {case.name}"
     if args.case is not None:
         raise ValueError("--case selects a bundled log; it cannot be combined with --input")
-    table = _read_table(Path(args.input))
+    table = read_table(args.input)
+    if args.stages is None and args.label is None and args.error_rates is None:
+        stage_names, args.label = matrix_layout(table.columns)  # stage columns, then the label column
+        print(f"{args.input}: stages {', '.join(stage_names)}, label {args.label} (its last column)")
     stages = (
         [c.strip() for c in args.stages.split(",")]
         if args.stages
@@ -309,19 +321,6 @@ def _stage_costs(args: argparse.Namespace, count: int) -> list[float] | None:
     if np.any(steps < 0):
         raise ValueError(f"--cumulative-costs must be >= 0 and non-decreasing, got {cumulative}")
     return steps.tolist()
-
-
-def _read_table(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            return pd.read_parquet(path)
-        except ImportError as error:
-            raise ValueError(
-                f"reading Parquet needs pyarrow (pip install 'uss-stream[parquet]'): {error}"
-            ) from None
-    return pd.read_csv(path)
 
 
 def _write(out: Path, name: str, save: Callable[[Path], Any]) -> None:

@@ -61,9 +61,59 @@ class Policy(abc.ABC):
         return tuple(self._costs)
 
     @property
+    def sequential(self) -> bool:
+        """Whether the policy decides stage by stage (``begin``/``step``) rather than a depth up front.
+
+        Capability flag read by the cascade and the replay; ``False`` for every fixed-depth policy.
+        """
+        return False
+
+    @property
     def stats(self) -> DisagreementStats:
         """The learned counts (a live reference: do not modify)."""
         return self._stats
+
+    def load_stats(self, stats: DisagreementStats) -> None:
+        """Decide from now on with (a copy of) ``stats`` as the learned counts.
+
+        The in-process way to hand counts to a policy (a batch decider, pooled workers' counts):
+        no JSON document. The counts must have the policy's ``K`` and ``discount``; a pending
+        decision is dropped, as by :meth:`load_state_dict`.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> from uss_stream.stats import DisagreementStats
+        >>> stats = DisagreementStats(2)
+        >>> stats.record([0, 1])
+        >>> stats.decisions = 1
+        >>> policy = USSUCB([0.0, 0.5])
+        >>> policy.load_stats(stats)
+        >>> policy.stats.queried
+        [1, 1]
+        >>> policy.load_stats(DisagreementStats(3))
+        Traceback (most recent call last):
+        ...
+        ValueError: stats has 3 stages, the policy has 2
+        """
+        if not isinstance(stats, DisagreementStats):
+            raise TypeError(f"stats must be a DisagreementStats, got {type(stats).__name__}")
+        if stats.n_stages != self.n_stages:
+            raise ValueError(f"stats has {stats.n_stages} stages, the policy has {self.n_stages}")
+        if stats.discount != self.discount:
+            raise ValueError(f"stats has discount {stats.discount!r}, the policy has {self.discount!r}")
+        copy = DisagreementStats(stats.n_stages, discount=stats.discount)
+        copy.decisions = stats.decisions
+        copy.queried = list(stats.queried)
+        copy.disagreements = [list(row) for row in stats.disagreements]
+        self._stats = copy
+        self._pending_depth = None
+
+    @property
+    def _supervised(self) -> bool:
+        """Whether the policy learns from labels (``update(outputs, label=y)``, the error counts of
+        ``decide_many``). A capability flag, as River's: read it instead of checking the class."""
+        return False
 
     # -- the streaming protocol ------------------------------------------------------------------
     def select(self) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.selection_rule import select_depth_many
+from uss_stream.policies.selection_rule import select_depth, select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
 from uss_stream.validation import check_label, check_outputs
 
@@ -59,6 +59,10 @@ class SupervisedUCB(USSUCB):
         self._errors: list[Any] = [0 if self.discount is None else 0.0] * self.n_stages
 
     @property
+    def _supervised(self) -> bool:
+        return True
+
+    @property
     def errors(self) -> list[Any]:
         """``E_j``: rounds in which stage ``j`` was queried and wrong (discounted if ``discount``)."""
         return list(self._errors)
@@ -106,6 +110,9 @@ class SupervisedUCB(USSUCB):
             self.update(row[:depth], label=label)
             depths[t] = depth
         return depths
+
+    def _decide(self, t: int) -> int:
+        return select_depth(self._costs, self._bound(t))  # USS-UCB's set test on the error bounds
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
         """``U(i, j) = (γ̂_i - γ̂_j) + Ψ_ij`` at round ``t``."""
