@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import COSTS, checkpoints_of, policy_after, read_all, stream, trickle
+from conftest import COSTS, checkpoints_of, policy_after, read_all, stream, trickle, wait_for_metadata
 from test_cli import Service, output_count
 
 from connectors.kafka import Topics, create_topics
@@ -97,6 +97,7 @@ def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, r
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     create_topics(admin, topics, partitions=1)
     admin.close()
+    wait_for_metadata(bootstrap, dict.fromkeys(topics.all(), 1))
     n = 10_000
     values, outputs = stream(n)
     options = ["--guarantee", guarantee, "--group-instance-id", "restart-1", "--commit-interval", "0.5",
