@@ -43,6 +43,7 @@ from connectors.kafka.limits import record_limit
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
 from connectors.kafka.progress import IdleGate
+from connectors.kafka.relearn import LabelsLog
 from connectors.kafka.topics import Topics, check_state_topic
 from uss_stream.stats import DisagreementStats
 
@@ -128,6 +129,11 @@ class _Partition:
     replay_until: int  # records below this are replayed without producing
     # Exactly-once: the offset and learner state (None: empty) of the last committed transaction.
     base: tuple[int, dict[str, Any] | None] = (-1, None)
+    # Features mode: the labels partition's offset the stage models learned up to (-1: none), the
+    # one the last checkpoint covers, and the one of the last committed transaction.
+    labels_offset: int = -1
+    labels_checkpointed: int = -1
+    labels_base: int = -1
 
 
 @dataclass
@@ -173,6 +179,11 @@ class Application:
         ``uss-stream.<group_id>.<group_instance_id or host name>``: it must be stable across
         restarts of an instance (a restart fences its predecessor and aborts its open transaction)
         and distinct between the instances of a group.
+    rebuild_models
+        Features mode: checkpoints record how far the stage models learned from the labels
+        partition, and a restored (or rewound) learner re-learns the retained labels log up to
+        there, so that its River models are those of an uninterrupted run (see
+        :mod:`connectors.kafka.relearn`). ``False``: the stages start as the factory builds them.
     shared_learning
         Outputs mode: every learner decides on its own counts plus the other input partitions'
         (their last checkpoints in the state topic, or the live counts of the partitions this
@@ -220,6 +231,7 @@ class Application:
         auto_offset_reset: str = "earliest",
         group_instance_id: str | None = None,
         guarantee: str = "at-least-once",
+        rebuild_models: bool = True,
         shared_learning: bool = False,
         exit_when_idle: float | None = None,
         consumer_options: Mapping[str, Any] | None = None,
@@ -261,6 +273,7 @@ class Application:
         self.auto_offset_reset = auto_offset_reset
         self.group_instance_id = group_instance_id
         self.guarantee = guarantee
+        self.rebuild_models = bool(rebuild_models)
         self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
         self.consumer_options = dict(consumer_options or {})
@@ -296,6 +309,7 @@ class Application:
         self._consumer: Any = None
         self._producer: Any = None
         self._store: CheckpointStore | None = None
+        self._labels_log: LabelsLog | None = None
         self._partitions: dict[Any, _Partition] = {}
         self._labels: dict[Any, _LabelsPartition] = {}
         self._pending: set[Any] = set()
@@ -462,6 +476,8 @@ class Application:
         self._store = CheckpointStore(
             topics.state, {**self.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"}
         )
+        if topics.labels is not None and self.rebuild_models:
+            self._labels_log = LabelsLog(self.client.kafka_kwargs("labels-reader"), self.max_input_bytes)
         consumer_settings = {
             **CONSUMER_DEFAULTS,
             **self.consumer_options,
@@ -519,6 +535,8 @@ class Application:
             log.warning("could not check that state topic %r is compacted: %s", self.topics.state, error)
 
     def _loop(self) -> None:
+        from kafka.errors import KafkaError
+
         consumer = self._consumer
         poll_ms = 250
         while not self._stop.is_set():
@@ -531,7 +549,10 @@ class Application:
             restored = self._restore_pending() if self._pending else ()
             if batch:
                 with self._lock:
-                    self._process(batch, skip=restored)
+                    try:
+                        self._process(batch, skip=restored)
+                    except KafkaError as error:
+                        self._abandon_batch(error)
                 self._last_activity = time.monotonic()
             elif (
                 self.exit_when_idle is not None
@@ -545,6 +566,22 @@ class Application:
                 log.info("idle for %.1fs but not caught up: not stopping", now - self._last_activity)
                 self._last_activity = now
             self._maybe_commit()
+
+    def _abandon_batch(self, error: BaseException) -> None:
+        """Exactly-once: a send refused mid-batch (e.g. the producer was fenced) aborts the transaction.
+
+        Every learner and position is rewound at once to the last committed transaction (before the
+        next commit point could commit the progress of the aborted one's earlier batches), and the
+        records are processed again.
+        """
+        from kafka.errors import AuthorizationError, UnsupportedVersionError
+
+        if not self.exactly_once or isinstance(error, (AuthorizationError, UnsupportedVersionError)):
+            raise error
+        self._timings.clear()
+        self._batch_depths = [0] * len(self._batch_depths)
+        self._abort(error)
+        self._rewind()
 
     # -- processing ------------------------------------------------------------------------------
     def _process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:
@@ -621,6 +658,10 @@ class Application:
         from kafka import TopicPartition
 
         state = self._partitions.get(TopicPartition(self.topics.input, labels.tp.partition))
+        if records[0].offset < labels.next_offset:  # never feed the stages a label twice
+            records = records[bisect.bisect_left(records, labels.next_offset, key=_offset) :]
+            if not records:
+                return
         limit = self.max_input_bytes
         for record in records:
             value = record.value
@@ -641,6 +682,8 @@ class Application:
                 except InvalidEvent as error:
                     self._reject(labels.dlq_partition, record, error.reason, error.detail)
         labels.next_offset = records[-1].offset + 1
+        if state is not None:
+            state.labels_offset = labels.next_offset
         self.summary.labels += len(records)
         self.metrics.labels.inc(len(records))
 
@@ -723,6 +766,8 @@ class Application:
         self._replaced_since_commit = False
         for checkpoint in written:
             self._partitions[_input_partition(checkpoint)].base = (checkpoint.offset, checkpoint.state)
+            if checkpoint.labels_offset is not None:
+                self._partitions[_input_partition(checkpoint)].labels_base = checkpoint.labels_offset
         self._record_commit(offsets)
         return True
 
@@ -770,13 +815,17 @@ class Application:
             self._producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
-        self._producer = self._start_producer_when_reachable()
+        self._producer = self._reconnected_producer()
         self._replaced_since_commit = True
         self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
 
-    def _start_producer_when_reachable(self) -> Any:
-        """A new producer; while the brokers are unreachable (an outage) keep trying, until :meth:`stop`."""
+    def _reconnected_producer(self) -> Any:
+        """A new transactional producer, retried while the broker does not answer (an outage).
+
+        Each attempt waits for the client's own bootstrap / ``init_transactions`` timeouts; a stop
+        requested meanwhile ends the wait with :class:`DeliveryError`.
+        """
         from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
         while True:
@@ -784,16 +833,19 @@ class Application:
                 return self._new_producer()
             except (KafkaTimeoutError, KafkaConnectionError) as error:
                 if self._stop.is_set():
-                    raise
-                log.warning(
-                    "the brokers are unreachable, the new producer cannot start yet (%r): retrying", error
-                )
+                    raise DeliveryError(
+                        f"stopped while the broker did not answer the new transactional producer: {error!r}"
+                    ) from error
+                log.warning("the broker does not answer the new transactional producer (%r): retrying", error)
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
 
         From memory: right after a commit, the broker may not serve its offsets and checkpoints yet.
+        Features mode: the stage models are rebuilt from the labels log up to the committed position.
         """
+        from kafka import TopicPartition
+
         consumer = self._consumer
         with self._lock:
             self._rewind_needed = False
@@ -802,11 +854,18 @@ class Application:
                 state.learner = self._processor.new_learner()
                 if learner_state is not None:
                     state.learner.load_state_dict(learner_state)
+                if self._labels_log is not None:
+                    self._rebuild_models(state, state.labels_base)
                 consumer.seek(state.tp, offset)
                 state.next_offset = offset
                 state.checkpointed = min(state.checkpointed, offset)
                 state.replay_until = max(state.committed, offset)
             for labels in self._labels.values():
+                learned = self._partitions.get(TopicPartition(self.topics.input, labels.tp.partition))
+                if self._labels_log is not None and learned is not None and learned.labels_base >= 0:
+                    consumer.seek(labels.tp, learned.labels_base)
+                    labels.next_offset = learned.labels_base
+                    continue
                 if labels.committed >= 0:
                     consumer.seek(labels.tp, labels.committed)
                 elif self.auto_offset_reset == "earliest":
@@ -836,7 +895,12 @@ class Application:
     def _write_checkpoints(self, states: Iterable[_Partition]) -> list[Checkpoint]:
         """Write (and flush) the checkpoint of every learner that changed; returns them."""
         written: list[Checkpoint] = []
-        changed = [state for state in states if state.next_offset > state.checkpointed]
+        changed = [
+            state
+            for state in states
+            if state.next_offset > state.checkpointed
+            or (state.next_offset >= 0 and state.labels_offset > state.labels_checkpointed)
+        ]
         now = time.monotonic()
         if changed:
             if self.exactly_once:
@@ -853,6 +917,7 @@ class Application:
                     group_id=self.group_id,
                     processor=description,
                     written_at=written_at,
+                    labels_offset=None if state.labels_offset < 0 else state.labels_offset,
                 )
                 written.append(checkpoint)
                 futures.append(
@@ -864,6 +929,7 @@ class Application:
                 raise DeliveryError(f"checkpoint not written: {failed[0].exception!r}")
             for state in changed:
                 state.checkpointed = state.next_offset
+                state.labels_checkpointed = state.labels_offset
             self.summary.checkpoints += len(changed)
             self.metrics.checkpointed(len(changed))
         self._last_checkpoint = now
@@ -1031,6 +1097,7 @@ class Application:
                     ) from error
             if plan.warning:
                 log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
+            labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
             seek = plan.seek
             if seek is None and self.exactly_once:
                 # An explicit start, so that an abort before the first commit rewinds there.
@@ -1050,6 +1117,9 @@ class Application:
                 checkpointed=checkpoint.offset if plan.use_checkpoint else -1,
                 replay_until=plan.replay_until,
                 base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
+                labels_offset=labels_from,
+                labels_checkpointed=labels_from if plan.use_checkpoint else -1,
+                labels_base=labels_from,
             )
             with self._lock:
                 if self._revocations != revocations:
@@ -1073,6 +1143,7 @@ class Application:
                 + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
                 + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
                 + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
+                + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
             )
         # Labels partitions whose input partition is not ours (mis-partitioned topics) still flow.
         with self._lock:
@@ -1092,6 +1163,49 @@ class Application:
         if self.shared_learning:
             self._share()
         return set(pending)
+
+    def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
+        """Features mode: re-learn the labels the restored learner's stages had learned.
+
+        Up to the checkpoint's ``labels_offset``, or without one to the group's committed offset of
+        the labels partition, which the consumer is then positioned at. Returns that offset (``-1``:
+        nothing to re-learn, the consumer keeps its own position).
+        """
+        from kafka import TopicPartition
+
+        if self._labels_log is None:
+            return -1
+        labels_tp = TopicPartition(self.topics.labels, tp.partition)
+        if checkpoint is not None and checkpoint.labels_offset is not None:
+            until = checkpoint.labels_offset
+        else:
+            committed = self._consumer.committed(labels_tp)
+            until = -1 if committed is None else committed
+            if checkpoint is not None and until > 0:
+                log.warning(
+                    "%s/%d: the checkpoint does not say how far its stage models learned; "
+                    "re-learning the labels up to the committed offset %d",
+                    tp.topic,
+                    tp.partition,
+                    until,
+                )
+        if until < 0:
+            return -1
+        self._labels_log.relearn(learner, labels_tp, until)
+        if labels_tp in self._labels:
+            self._consumer.seek(labels_tp, until)
+            self._labels[labels_tp].next_offset = until
+        return until
+
+    def _rebuild_models(self, state: _Partition, until: int) -> None:
+        """Re-learn the labels below ``until`` into ``state``'s (new) learner; ``-1``: none."""
+        from kafka import TopicPartition
+
+        if until > 0:
+            labels_tp = TopicPartition(self.topics.labels, state.tp.partition)
+            self._labels_log.relearn(state.learner, labels_tp, until)
+        state.labels_offset = until
+        state.labels_checkpointed = min(state.labels_checkpointed, until)
 
     # -- shared learning -------------------------------------------------------------------------
     def _share(self) -> None:
@@ -1159,6 +1273,8 @@ class Application:
                 log.warning("closing the producer: %s", error)
         if self._store is not None:
             self._store.close()
+        if self._labels_log is not None:
+            self._labels_log.close()
         if self._http is not None:
             self._http.close()
             self._http = None

@@ -23,6 +23,10 @@ Without a checkpoint the learner starts empty at the partition's first offset an
 committed offset (rebuilding the state from the log); without either, it starts at the position
 ``auto_offset_reset`` gives.
 
+**Features mode** adds the position ``labels_offset`` in the co-partitioned labels partition up to
+which the learner's stage models have learned: the state is then the learner after the input records
+below ``offset`` *and* the labels below ``labels_offset`` (see :mod:`connectors.kafka.relearn`).
+
 The checkpoint record: key ``"<input topic>/<partition>"`` (UTF-8), value a JSON :class:`Checkpoint`;
 a null value (tombstone) deletes the checkpoint.
 """
@@ -68,6 +72,12 @@ class Checkpoint:
     >>> Checkpoint.from_record(checkpoint.key, checkpoint.to_bytes()) == checkpoint
     True
 
+    Features mode records how far the stage models learned from the labels partition:
+
+    >>> learned = Checkpoint(topic="events", partition=3, offset=5000, state={}, labels_offset=1200)
+    >>> Checkpoint.from_record(learned.key, learned.to_bytes()).labels_offset
+    1200
+
     """
 
     topic: str
@@ -77,6 +87,7 @@ class Checkpoint:
     group_id: str = ""
     processor: dict[str, Any] = field(default_factory=dict)
     written_at: float = 0.0
+    labels_offset: int | None = None
 
     @property
     def key(self) -> bytes:
@@ -85,19 +96,19 @@ class Checkpoint:
 
     def to_bytes(self) -> bytes:
         """The record value (JSON)."""
-        return json.dumps(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "topic": self.topic,
-                "partition": self.partition,
-                "offset": self.offset,
-                "group_id": self.group_id,
-                "processor": self.processor,
-                "written_at": self.written_at,
-                "state": self.state,
-            },
-            separators=(",", ":"),
-        ).encode()
+        document = {
+            "format": CHECKPOINT_FORMAT,
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "group_id": self.group_id,
+            "processor": self.processor,
+            "written_at": self.written_at,
+            "state": self.state,
+        }
+        if self.labels_offset is not None:
+            document["labels_offset"] = self.labels_offset
+        return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes) -> Checkpoint:
@@ -132,6 +143,9 @@ class Checkpoint:
             raise ValueError("checkpoint 'processor' must be a JSON object")
         if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
             raise ValueError("checkpoint 'written_at' must be a number")
+        labels_offset = document.get("labels_offset")
+        if labels_offset is not None and not _is_count(labels_offset):
+            raise ValueError(f"checkpoint 'labels_offset' must be an integer >= 0, got {labels_offset!r}")
         return cls(
             topic=topic,
             partition=partition,
@@ -140,6 +154,7 @@ class Checkpoint:
             group_id=str(document.get("group_id", "")),
             processor=dict(processor),
             written_at=float(written_at),
+            labels_offset=labels_offset,
         )
 
 

@@ -353,6 +353,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         "USS_KAFKA_SHARED_LEARNING",
         help="outputs mode: decide on the pooled counts of every input partition (from the checkpoints)",
     )
+    _flag(
+        delivery,
+        "--no-rebuild-models",
+        "USS_KAFKA_NO_REBUILD_MODELS",
+        help="features mode: do not re-learn the labels log on restore (the stages start untrained)",
+    )
     _option(
         delivery,
         "--commit-interval",
@@ -466,6 +472,7 @@ def run(args: argparse.Namespace) -> int:
         group_instance_id=args.group_instance_id,
         guarantee=args.guarantee,
         shared_learning=args.shared_learning,
+        rebuild_models=not args.no_rebuild_models,
         exit_when_idle=args.exit_when_idle,
         consumer_options={
             "session_timeout_ms": args.session_timeout_ms,

@@ -246,8 +246,8 @@ class FeaturesProcessor:
     Notes
     -----
     Checkpoints hold the cascade's policy counts (JSON). The stages' River models are not
-    serialised (no pickle): after a restart they are whatever the factory returns (load
-    pre-trained weights there) and keep learning from the labels topic.
+    serialised (no pickle): a restored learner is rebuilt by re-learning the labels log up to the
+    position its checkpoint records (see :mod:`connectors.kafka.relearn`).
 
     Examples
     --------

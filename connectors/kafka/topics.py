@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["STATE_TOPIC_CONFIGS", "Topics", "check_state_topic", "create_topics"]
+__all__ = ["LABELS_TOPIC_CONFIGS", "STATE_TOPIC_CONFIGS", "Topics", "check_state_topic", "create_topics"]
 
 #: The state topic keeps the last checkpoint of each key forever.
 STATE_TOPIC_CONFIGS = {
@@ -23,6 +23,9 @@ STATE_TOPIC_CONFIGS = {
     "min.cleanable.dirty.ratio": "0.1",
     "segment.ms": "3600000",
 }
+
+#: The labels topic keeps every record: a restored learner re-learns it (see ``relearn``).
+LABELS_TOPIC_CONFIGS = {"retention.ms": "-1"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def create_topics(
     """Create the service's topics with a kafka-python ``KafkaAdminClient``; existing ones are kept.
 
     Input, output, dead-letter (and labels) topics get ``partitions`` partitions; the state topic
-    gets ``state_partitions`` and ``cleanup.policy=compact``.
+    gets ``state_partitions`` and ``cleanup.policy=compact``; the labels topic ``retention.ms=-1``.
 
     Returns
     -------
@@ -117,6 +120,8 @@ def create_topics(
             }
         else:
             specs[name] = {"num_partitions": partitions, "replication_factor": replication_factor}
+            if name == topics.labels:
+                specs[name]["configs"] = dict(LABELS_TOPIC_CONFIGS)
     response = admin.create_topics(specs, raise_errors=False, wait_for_metadata=True)
     outcome: dict[str, str] = {}
     for entry in response["topics"]:

@@ -49,14 +49,40 @@ def decisions_of(records: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(record.value) for record in records]
 
 
-def checkpoints_of(bootstrap: str, topic: str) -> list[Checkpoint]:
-    return [Checkpoint.from_record(r.key, r.value) for r in read_all(bootstrap, topic) if r.value is not None]
+def checkpoints_of(bootstrap: str, topic: str, isolation_level: str = "read_committed") -> list[Checkpoint]:
+    """The checkpoints in the state topic, as the service reads them (``read_committed``)."""
+    records = read_all(bootstrap, topic, isolation_level=isolation_level)
+    return [Checkpoint.from_record(r.key, r.value) for r in records if r.value is not None]
 
 
 def policy_after(outputs: np.ndarray) -> USSUCB:
     policy = USSUCB(COSTS)
     policy.run(outputs)
     return policy
+
+
+#: Every subprocess and in-process service a test starts; killed / stopped when the test ends.
+PROCESSES: list[Any] = []
+RUNNING: list[Running] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_services() -> Iterator[None]:
+    """Kill every service subprocess (and stop every in-process service) the test left running.
+
+    A test that fails midway leaves them behind otherwise, still consuming, and the next test's
+    timing with them.
+    """
+    yield
+    while PROCESSES:
+        process = PROCESSES.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    while RUNNING:
+        running = RUNNING.pop()
+        running.app.stop()
+        running.join_quietly()
 
 
 NO_BROKER = (
@@ -121,11 +147,35 @@ def make_topics(admin: Any) -> Iterator[Callable[..., Topics]]:
         )
         create_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
+        expected = {name: 1 if name == topics.state else partitions for name in topics.all()}
+        wait_for_metadata(admin.config["bootstrap_servers"], expected)
         return topics
 
     yield make
     if created:
         admin.delete_topics(created)
+
+
+def wait_for_metadata(bootstrap_servers: Any, expected: Mapping[str, int], timeout: float = 120.0) -> None:
+    """Wait until the broker's metadata lists ``expected[name]`` partitions of every new topic.
+
+    A consumer group that joins before that is assigned nothing ("No partition metadata") and
+    waits for its next metadata refresh, minutes later.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            consumer.topics()  # a metadata request for every topic
+            seen = {name: len(consumer.partitions_for_topic(name) or ()) for name in expected}
+            if all(seen[name] >= count for name, count in expected.items()):
+                return
+            assert time.monotonic() < deadline, f"the topics' metadata is incomplete after {timeout}s: {seen}"
+            time.sleep(0.05)
+    finally:
+        consumer.close()
 
 
 def produce(
@@ -184,6 +234,21 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     return {tp.partition: offset for tp, offset in ends.items()}
 
 
+def open_transaction_records(bootstrap_servers: str, topic: str) -> int:
+    """Records of ``topic`` in transactions still open: end offsets minus last stable offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumers = [
+        KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False, isolation_level=level)
+        for level in ("read_uncommitted", "read_committed")
+    ]
+    partitions = [TopicPartition(topic, p) for p in sorted(consumers[0].partitions_for_topic(topic) or ())]
+    ends, stable = (consumer.end_offsets(partitions) for consumer in consumers)
+    for consumer in consumers:
+        consumer.close()
+    return sum(ends[tp] - stable[tp] for tp in partitions)
+
+
 def read_all(
     bootstrap_servers: str,
     topic: str,
@@ -225,8 +290,8 @@ def read_all(
 def new_app(
     bootstrap_servers: str, topics: Topics, group_id: str | None = None, **settings: Any
 ) -> Application:
-    """An :class:`Application` for tests: no HTTP endpoint, stops after one idle second."""
-    settings.setdefault("exit_when_idle", 1.0)
+    """An :class:`Application` for tests: no HTTP endpoint, no idle exit (tests stop it on a condition)."""
+    settings.setdefault("exit_when_idle", None)
     settings.setdefault("http_port", None)
     return Application(
         ClientConfig(bootstrap_servers),
@@ -245,6 +310,7 @@ class Running:
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(processor,), daemon=True)
         self._thread.start()
+        RUNNING.append(self)
 
     def _run(self, processor: Processor) -> None:
         try:
@@ -252,7 +318,7 @@ class Running:
         except BaseException as error:
             self.error = error
 
-    def wait_for(self, condition: Callable[[Application], bool], timeout: float = 60.0) -> None:
+    def wait_for(self, condition: Callable[[Application], bool], timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while not condition(self.app):
             if not self._thread.is_alive():
@@ -261,7 +327,15 @@ class Running:
                 raise AssertionError("condition not reached in time")
             time.sleep(0.02)
 
-    def join(self, timeout: float = 60.0) -> RunSummary:
+    def alive(self) -> bool:
+        """Whether the application is still running."""
+        return self._thread.is_alive()
+
+    def join_quietly(self, timeout: float = 30.0) -> None:
+        """Wait for the thread to end, whatever the outcome (teardown)."""
+        self._thread.join(timeout)
+
+    def join(self, timeout: float = 120.0) -> RunSummary:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self.app.stop()
@@ -273,6 +347,40 @@ class Running:
         return self.summary
 
 
-def run_app(app: Application, processor: Processor, timeout: float = 60.0) -> RunSummary:
-    """Run ``app`` until it stops by itself (idle), within ``timeout`` seconds."""
-    return Running(app, processor).join(timeout)
+def committed_offsets(admin: Any, group: str, partitions: Sequence[Any]) -> dict[Any, int]:
+    """The group's committed offset of each partition (``-1``: none)."""
+    offsets = admin.list_group_offsets({group: list(partitions)})[group]
+    return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
+
+
+def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> RunSummary:
+    """Run ``app`` until its group committed every record its input (and labels) topics hold now; stop it.
+
+    The condition is observed (committed offsets), not an idle window. An application that stops
+    by itself (an error, its own ``exit_when_idle``) ends the wait too; its error is raised.
+    """
+    from kafka import KafkaAdminClient, TopicPartition
+
+    bootstrap = app.client.bootstrap_servers
+    ends = {
+        TopicPartition(topic, partition): end
+        for topic in (app.topics.input, app.topics.labels)
+        if topic is not None
+        for partition, end in end_offsets(bootstrap, topic).items()
+        if end > 0
+    }
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    running = Running(app, processor)
+    deadline = time.monotonic() + timeout
+    try:
+        while running.alive():
+            committed = committed_offsets(admin, app.group_id, list(ends)) if ends else {}
+            if all(committed[tp] >= end for tp, end in ends.items()):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the group did not commit {ends} within {timeout}s: {committed}")
+            time.sleep(0.05)
+    finally:
+        admin.close()
+        app.stop()
+    return running.join(timeout)

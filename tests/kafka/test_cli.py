@@ -8,12 +8,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
+from conftest import COSTS, PROCESSES, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
 
 from connectors.kafka import Topics
 from uss_stream.cli import main
@@ -21,7 +22,7 @@ from uss_stream.policies import USSUCB
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(240),
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
@@ -44,6 +45,7 @@ class Service:
             "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        PROCESSES.append(self.process)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -59,7 +61,7 @@ class Service:
     def alive(self) -> None:
         assert self.process.poll() is None, f"the service exited early:\n{self.log[-3000:]}"
 
-    def wait_for_log(self, text: str, timeout: float = 60.0) -> None:
+    def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.log:
             self.alive()
@@ -68,7 +70,7 @@ class Service:
             )
             time.sleep(0.02)
 
-    def finish(self, timeout: float = 60.0) -> str:
+    def finish(self, timeout: float = 120.0) -> str:
         """Wait for a clean exit (0); returns the log."""
         self.process.wait(timeout=timeout)
         self._reader.join(10)
@@ -92,15 +94,25 @@ def wait_for_outputs(
 
 
 def committed_offset(admin: Any, group: str, topic: str) -> int:
+    """The group's committed offset of ``topic``/0 (``-1``: none)."""
     from kafka import TopicPartition
 
-    offsets = admin.list_group_offsets({group: [TopicPartition(topic, 0)]})[group]
-    return offsets[TopicPartition(topic, 0)].offset
+    meta = admin.list_group_offsets({group: [TopicPartition(topic, 0)]})[group].get(TopicPartition(topic, 0))
+    return -1 if meta is None else meta.offset
+
+
+def stop_when_committed(admin: Any, group: str, topic: str, offset: int, service: Service) -> str:
+    """SIGTERM ``service`` once its group committed ``offset`` of ``topic``/0; returns its log."""
+    deadline = time.monotonic() + 90
+    while committed_offset(admin, group, topic) < offset:
+        service.alive()
+        assert time.monotonic() < deadline, f"offset {offset} not committed after 90s:\n{service.log[-3000:]}"
+        time.sleep(0.05)
+    service.process.send_signal(signal.SIGTERM)
+    return service.finish()
 
 
 def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, capsys):
-    import uuid
-
     from kafka.admin import ConfigResource, ConfigResourceType
 
     run = uuid.uuid4().hex[:10]
@@ -137,7 +149,7 @@ def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, caps
 def test_sigterm_finishes_the_batch_commits_checkpoints_and_exits_0(bootstrap_servers, make_topics, admin):
     topics = make_topics()
     values, outputs = stream(10_000)
-    group = "sigterm-group"
+    group = f"sigterm-{uuid.uuid4().hex[:8]}"
     running = Service(bootstrap_servers, topics, group, "--max-poll-records", "300")
     running.wait_for_log("restored")  # the service is up: now the events come, in real time
     producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=4_000)
@@ -151,7 +163,7 @@ def test_sigterm_finishes_the_batch_commits_checkpoints_and_exits_0(bootstrap_se
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].offset == decided
 
     producing.join()
-    Service(bootstrap_servers, topics, group, "--exit-when-idle", "1").finish()
+    stop_when_committed(admin, group, topics.input, 10_000, Service(bootstrap_servers, topics, group))
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output, expected=10_000)]
     assert len(read_all(bootstrap_servers, topics.output)) == 10_000
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
@@ -163,12 +175,12 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_re
     topics = make_topics()
     values, outputs = stream(10_000)
     expected = USSUCB(COSTS).run(outputs)
-    group = "sigkill-group"
+    group = f"sigkill-{uuid.uuid4().hex[:8]}"
     # Commits every 1000 records, checkpoints every 4000, a kill after 6300: the checkpoint (~4000)
     # lags the commit (~6000), so the restart replays records silently, and decides again those
     # after the commit.
     cadence = ["--commit-interval", "600", "--commit-every", "1000", "--checkpoint-interval", "0",
-               "--checkpoint-every", "4000", "--max-poll-records", "200", "--group-instance-id", "svc-1",
+               "--checkpoint-every", "4000", "--max-poll-records", "200", "--group-instance-id", group,
                "--session-timeout-ms", "6000"]  # fmt: skip
     running = Service(bootstrap_servers, topics, group, *cadence)
     running.wait_for_log("restored")
@@ -183,7 +195,9 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_re
     assert 0 < checkpoint < committed <= before_restart < 10_000
 
     producing.join()
-    log = Service(bootstrap_servers, topics, group, *cadence, "--exit-when-idle", "2").finish()
+    log = stop_when_committed(
+        admin, group, topics.input, 10_000, Service(bootstrap_servers, topics, group, *cadence)
+    )
     records = read_all(bootstrap_servers, topics.output, expected=10_000)
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]
     counts = Counter(d["id"] for d in decisions)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -13,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import produce, read_all
+from conftest import PROCESSES, produce, read_all
 
 from connectors.kafka import ClientConfig
 from connectors.kafka.deadletter import DeadLetter
@@ -217,7 +220,9 @@ def test_rejects_restart_and_expiry(
     topics = make_orchestration_topics()
     group = f"g-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(100)])
-    first = new_orchestrator(bootstrap_servers, topics, group, exit_when_idle=1.0).run()
+    serving = Serving(new_orchestrator(bootstrap_servers, topics, group))
+    serving.wait_for(lambda s: s.decisions == 100)
+    first = serving.stop()
     assert first.decisions == 100 and not first.restored
     depth = {
         d["id"]: d["depth"]
@@ -273,12 +278,12 @@ def test_rejects_restart_and_expiry(
 def test_cli_orchestrate(
     bootstrap_servers: str, make_orchestration_topics: Callable[[], OrchestrationTopics]
 ) -> None:
-    from connectors.kafka.orchestration_cli import main
-
     topics = make_orchestration_topics()
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"b{i}"}).encode() for i in range(20)])
-    code = main(
+    command = [sys.executable, "-m", "connectors.kafka.orchestration_cli"]
+    service = subprocess.Popen(
         [
+            *command,
             "orchestrate",
             f"--bootstrap-servers={bootstrap_servers}",
             f"--requests-topic={topics.requests}",
@@ -289,10 +294,17 @@ def test_cli_orchestrate(
             f"--group-id=g-{uuid.uuid4().hex[:8]}",
             "--stage-costs=0,0.1,0.2",
             "--stage-names=xray,ct,manual",
-            "--exit-when-idle=1",
-        ]
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert code == 0
+    PROCESSES.append(service)
+    # Stopped (SIGTERM: a clean exit) once its 20 decisions are in, not after an idle window.
+    records = read_all(bootstrap_servers, topics.decisions, expected=20, timeout=60)
+    service.send_signal(signal.SIGTERM)
+    _, log = service.communicate(timeout=60)
+    assert service.returncode == 0, log[-3000:]
+    assert len(read_all(bootstrap_servers, topics.decisions)) == 20 == len(records)
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions)]
     assert [d["id"] for d in decisions] == [f"b{i}" for i in range(20)]
     assert decisions[0]["stages"] == ["xray", "ct", "manual"][: decisions[0]["depth"]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import uuid
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from conftest import (
     CUMULATIVE,
     Running,
     checkpoints_of,
+    committed_offsets,
     decisions_of,
     new_app,
     policy_after,
@@ -20,14 +22,14 @@ from conftest import (
     run_app,
     stream,
 )
+from phases import Phase, comparable, phases, reference_decisions
 
 from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
-from connectors.kafka.demo import demo_records
 from uss_stream.policies import USSUCB
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(120),
+    pytest.mark.timeout(240),
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
@@ -37,7 +39,7 @@ def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_s
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
-    app = new_app(bootstrap_servers, topics, exit_when_idle=3.0, http_port=0, http_host="127.0.0.1")
+    app = new_app(bootstrap_servers, topics, http_port=0, http_host="127.0.0.1")
     running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
     running.wait_for(lambda a: a.summary.events == 10_000)
     host, port = app.http_address
@@ -46,6 +48,7 @@ def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_s
     metrics = urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5).read().decode()
     assert "uss_kafka_events_total 10000.0" in metrics
     assert "uss_kafka_decide_latency_seconds_count 10000.0" in metrics
+    app.stop()
     summary = running.join()
 
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=10_000))
@@ -107,7 +110,7 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
-    group = "restart-group"
+    group = f"restart-{uuid.uuid4().hex[:8]}"
     first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS))
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
@@ -134,7 +137,7 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
     topics = make_topics()
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:4_000])
-    group = "ahead-group"
+    group = f"ahead-{uuid.uuid4().hex[:8]}"
     run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
     # committed offset lags behind.
@@ -156,7 +159,7 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
 
     topics = make_topics()
     values, outputs = stream(10_000)
-    group = "behind-group"
+    group = f"behind-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.input, values[:3_000])
     run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     (old,) = checkpoints_of(bootstrap_servers, topics.state)
@@ -187,24 +190,32 @@ def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_t
     topics = make_topics()
     values, _ = stream(100)
     produce(bootstrap_servers, topics.input, values)
-    run_app(new_app(bootstrap_servers, topics, "owner"), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS))
     with pytest.raises(CheckpointError, match="needs its own state topic"):
-        run_app(new_app(bootstrap_servers, topics, "intruder"), OutputsProcessor(COSTS))
+        run_app(
+            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS)
+        )
 
 
-def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics):
+def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics, admin):
+    from kafka import TopicPartition
+
     topics = make_topics(partitions=2)
     per_partition = {p: stream(3_000, seed=p, start=10_000 * p) for p in (0, 1)}
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
-    group = "moving-group"
-    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    group = f"moving-{uuid.uuid4().hex[:8]}"
+    first = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     first.wait_for(lambda a: a.summary.events == 3_000)
     # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
-    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=4.0), OutputsProcessor(COSTS))
+    second = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[1_500:], partition=p)
+    partitions = [TopicPartition(topics.input, p) for p in (0, 1)]
+    second.wait_for(lambda _: committed_offsets(admin, group, partitions) == dict.fromkeys(partitions, 3_000))
+    first.app.stop()
+    second.app.stop()
     summaries = [first.join(), second.join()]
 
     moved = second.summary.restored[0]
@@ -217,28 +228,47 @@ def test_partitions_move_between_instances_with_their_learners(bootstrap_servers
         assert depths == USSUCB(COSTS).run(outputs).tolist()
 
 
-def test_features_mode_runs_the_cascade_and_learns_from_the_labels_topic(bootstrap_servers, make_topics):
+def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bootstrap_servers, make_topics):
     topics = make_topics(labels=True)
-    events, labelled = zip(*demo_records("features", 400, seed=3))
-    produce(bootstrap_servers, topics.input, list(events))
-    produce(bootstrap_servers, topics.labels, list(labelled))
+    stream_phases = phases(4, labels=40, events=120, seed=3)
+    expected = reference_decisions(stream_phases)
     processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
-    summary = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
+    group = f"features-{uuid.uuid4().hex[:8]}"
 
-    assert (summary.events, summary.labels, summary.decisions) == (400, 400, 400)
-    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=400))
-    assert [d["id"] for d in decisions] == [json.loads(e)["id"] for e in events]
-    for decision in decisions:
-        assert decision["depth"] == len(decision["outputs"])
-        assert decision["cost"] == pytest.approx(sum(processor.stage_costs[: decision["depth"]]))
-        assert decision["prediction"] == decision["outputs"][-1]
-    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)
+    def feed(running: Running, phase: Phase, labels_before: int, events_before: int) -> None:
+        produce(bootstrap_servers, topics.labels, phase.labels)
+        running.wait_for(lambda a: a.summary.labels == labels_before + len(phase.labels))
+        # The labels were consumed before any of the events they precede was produced.
+        assert running.app.summary.events == events_before
+        produce(bootstrap_servers, topics.input, phase.events)
+        running.wait_for(lambda a: a.summary.events == events_before + len(phase.events))
+
+    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    for k, phase in enumerate(stream_phases[:3]):
+        feed(first, phase, 40 * k, 120 * k)
+    first.app.stop()
+    summary = first.join()
+    assert (summary.events, summary.labels, summary.decisions) == (360, 120, 360)
+    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)[-1:]
+    assert (checkpoint.offset, checkpoint.labels_offset) == (360, 120)
     assert checkpoint.processor["mode"] == "features"
-    stepped = sum(not d["warm_up"] for d in decisions)
-    assert checkpoint.state["stats"]["decisions"] == stepped
 
-    # A restart restores the policy's counts.
-    produce(bootstrap_servers, topics.input, [json.dumps({"id": "late", "features": {"age": 40}}).encode()])
-    restarted = run_app(new_app(bootstrap_servers, topics, "features-group"), processor)
-    assert restarted.restored == [f"{topics.input}/0: checkpoint @400, committed @400, start @400"]
-    assert restarted.decisions == 1
+    # A restart re-learns the 120 labels: the stages are those of an uninterrupted run.
+    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    second.wait_for(lambda a: bool(a.summary.restored))
+    assert second.app.summary.restored == [
+        f"{topics.input}/0: checkpoint @360, committed @360, start @360, labels relearned to @120"
+    ]
+    feed(second, stream_phases[3], 0, 0)
+    second.app.stop()
+    second.join()
+
+    decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=480))
+    assert len(read_all(bootstrap_servers, topics.output)) == 480
+    assert read_all(bootstrap_servers, topics.dead_letter) == []
+    stepped = sum(not d["warm_up"] for d in decisions)
+    assert stepped > 0 and len({d["depth"] for d in decisions if not d["warm_up"]}) > 1
+    assert [comparable(d) for d in decisions] == expected
+    for decision in decisions:
+        assert decision["cost"] == pytest.approx(sum(processor.stage_costs[: decision["depth"]]))
+    assert checkpoints_of(bootstrap_servers, topics.state)[-1].state["stats"]["decisions"] == stepped
