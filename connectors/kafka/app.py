@@ -42,6 +42,7 @@ from connectors.kafka.http import HttpEndpoint
 from connectors.kafka.metrics import ServiceMetrics
 from connectors.kafka.processing import Processor
 from connectors.kafka.topics import Topics, check_state_topic
+from connectors.kafka.undecodable import undecodable_batch
 from uss_stream.stats import DisagreementStats
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "RunSummary"]
@@ -484,7 +485,11 @@ class Application:
         consumer = self._consumer
         poll_ms = 250
         while not self._stop.is_set():
-            batch = consumer.poll(timeout_ms=poll_ms)
+            try:
+                batch = consumer.poll(timeout_ms=poll_ms)
+            except Exception as error:
+                self._skip_undecodable(error)
+                continue
             now = time.monotonic()
             self._last_poll = now
             if self._rewind_needed:  # an abort in a rebalance listener: the batch predates the rewind
@@ -605,6 +610,42 @@ class Application:
         ).add_errback(self._on_delivery_error)
         self.summary.dead_letters[reason] += 1
         self.metrics.dead_letter(reason)
+
+    def _skip_undecodable(self, error: Exception) -> None:
+        """Dead-letter a record batch ``poll()`` could not decode and seek past it; else re-raise.
+
+        Its records cannot be read, so the batch (raw bytes and offsets) is the dead letter; the
+        offsets move past it only with that record (in the same transaction in exactly-once mode).
+        """
+        batch = undecodable_batch(error)
+        with self._lock:
+            state = None if batch is None else (self._partitions.get(batch.tp) or self._labels.get(batch.tp))
+            if state is None:
+                raise error
+            first = max(batch.base_offset, state.next_offset, self._consumer.position(batch.tp) or 0)
+            if self.exactly_once:
+                self._begin()
+            detail = batch.describe(first)
+            log.error("%s/%d: %s; dead-lettered and skipped", batch.tp.topic, batch.tp.partition, detail)
+            letter = DeadLetter(
+                reason="undecodable_batch",
+                error=detail,
+                topic=batch.tp.topic,
+                partition=batch.tp.partition,
+                offset=first,
+                timestamp=None,
+                key=None,
+                value=batch.raw,
+            )
+            key, value, headers = letter.to_record(self.max_input_bytes)
+            self._producer.send(
+                self.topics.dead_letter, value, key=key, headers=headers, partition=state.dlq_partition
+            ).add_errback(self._on_delivery_error)
+            self.summary.dead_letters["undecodable_batch"] += 1
+            self.metrics.dead_letter("undecodable_batch")
+            state.next_offset = batch.next_offset
+            self._consumer.seek(batch.tp, batch.next_offset)
+        self._maybe_commit()
 
     # -- commit points ---------------------------------------------------------------------------
     def _maybe_commit(self) -> None:

@@ -99,6 +99,15 @@ def _flag(parser: argparse._ActionsContainer, flag: str, env: str, *, help: str)
     parser.add_argument(flag, dest=dest, action="store_true", default=default, help=f"{help} [env {env}]")
 
 
+#: Codecs of ``--compression``; input in any of them is decoded whatever this is.
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _compression(codec: str) -> dict[str, Any]:
+    """kafka-python producer settings of ``--compression`` (``none``: the client's default)."""
+    return {} if codec == "none" else {"compression_type": codec}
+
+
 def _costs(text: str) -> list[float]:
     """``"0,0.15,0.2"`` -> ``[0.0, 0.15, 0.2]``."""
     try:
@@ -378,6 +387,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         convert=_positive_float,
         help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds",
     )
+    _option(
+        delivery,
+        "--compression",
+        "USS_KAFKA_COMPRESSION",
+        default="none",
+        choices=COMPRESSIONS,
+        help="compression of the produced records (decisions, dead letters, checkpoints)",
+    )
     delivery.add_argument(
         "--consumer-option",
         action="append",
@@ -448,7 +465,7 @@ def run(args: argparse.Namespace) -> int:
             "session_timeout_ms": args.session_timeout_ms,
             **merge_options(args.consumer_option),
         },
-        producer_options=merge_options(args.producer_option),
+        producer_options={**_compression(args.compression), **merge_options(args.producer_option)},
         http_host=args.metrics_host,
         http_port=None if args.metrics_port < 0 else args.metrics_port,
     )
