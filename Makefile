@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench reproduce clean
+.PHONY: setup demo test lint bench reproduce soak clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,12 @@ test: lint
 
 bench: setup
 	$(BIN)/python -m benchmarks
+
+# Outside CI (about half an hour): the fault soak of tests/kafka/test_soak.py at full size, on its
+# own private broker. CI runs the same test reduced (its defaults).
+soak: setup
+	SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_BROKER_RESTARTS=3 SOAK_RATE=5000 SOAK_TIMEOUT=5400 \
+		$(BIN)/python -m pytest tests/kafka/test_soak.py -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
