@@ -446,8 +446,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.cascade_factory:
             raise ValueError("features mode needs --cascade-factory package.module:function")
         processor = FeaturesProcessor(args.cascade_factory)
+    client = _client_config(args)
+    if not _security_checked(client):
+        return 7
     app = Application(
-        _client_config(args),
+        client,
         group_id=args.group_id,
         topics=_topics(args),
         commit_interval=args.commit_interval,
@@ -490,6 +493,18 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _security_checked(client: Any) -> bool:
+    """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
+    from connectors.kafka.security import SecurityCheckError, check_security
+
+    try:
+        check_security(client)
+    except SecurityCheckError as error:
+        print(f"uss-stream kafka run: error: {error}", file=sys.stderr)
+        return False
+    return True
 
 
 # -- create-topics ---------------------------------------------------------------------------------
