@@ -231,3 +231,54 @@ def test_a_batch_that_cannot_be_decoded_is_dead_lettered_and_skipped(
     )
     record_property(f"undecodable_{guarantee}", report)
     print(report)
+
+
+def test_the_batch_behind_a_decoding_error_is_found(bootstrap_servers, make_topics, monkeypatch):
+    """Unit level, in-process: a corrupt payload is simulated by a gzip decoder that raises.
+
+    (The only patch in this module: a broker validates what it stores, so corrupt compressed data
+    cannot be produced to it.) The error names no partition; the batch is found in its traceback.
+    """
+    import kafka.record.default_records as default_records
+    from kafka import KafkaConsumer
+
+    from connectors.kafka.undecodable import undecodable_batch
+
+    topics = make_topics()
+    values, _ = stream(400, seed=6)
+    produce_compressed(bootstrap_servers, topics.input, values[:100], "none", "kafka-python")
+    produce_compressed(bootstrap_servers, topics.input, values[100:], "gzip", "librdkafka")
+
+    def corrupt(payload: bytes) -> bytes:
+        raise OSError("Not a gzipped file (b'\\x00\\x01')")
+
+    monkeypatch.setattr(default_records, "gzip_decode", corrupt)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+    tp = TopicPartition(topics.input, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    seen: list[Any] = []
+    try:
+        with pytest.raises(OSError) as caught:
+            for _ in range(50):  # the plain batch first, then the error
+                for batch in consumer.poll(timeout_ms=500).values():
+                    seen.extend(batch)
+        found = undecodable_batch(caught.value)
+        assert found is not None and found.tp == tp
+        assert [r.value for r in seen] == values[:100] and found.base_offset == 100
+        assert found.codec == "gzip" and found.error == "OSError: Not a gzipped file (b'\\x00\\x01')"
+        # Seeking past each batch, the consumer goes on; the batches found tile the gzip offsets.
+        covered = found.next_offset
+        consumer.seek(tp, covered)
+        while covered < 400:
+            try:
+                assert consumer.poll(timeout_ms=500) == {}  # every later batch is gzip too
+            except OSError as error:
+                found = undecodable_batch(error)
+                assert found is not None and found.base_offset == covered
+                covered = found.next_offset
+                consumer.seek(tp, covered)
+        assert covered == 400
+    finally:
+        consumer.close()
+    assert undecodable_batch(ValueError("not from a fetch")) is None
