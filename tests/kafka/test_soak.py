@@ -13,7 +13,8 @@ uninterrupted run reproduces them; the count check is what holds them to the eve
 
 Sizes come from the environment; CI runs the defaults (20 000 events, 2 kills, 1 broker restart).
 ``make soak`` runs the full size: ``SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_BROKER_RESTARTS=3``.
-The broker is a private ``deploy/kafka/broker.sh`` on a free port, always destroyed at the end.
+The broker is a private ``deploy/kafka/broker.sh`` on a free port, destroyed at the end (kept,
+stopped, with ``SOAK_KEEP_BROKER=1``).
 """
 
 from __future__ import annotations
@@ -207,12 +208,19 @@ class Soak:
 
 @pytest.fixture
 def soak_broker() -> Iterator[RestartableBroker]:
+    """The private broker; ``SOAK_KEEP_BROKER=1`` stops it but keeps its data for a post-mortem."""
     broker = RestartableBroker()
     broker.start()
     try:
         yield broker
     finally:
-        broker.destroy()
+        if os.environ.get("SOAK_KEEP_BROKER") == "1":
+            broker.stop()
+            print(
+                f"broker data kept: KAFKA_PORT={broker.port} KAFKA_KEEP_DATA=1 bash deploy/kafka/broker.sh start"
+            )
+        else:
+            broker.destroy()
 
 
 def test_soak(soak_broker, record_property, tmp_path):
