@@ -216,9 +216,7 @@ def soak_broker() -> Iterator[RestartableBroker]:
     finally:
         if os.environ.get("SOAK_KEEP_BROKER") == "1":
             broker.stop()
-            print(
-                f"broker data kept: KAFKA_PORT={broker.port} KAFKA_KEEP_DATA=1 bash deploy/kafka/broker.sh start"
-            )
+            print(f"broker data kept: KAFKA_PORT={broker.port} KAFKA_KEEP_DATA=1 broker.sh start")
         else:
             broker.destroy()
 
