@@ -70,6 +70,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
 REPLACEMENT_WINDOW = 600.0
+#: Exactly-once: seconds a producer replacement waits for unreachable brokers (a broker restart).
+REACHABLE_TIMEOUT = 300.0
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -764,10 +766,28 @@ class Application:
             self._producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
-        self._producer = self._new_producer()
+        self._producer = self._new_producer_when_reachable()
         self._replaced_since_commit = True
         self.summary.producer_replacements += 1
         self.metrics.producer_replacements.inc()
+
+    def _new_producer_when_reachable(self) -> Any:
+        """:meth:`_new_producer`, retried while the brokers cannot be reached (a broker restart).
+
+        A replacement during an outage longer than kafka-python's bootstrap timeout (30 s) would
+        otherwise end the service; it waits up to :data:`REACHABLE_TIMEOUT` seconds, or until stopped.
+        """
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+
+        deadline = time.monotonic() + REACHABLE_TIMEOUT
+        while True:
+            try:
+                return self._new_producer()
+            except (KafkaTimeoutError, KafkaConnectionError) as error:
+                if self._stop.is_set() or time.monotonic() >= deadline:
+                    raise
+                log.warning("the brokers cannot be reached to replace the producer (%s): retrying", error)
+                self._stop.wait(1.0)
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.
