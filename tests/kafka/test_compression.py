@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,20 @@ def test_compressed_input_is_decided(codec, client, bootstrap_servers, make_topi
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_services() -> Iterator[None]:
+    """Every service process a test started is killed, even when the test fails."""
+    yield
+    while _STARTED:
+        process = _STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
 class CliService:
     """``uss-stream kafka run`` in a subprocess, optionally with some modules' import blocked."""
 
@@ -111,6 +126,7 @@ class CliService:
             "--stage-costs", ",".join(map(str, COSTS)), "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _STARTED.append(self.process)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stderr), daemon=True)
         self._reader.start()

@@ -49,28 +49,33 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(restartab
     options = ["--guarantee", "exactly-once", "--group-instance-id", "outage-1", "--commit-interval", "5",
                "--max-poll-records", "500", "--producer-option", "transaction_timeout_ms=20000"]  # fmt: skip
     service = Service(bootstrap, topics, "outage-group", *options)
-    deadline = time.monotonic() + 120
-    while output_count(bootstrap, topics.output) < 2_000:
-        service.alive()
-        assert time.monotonic() < deadline, "fewer than 2000 decisions after 120s"
-        time.sleep(0.1)
+    try:
+        deadline = time.monotonic() + 120
+        while output_count(bootstrap, topics.output) < 2_000:
+            service.alive()
+            assert time.monotonic() < deadline, "fewer than 2000 decisions after 120s"
+            time.sleep(0.1)
 
-    restartable_broker.stop()
-    # Down for longer than kafka-python's 30 s bootstrap timeout after the replacement began: the
-    # outage's length is the condition under test, so here (only) time is waited for.
-    service.wait_for_log("replacing the transactional producer", timeout=120)
-    down_until = time.monotonic() + 40
-    while time.monotonic() < down_until:
-        service.alive()
-        time.sleep(0.5)
-    restartable_broker.start()
-    deadline = time.monotonic() + 180
-    while len(read_all(bootstrap, topics.output, isolation_level="read_committed")) < n:
-        service.alive()
-        assert time.monotonic() < deadline, "not every event was decided 180s after the restart"
-        time.sleep(0.5)
-    service.process.send_signal(signal.SIGTERM)
-    service.finish(timeout=120)
+        restartable_broker.stop()
+        # Down for longer than kafka-python's 30 s bootstrap timeout after the replacement began: the
+        # outage's length is the condition under test, so here (only) time is waited for.
+        service.wait_for_log("replacing the transactional producer", timeout=120)
+        down_until = time.monotonic() + 40
+        while time.monotonic() < down_until:
+            service.alive()
+            time.sleep(0.5)
+        restartable_broker.start()
+        deadline = time.monotonic() + 180
+        while len(read_all(bootstrap, topics.output, isolation_level="read_committed")) < n:
+            service.alive()
+            assert time.monotonic() < deadline, "not every event was decided 180s after the restart"
+            time.sleep(0.5)
+        service.process.send_signal(signal.SIGTERM)
+        service.finish(timeout=120)
+    finally:
+        if service.process.poll() is None:  # the test failed: never leave the service running
+            service.process.kill()
+            service.process.wait(10)
 
     decisions = [
         json.loads(r.value) for r in read_all(bootstrap, topics.output, isolation_level="read_committed")
