@@ -45,6 +45,7 @@ from connectors.kafka.processing import Processor
 from connectors.kafka.progress import IdleGate
 from connectors.kafka.relearn import LabelsLog
 from connectors.kafka.topics import Topics, check_state_topic
+from connectors.kafka.undecodable import undecodable_batch
 from uss_stream.stats import DisagreementStats
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
@@ -75,6 +76,8 @@ SERVICE_PRODUCER_SETTINGS = frozenset({"acks", "enable_idempotence", "transactio
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
 REPLACEMENT_WINDOW = 600.0
+#: Exactly-once: seconds a producer replacement waits for unreachable brokers (a broker restart).
+REACHABLE_TIMEOUT = 300.0
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -540,7 +543,11 @@ class Application:
         consumer = self._consumer
         poll_ms = 250
         while not self._stop.is_set():
-            batch = consumer.poll(timeout_ms=poll_ms)
+            try:
+                batch = consumer.poll(timeout_ms=poll_ms)
+            except Exception as error:
+                self._skip_undecodable(error)
+                continue
             now = time.monotonic()
             self._last_poll = now
             if self._rewind_needed:  # an abort in a rebalance listener: the batch predates the rewind
@@ -696,6 +703,42 @@ class Application:
         self.summary.dead_letters[reason] += 1
         self.metrics.dead_letter(reason)
 
+    def _skip_undecodable(self, error: Exception) -> None:
+        """Dead-letter a record batch ``poll()`` could not decode and seek past it; else re-raise.
+
+        Its records cannot be read, so the batch (raw bytes and offsets) is the dead letter; the
+        offsets move past it only with that record (in the same transaction in exactly-once mode).
+        """
+        batch = undecodable_batch(error)
+        with self._lock:
+            state = None if batch is None else (self._partitions.get(batch.tp) or self._labels.get(batch.tp))
+            if state is None:
+                raise error
+            first = max(batch.base_offset, state.next_offset, self._consumer.position(batch.tp) or 0)
+            if self.exactly_once:
+                self._begin()
+            detail = batch.describe(first)
+            log.error("%s/%d: %s; dead-lettered and skipped", batch.tp.topic, batch.tp.partition, detail)
+            letter = DeadLetter(
+                reason="undecodable_batch",
+                error=detail,
+                topic=batch.tp.topic,
+                partition=batch.tp.partition,
+                offset=first,
+                timestamp=None,
+                key=None,
+                value=batch.raw,
+            )
+            key, value, headers = letter.to_record(self.max_input_bytes)
+            self._producer.send(
+                self.topics.dead_letter, value, key=key, headers=headers, partition=state.dlq_partition
+            ).add_errback(self._on_delivery_error)
+            self.summary.dead_letters["undecodable_batch"] += 1
+            self.metrics.dead_letter("undecodable_batch")
+            state.next_offset = batch.next_offset
+            self._consumer.seek(batch.tp, batch.next_offset)
+        self._maybe_commit()
+
     # -- commit points ---------------------------------------------------------------------------
     def _maybe_commit(self) -> None:
         now = time.monotonic()
@@ -821,22 +864,25 @@ class Application:
         self.metrics.producer_replacements.inc()
 
     def _reconnected_producer(self) -> Any:
-        """A new transactional producer, retried while the broker does not answer (an outage).
+        """A new transactional producer, retried while the brokers cannot be reached (an outage).
 
-        Each attempt waits for the client's own bootstrap / ``init_transactions`` timeouts; a stop
-        requested meanwhile ends the wait with :class:`DeliveryError`.
+        A replacement during an outage longer than kafka-python's bootstrap timeout (30 s) would
+        otherwise end the service; it retries for up to :data:`REACHABLE_TIMEOUT` seconds. A stop
+        requested meanwhile, or the deadline, ends the wait with :class:`DeliveryError`.
         """
         from kafka.errors import KafkaConnectionError, KafkaTimeoutError
 
+        deadline = time.monotonic() + REACHABLE_TIMEOUT
         while True:
             try:
                 return self._new_producer()
             except (KafkaTimeoutError, KafkaConnectionError) as error:
-                if self._stop.is_set():
+                if self._stop.is_set() or time.monotonic() >= deadline:
                     raise DeliveryError(
-                        f"stopped while the broker did not answer the new transactional producer: {error!r}"
+                        f"the brokers did not answer the new transactional producer: {error!r}"
                     ) from error
-                log.warning("the broker does not answer the new transactional producer (%r): retrying", error)
+                log.warning("the brokers cannot be reached to replace the producer (%r): retrying", error)
+                self._stop.wait(1.0)
 
     def _rewind(self) -> None:
         """Restore every learner to its last committed state and seek to the committed offsets.

@@ -101,6 +101,15 @@ def _flag(parser: argparse._ActionsContainer, flag: str, env: str, *, help: str)
     parser.add_argument(flag, dest=dest, action="store_true", default=default, help=f"{help} [env {env}]")
 
 
+#: Codecs of ``--compression``; input in any of them is decoded whatever this is.
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _compression(codec: str) -> dict[str, Any]:
+    """kafka-python producer settings of ``--compression`` (``none``: the client's default)."""
+    return {} if codec == "none" else {"compression_type": codec}
+
+
 def _costs(text: str) -> list[float]:
     """``"0,0.15,0.2"`` -> ``[0.0, 0.15, 0.2]``."""
     try:
@@ -415,6 +424,14 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds "
         "after the partitions were assigned, and every one is read to its end offset",
     )
+    _option(
+        delivery,
+        "--compression",
+        "USS_KAFKA_COMPRESSION",
+        default="none",
+        choices=COMPRESSIONS,
+        help="compression of the produced records (decisions, dead letters, checkpoints)",
+    )
     _add_consumer_options(parser, delivery)
     ops = parser.add_argument_group("metrics and health")
     _option(
@@ -458,8 +475,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.cascade_factory:
             raise ValueError("features mode needs --cascade-factory package.module:function")
         processor = FeaturesProcessor(args.cascade_factory)
+    client = _client_config(args)
+    if not _security_checked(client):
+        return 7
     app = Application(
-        _client_config(args),
+        client,
         group_id=args.group_id,
         topics=_topics(args),
         commit_interval=args.commit_interval,
@@ -478,7 +498,7 @@ def run(args: argparse.Namespace) -> int:
             "session_timeout_ms": args.session_timeout_ms,
             **merge_options(args.consumer_option),
         },
-        producer_options=merge_options(args.producer_option),
+        producer_options={**_compression(args.compression), **merge_options(args.producer_option)},
         http_host=args.metrics_host,
         http_port=None if args.metrics_port < 0 else args.metrics_port,
     )
@@ -506,6 +526,18 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _security_checked(client: Any) -> bool:
+    """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
+    from connectors.kafka.security import SecurityCheckError, check_security
+
+    try:
+        check_security(client)
+    except SecurityCheckError as error:
+        print(f"uss-stream kafka run: error: {error}", file=sys.stderr)
+        return False
+    return True
 
 
 # -- create-topics ---------------------------------------------------------------------------------

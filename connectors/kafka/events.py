@@ -52,6 +52,7 @@ REASONS = (
     "report_expired",  # orchestration mode: a report for a decision that expired
     "report_too_many_outputs",  # orchestration mode: more outputs than the decided depth
     "report_invalid",  # orchestration mode: a report whose outputs are not valid
+    "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
 )
 
 _loads = json.loads

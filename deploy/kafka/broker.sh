@@ -16,6 +16,12 @@
 # KAFKA_LOG_DIR (deploy/kafka/.logs/$KAFKA_PORT), KAFKA_LIB_DIR (deploy/kafka/.lib),
 # KAFKA_JAVA (JDK >= 17 java binary), KAFKA_HEAP_OPTS (-Xms128m -Xmx512m),
 # KAFKA_START_TIMEOUT (120 seconds), KAFKA_STOP_TIMEOUT (30 seconds), KAFKA_KEEP_DATA (0).
+#
+# Secured listener (opt-in): KAFKA_SASL_SSL_PORT=<port> adds SASL_SSL://127.0.0.1:<port>
+# (SCRAM-SHA-512 over TLS) beside the plaintext one. The TLS material is made at the first start
+# with the JDK's keytool: a test CA ($KAFKA_DATA_DIR/tls/ca.pem, what clients trust) and a broker
+# certificate for 127.0.0.1/localhost signed by it. KAFKA_SCRAM_USERS (uss-stream:uss-stream-secret)
+# lists user:password pairs, comma-separated, created at format time (kafka-storage --add-scram).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +36,8 @@ KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-120}
 KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
 KAFKA_KEEP_DATA=${KAFKA_KEEP_DATA:-0}
+KAFKA_SASL_SSL_PORT=${KAFKA_SASL_SSL_PORT:-}
+KAFKA_SCRAM_USERS=${KAFKA_SCRAM_USERS:-uss-stream:uss-stream-secret}
 
 LIB="$KAFKA_LIB_DIR/$KAFKA_VERSION"       # jars + compiled probe (lib/*.jar, classes/)
 PIDFILE="$KAFKA_DATA_DIR/broker.pid"
@@ -45,6 +53,14 @@ for v in KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
 done
 [[ $KAFKA_PORT != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
+if [[ -n $KAFKA_SASL_SSL_PORT ]]; then
+  [[ $KAFKA_SASL_SSL_PORT =~ ^[0-9]+$ ]] || die "KAFKA_SASL_SSL_PORT must be a number, got '$KAFKA_SASL_SSL_PORT'"
+  [[ $KAFKA_SASL_SSL_PORT != "$KAFKA_PORT" && $KAFKA_SASL_SSL_PORT != "$KAFKA_CONTROLLER_PORT" ]] \
+    || die "KAFKA_SASL_SSL_PORT must differ from KAFKA_PORT and KAFKA_CONTROLLER_PORT"
+  [[ $KAFKA_SCRAM_USERS =~ ^[A-Za-z0-9._-]+:[A-Za-z0-9._-]+(,[A-Za-z0-9._-]+:[A-Za-z0-9._-]+)*$ ]] \
+    || die "KAFKA_SCRAM_USERS must be user:password[,user:password...] of letters, digits, '.', '_', '-'"
+fi
+TLS_DIR="$KAFKA_DATA_DIR/tls"
 [[ $KAFKA_VERSION =~ ^4\.[0-9]+\.[0-9]+ ]] || die "KAFKA_VERSION must be a 4.x version, got '$KAFKA_VERSION'"
 case "$KAFKA_DATA_DIR" in /|/tmp|/tmp/|"$HOME"|"$HOME"/|"$HERE"|"$HERE"/) die "refusing KAFKA_DATA_DIR=$KAFKA_DATA_DIR";; esac
 
@@ -175,6 +191,64 @@ fail_start() {
   die "$msg (Kafka $KAFKA_VERSION, java $JAVA; full logs in $KAFKA_LOG_DIR)"
 }
 
+# The secured listener's TLS material, made with keytool: a CA, and a broker key pair whose
+# certificate (SAN 127.0.0.1, localhost) the CA signs. Kept with the data (KAFKA_KEEP_DATA=1
+# restarts keep the same CA, so clients keep trusting the broker).
+make_tls() {
+  local keytool pass
+  keytool="$(dirname "$JAVA")/keytool"
+  [[ -x $keytool ]] || keytool=$(command -v keytool 2>/dev/null) || die "no keytool next to $JAVA nor on the PATH"
+  if [[ -f $TLS_DIR/broker.p12 && -f $TLS_DIR/ca.pem && -f $TLS_DIR/password ]]; then return 0; fi
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  pass=$(head -c 18 /dev/urandom | base64 | tr -d '+/=\n')
+  echo "$pass" > "$TLS_DIR/password"
+  chmod 600 "$TLS_DIR/password"
+  local kt=("$keytool" -noprompt -storetype PKCS12 -storepass "$pass" -keypass "$pass")
+  {
+    "${kt[@]}" -genkeypair -alias ca -keyalg RSA -keysize 2048 -validity 30 \
+      -dname "CN=uss-stream test CA" -ext bc:c -keystore "$TLS_DIR/ca.p12"
+    "${kt[@]}" -exportcert -rfc -alias ca -keystore "$TLS_DIR/ca.p12" -file "$TLS_DIR/ca.pem"
+    "${kt[@]}" -genkeypair -alias broker -keyalg RSA -keysize 2048 -validity 30 \
+      -dname "CN=localhost" -keystore "$TLS_DIR/broker.p12"
+    "${kt[@]}" -certreq -alias broker -keystore "$TLS_DIR/broker.p12" -file "$TLS_DIR/broker.csr"
+    "${kt[@]}" -gencert -alias ca -keystore "$TLS_DIR/ca.p12" -infile "$TLS_DIR/broker.csr" -rfc \
+      -validity 30 -ext SAN=ip:127.0.0.1,dns:localhost -ext KU=digitalSignature,keyEncipherment \
+      -ext EKU=serverAuth -outfile "$TLS_DIR/broker.pem"
+    "${kt[@]}" -importcert -alias ca -file "$TLS_DIR/ca.pem" -keystore "$TLS_DIR/broker.p12"
+    "${kt[@]}" -importcert -alias broker -file "$TLS_DIR/broker.pem" -keystore "$TLS_DIR/broker.p12"
+  } >"$KAFKA_LOG_DIR/keytool.log" 2>&1 || { cat "$KAFKA_LOG_DIR/keytool.log" >&2; die "keytool could not make the TLS material"; }
+  rm -f "$TLS_DIR/broker.csr"
+}
+
+# Adds the SASL_SSL listener to the generated server.properties.
+secure_config() {
+  local pass
+  pass=$(cat "$TLS_DIR/password")
+  sed -i -e "s|^listeners=.*|&,SASL_SSL://127.0.0.1:$KAFKA_SASL_SSL_PORT|" \
+         -e "s|^advertised.listeners=.*|&,SASL_SSL://127.0.0.1:$KAFKA_SASL_SSL_PORT|" \
+         -e "s|^listener.security.protocol.map=.*|&,SASL_SSL:SASL_SSL|" "$CONFIG"
+  cat >> "$CONFIG" <<PROPERTIES
+
+# Secured listener (KAFKA_SASL_SSL_PORT): SCRAM-SHA-512 over TLS; the broker itself uses PLAINTEXT.
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/broker.p12
+listener.name.sasl_ssl.ssl.keystore.password=$pass
+listener.name.sasl_ssl.ssl.key.password=$pass
+PROPERTIES
+}
+
+scram_args() {  # --add-scram for every KAFKA_SCRAM_USERS pair
+  local pair
+  local -a pairs
+  IFS=',' read -r -a pairs <<< "$KAFKA_SCRAM_USERS"
+  for pair in "${pairs[@]}"; do
+    printf '%s\n' --add-scram "SCRAM-SHA-512=[name=${pair%%:*},password=${pair#*:}]"
+  done
+}
+
 # ---------------------------------------------------------------- commands
 
 cmd_status() {
@@ -207,7 +281,7 @@ cmd_start() {
     fi
   fi
   local p
-  for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+  for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" ${KAFKA_SASL_SSL_PORT:+"$KAFKA_SASL_SSL_PORT"}; do
     port_open "$p" && die "port 127.0.0.1:$p is already in use by another process (set KAFKA_PORT / KAFKA_CONTROLLER_PORT)"
   done
 
@@ -223,11 +297,18 @@ cmd_start() {
       -e "s|@KAFKA_CONTROLLER_PORT@|$KAFKA_CONTROLLER_PORT|g" \
       -e "s|@LOG_DIRS@|$KAFKA_DATA_DIR/kraft|g" \
       "$HERE/server.properties" > "$CONFIG"
+  local -a scram=()
+  if [[ -n $KAFKA_SASL_SSL_PORT ]]; then
+    make_tls
+    secure_config
+    mapfile -t scram < <(scram_args)
+  fi
 
   local cp="$LIB/lib/*" cluster_id
   cluster_id=$(new_cluster_id)
   if (( ! reuse )) && ! "$JAVA" -Xmx256m "${JVM_COMMON[@]}" -cp "$cp" kafka.tools.StorageTool \
-        format --cluster-id "$cluster_id" --config "$CONFIG" </dev/null >"$KAFKA_LOG_DIR/format.log" 2>&1; then
+        format --cluster-id "$cluster_id" --config "$CONFIG" "${scram[@]}" \
+        </dev/null >"$KAFKA_LOG_DIR/format.log" 2>&1; then
     cat "$KAFKA_LOG_DIR/format.log" >&2
     die "kafka-storage format failed"
   fi
@@ -270,6 +351,10 @@ cmd_start() {
   fi
   log "ready in $((SECONDS - t0))s: $(grep '^ready:' "$KAFKA_LOG_DIR/probe.log" || true)"
   log "bootstrap $BOOTSTRAP, pid $pid, logs $KAFKA_LOG_DIR/server.log"
+  if [[ -n $KAFKA_SASL_SSL_PORT ]]; then
+    port_open "$KAFKA_SASL_SSL_PORT" || fail_start "$pid" "the SASL_SSL listener on 127.0.0.1:$KAFKA_SASL_SSL_PORT is not open"
+    log "SASL_SSL (SCRAM-SHA-512) on 127.0.0.1:$KAFKA_SASL_SSL_PORT, CA $TLS_DIR/ca.pem, users $(sed "s/:[^,]*//g" <<< "$KAFKA_SCRAM_USERS")"
+  fi
 }
 
 cmd_stop() {

@@ -1,0 +1,84 @@
+"""A broker outage longer than kafka-python's bootstrap timeout, in exactly-once mode.
+
+Found by the soak (``test_soak.py``): a transaction aborted by the outage replaces the producer,
+and creating the new producer while the broker is still down raised ``KafkaTimeoutError: Unable to
+bootstrap`` after 30 s and ended the service. Here the broker stays down until the service has
+been waiting for it longer than that timeout; then every event must have exactly one committed
+decision.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+from conftest import COSTS, end_offsets, produce, read_all, stream
+from test_broker_restart import restartable_broker  # noqa: F401  (the private broker fixture)
+from test_cli import Service, output_count
+
+from connectors.kafka import Topics, create_topics
+from uss_stream.policies import USSUCB
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(420),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+
+def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(restartable_broker):  # noqa: F811
+    from kafka import KafkaAdminClient
+
+    bootstrap = restartable_broker.bootstrap
+    topics = Topics(input="events", output="decisions", dead_letter="dead-letters", state="state")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    create_topics(admin, topics, partitions=1)
+    admin.close()
+    deadline = time.monotonic() + 60  # a group leader without the input's metadata assigns nothing
+    while not end_offsets(bootstrap, topics.input):
+        assert time.monotonic() < deadline, "the input topic is not served"
+        time.sleep(0.2)
+    n = 60_000
+    values, outputs = stream(n)
+    # A backlog (produced before the outage, so that no test producer has to ride it out): the
+    # service is mid-transaction when the broker goes. Commits every 5 s; a flush gives up after 10 s.
+    produce(bootstrap, topics.input, values)
+    options = ["--guarantee", "exactly-once", "--group-instance-id", "outage-1", "--commit-interval", "5",
+               "--max-poll-records", "500", "--producer-option", "transaction_timeout_ms=20000"]  # fmt: skip
+    service = Service(bootstrap, topics, "outage-group", *options)
+    try:
+        deadline = time.monotonic() + 120
+        while output_count(bootstrap, topics.output) < 2_000:
+            service.alive()
+            assert time.monotonic() < deadline, "fewer than 2000 decisions after 120s"
+            time.sleep(0.1)
+
+        restartable_broker.stop()
+        # Down for longer than kafka-python's 30 s bootstrap timeout after the replacement began: the
+        # outage's length is the condition under test, so here (only) time is waited for.
+        service.wait_for_log("replacing the transactional producer", timeout=120)
+        down_until = time.monotonic() + 40
+        while time.monotonic() < down_until:
+            service.alive()
+            time.sleep(0.5)
+        restartable_broker.start()
+        deadline = time.monotonic() + 180
+        while len(read_all(bootstrap, topics.output, isolation_level="read_committed")) < n:
+            service.alive()
+            assert time.monotonic() < deadline, "not every event was decided 180s after the restart"
+            time.sleep(0.5)
+        service.process.send_signal(signal.SIGTERM)
+        service.finish(timeout=120)
+    finally:
+        if service.process.poll() is None:  # the test failed: never leave the service running
+            service.process.kill()
+            service.process.wait(10)
+
+    decisions = [
+        json.loads(r.value) for r in read_all(bootstrap, topics.output, isolation_level="read_committed")
+    ]
+    assert [d["id"] for d in decisions] == [f"e{i}" for i in range(n)]
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()

@@ -1,0 +1,363 @@
+"""Fault soak: exactly-once workers with shared learning through SIGKILLs and broker restarts.
+
+Three ``uss-stream kafka run`` workers (exactly-once, shared learning) in one group over six
+partitions decide a stream produced in real time, while random workers are SIGKILLed and
+restarted (every other one only after the survivors took its partitions over: a rebalance each
+way) and the broker is stopped and restarted on its data. Then the ``read_committed`` output
+must hold exactly one decision per event, in order per partition; the last checkpoint of each
+partition must hold exactly the counts of its committed decisions (recomputed here from the
+events' outputs and the decided depths: nothing learned twice or lost); with shared learning off
+(``SOAK_SHARED=0``) the depths must equal an uninterrupted ``USSUCB.run`` of the partition. With
+shared learning on they depend on when the other partitions' checkpoints arrived, so no
+uninterrupted run reproduces them; the count check is what holds them to the events.
+
+Sizes come from the environment; CI runs the defaults (20 000 events, 2 kills, 1 broker restart).
+``make soak`` runs the full size: ``SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_BROKER_RESTARTS=3``.
+The broker is a private ``deploy/kafka/broker.sh`` on a free port, destroyed at the end (kept,
+stopped, with ``SOAK_KEEP_BROKER=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import COSTS, checkpoints_of, end_offsets, read_all, stream, trickle
+from test_broker_restart import RestartableBroker
+from test_cli import Service
+from test_scale_out import owned_partitions
+
+from connectors.kafka import Topics, create_topics
+from uss_stream.policies import USSUCB
+
+EVENTS = int(os.environ.get("SOAK_EVENTS", "20000"))
+KILLS = int(os.environ.get("SOAK_KILLS", "2"))
+BROKER_RESTARTS = int(os.environ.get("SOAK_BROKER_RESTARTS", "1"))
+RATE = float(os.environ.get("SOAK_RATE", "2000"))  # events per second produced
+SHARED = os.environ.get("SOAK_SHARED", "1") == "1"
+SEED = int(os.environ.get("SOAK_SEED", "0"))
+PARTITIONS = 6
+WORKERS = 3
+STRIDE = 10_000_000  # event ids of partition p: e<p * STRIDE + i>
+
+pytestmark = [
+    pytest.mark.kafka,
+    pytest.mark.timeout(int(os.environ.get("SOAK_TIMEOUT", "600"))),
+    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
+    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
+]
+
+
+def counts_of(outputs: np.ndarray, depths: list[int]) -> dict[str, Any]:
+    """The USS-UCB counts of events decided at ``depths``: computed here, by the definitions.
+
+    A decision counts once; stage ``k`` is queried when the depth exceeds ``k``; a pair of queried
+    stages disagrees when their outputs differ.
+    """
+    k = outputs.shape[1]
+    queried = [0] * k
+    disagreements = [[0] * k for _ in range(k)]
+    for row, depth in zip(outputs.tolist(), depths):
+        for i in range(depth):
+            queried[i] += 1
+            for j in range(i + 1, depth):
+                disagreements[i][j] += row[i] != row[j]
+    return {"decisions": len(depths), "queried": queried, "disagreements": disagreements}
+
+
+class LagSampler:
+    """Samples, every ``interval`` seconds, how far the group's commits are behind the input's end."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str, interval: float = 1.0) -> None:
+        self.bootstrap, self.topic, self.group, self.interval = bootstrap, topic, group, interval
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+        partitions = [TopicPartition(self.topic, p) for p in range(PARTITIONS)]
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap)
+        while not self._stop.wait(self.interval):
+            try:
+                ends = consumer.end_offsets(partitions)
+                committed = admin.list_group_offsets({self.group: partitions})[self.group]
+            except Exception:  # the broker is restarting: no sample
+                continue
+            lag = sum(
+                ends[tp] - max(0, committed[tp].offset if committed.get(tp) is not None else 0)
+                for tp in partitions
+            )
+            self.peak = max(self.peak, lag)
+            self.samples += 1
+        consumer.close()
+        admin.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+class Soak:
+    """The workers, their restarts and the figures of one soak run."""
+
+    def __init__(self, broker: RestartableBroker, topics: Topics, group: str) -> None:
+        self.broker, self.topics, self.group = broker, topics, group
+        self.options = [
+            "--guarantee", "exactly-once", "--commit-interval", "1", "--checkpoint-interval", "2",
+            "--max-poll-records", "2000", "--session-timeout-ms", "6000",
+            "--consumer-option", "heartbeat_interval_ms=1000",
+            # An outage of the broker shorter than half of this does not abort a transaction.
+            "--producer-option", "transaction_timeout_ms=30000",
+            *(["--shared-learning"] if SHARED else []),
+        ]  # fmt: skip
+        self.workers: dict[int, Service] = {}
+        self.retired: list[Service] = []
+        self.restore_seconds: list[float] = []
+        self.takeover_seconds: list[float] = []
+        self.broker_down_seconds: list[float] = []
+        self.crashes: list[str] = []
+        self.timeline: list[str] = []
+        self._t0 = time.monotonic()
+
+    def note(self, text: str) -> None:
+        self.timeline.append(f"{time.monotonic() - self._t0:7.1f}s {text}")
+
+    def launch(self, k: int) -> Service:
+        worker = Service(self.broker.bootstrap, self.topics, self.group, *self.options,
+                         "--group-instance-id", f"soak-w{k}")  # fmt: skip
+        self.workers[k] = worker
+        return worker
+
+    def start(self, k: int) -> float:
+        """Start worker ``k``; returns the seconds until it restored its partitions."""
+        started = time.monotonic()
+        self.launch(k).wait_for_log("restored", timeout=120)
+        return time.monotonic() - started
+
+    def alive(self) -> None:
+        """Restart a worker that died unasked, as a supervisor would; the crash is recorded."""
+        for k, worker in list(self.workers.items()):
+            if worker.process.poll() is not None:
+                self.crashes.append(f"worker {k} exited {worker.process.returncode}: {worker.log[-1500:]}")
+                self.note(f"worker {k} exited {worker.process.returncode} unasked: restarted")
+                self.retired.append(self.workers.pop(k))
+                self.launch(k)
+
+    def owned(self) -> dict[int, set[int]]:
+        return {k: owned_partitions(w, self.topics.input) for k, w in self.workers.items()}
+
+    def wait(self, condition: Any, what: str, timeout: float = 180, every: float = 0.1) -> float:
+        started = time.monotonic()
+        while not condition():
+            self.alive()
+            assert time.monotonic() - started < timeout, f"{what} not reached in {timeout}s"
+            time.sleep(every)
+        return time.monotonic() - started
+
+    def kill(self, k: int, wait_for_takeover: bool) -> None:
+        """SIGKILL worker ``k`` and restart it (after the survivors took its partitions over)."""
+        victim = self.workers.pop(k)
+        self.note(f"SIGKILL worker {k} (restart {'after the take-over' if wait_for_takeover else 'at once'})")
+        victim.process.send_signal(signal.SIGKILL)
+        victim.process.wait(timeout=10)
+        self.retired.append(victim)
+        if wait_for_takeover and self.workers:
+            self.takeover_seconds.append(
+                self.wait(
+                    lambda: set().union(*self.owned().values()) == set(range(PARTITIONS)),
+                    "the survivors' take-over",
+                )
+            )
+        self.restore_seconds.append(self.start(k))
+        self.note(f"worker {k} restored after {self.restore_seconds[-1]:.1f}s")
+
+    def restart_broker(self) -> None:
+        self.note("broker stop")
+        stopped = self.broker.stop()
+        started = self.broker.start()
+        self.broker_down_seconds.append(stopped + started)
+        self.note(f"broker up again after {stopped + started:.1f}s")
+
+    def stop(self) -> list[str]:
+        for worker in self.workers.values():
+            worker.process.send_signal(signal.SIGTERM)
+        return [worker.finish(timeout=120) for worker in self.workers.values()]
+
+    def kill_all(self) -> None:
+        for worker in [*self.workers.values(), *self.retired]:
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait(10)
+
+
+@pytest.fixture
+def soak_broker() -> Iterator[RestartableBroker]:
+    """The private broker; ``SOAK_KEEP_BROKER=1`` stops it but keeps its data for a post-mortem."""
+    broker = RestartableBroker()
+    broker.start()
+    try:
+        yield broker
+    finally:
+        if os.environ.get("SOAK_KEEP_BROKER") == "1":
+            broker.stop()
+            print(f"broker data kept: KAFKA_PORT={broker.port} KAFKA_KEEP_DATA=1 broker.sh start")
+        else:
+            broker.destroy()
+
+
+def test_soak(soak_broker, record_property, tmp_path):
+    from kafka import KafkaAdminClient, TopicPartition
+
+    bootstrap = soak_broker.bootstrap
+    topics = Topics(input="soak-in", output="soak-out", dead_letter="soak-dlq", state="soak-state")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    create_topics(admin, topics, partitions=PARTITIONS)
+    admin.close()
+    # A group leader that finds no metadata for the input assigns nothing: wait until it is served.
+    deadline = time.monotonic() + 60
+    while len(end_offsets(bootstrap, topics.input)) < PARTITIONS:
+        assert time.monotonic() < deadline, "the input topic's partitions are not served"
+        time.sleep(0.2)
+    sizes = [EVENTS // PARTITIONS + (p < EVENTS % PARTITIONS) for p in range(PARTITIONS)]
+    streams = {p: stream(sizes[p], seed=SEED + p, start=STRIDE * p) for p in range(PARTITIONS)}
+    group = "soak-group"
+    rng = random.Random(SEED)
+    # The faults, spread evenly over the production; broker restarts among the kills.
+    faults = ["kill"] * KILLS
+    for i in range(BROKER_RESTARTS):
+        faults.insert((i + 1) * len(faults) // (BROKER_RESTARTS + 1) + i, "broker")
+    thresholds = [EVENTS * (i + 1) // (len(faults) + 1) for i in range(len(faults))]
+
+    log_dir = Path(os.environ.get("SOAK_LOG_DIR") or tmp_path)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    soak = Soak(soak_broker, topics, group)
+    sampler = None
+    try:
+        started = time.monotonic()
+        launched = time.monotonic()
+        for k in range(WORKERS):
+            soak.launch(k)
+        for worker in soak.workers.values():
+            worker.wait_for_log("restored", timeout=120)
+        first_restore = time.monotonic() - launched
+        soak.wait(lambda: all(soak.owned().values()), "three workers sharing the partitions", timeout=60)
+        sampler = LagSampler(bootstrap, topics.input, group)
+        producing = trickle(bootstrap, topics.input, {p: v for p, (v, _) in streams.items()}, per_second=RATE)
+        kills = 0
+        for fault, threshold in zip(faults, thresholds):
+            soak.wait(
+                lambda t=threshold: produced(bootstrap, topics.input) >= t,
+                "production",
+                timeout=600,
+                every=0.5,
+            )
+            if fault == "broker":
+                soak.restart_broker()
+            else:
+                soak.kill(rng.choice(sorted(soak.workers)), wait_for_takeover=kills % 2 == 1)
+                kills += 1
+        producing.join(timeout=600)
+        assert not producing.is_alive(), "the producer did not finish"
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        partitions = [TopicPartition(topics.input, p) for p in range(PARTITIONS)]
+
+        def caught_up() -> bool:
+            committed = admin.list_group_offsets({group: partitions})[group]
+            return all(
+                committed.get(tp) is not None and committed[tp].offset >= sizes[tp.partition]
+                for tp in partitions
+            )
+
+        soak.wait(caught_up, "every input offset committed", timeout=600, every=0.5)
+        admin.close()
+        total_seconds = time.monotonic() - started
+        logs = soak.stop()
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        soak.kill_all()
+        for i, worker in enumerate([*soak.retired, *soak.workers.values()]):
+            (log_dir / f"worker-{i}.log").write_text(worker.log)
+        (log_dir / "timeline.txt").write_text("\n".join(soak.timeline) + "\n")
+        print(f"worker logs and the fault timeline in {log_dir}")
+
+    records = read_all(bootstrap, topics.output, isolation_level="read_committed", timeout=300)
+    everything = read_all(bootstrap, topics.output, timeout=300)
+    aborted = len(everything) - len(records)
+    produced_anyhow = {json.loads(r.value)["id"] for r in everything}
+    del everything
+    decisions = [json.loads(r.value) for r in records]
+    counts = Counter(d["id"] for d in decisions)
+    expected_ids = {f"e{STRIDE * p + i}" for p in range(PARTITIONS) for i in range(sizes[p])}
+    missing = sorted(int(i[1:]) for i in expected_ids - set(counts))
+    twice = sum(n > 1 for n in counts.values())
+    every_log = logs + [w.log for w in soak.retired]
+    replacements = sum(log.count("replacing the transactional producer") for log in every_log)
+    report = (
+        f"soak: {EVENTS} events at {RATE:.0f}/s, {WORKERS} exactly-once workers, {PARTITIONS} partitions, "
+        f"shared learning {'on' if SHARED else 'off'}; {KILLS} SIGKILLs, {BROKER_RESTARTS} broker restarts "
+        f"(down {fmt(soak.broker_down_seconds)}); all input committed after {total_seconds:.0f}s; "
+        f"restore after a restart {fmt(soak.restore_seconds)} (first start {first_restore:.1f}s), "
+        f"take-over after a kill {fmt(soak.takeover_seconds)}; peak lag {sampler.peak} records "
+        f"({sampler.samples} samples); read_committed: {len(records)} decisions, {len(missing)} events "
+        f"without one{missing_detail(missing, produced_anyhow)}, {twice} with two; {aborted} aborted "
+        f"records; {replacements} producer replacements; {len(soak.crashes)} unasked worker exits"
+    )
+    record_property("soak", report)
+    print(report)
+    log_dir.joinpath("report.txt").write_text(report + "\n" + "\n".join(soak.timeline) + "\n")
+    assert not missing, "events without a committed decision"
+    assert twice == 0, "events with two committed decisions"
+    last = {c.partition: c.state["stats"] for c in checkpoints_of(bootstrap, topics.state)}
+    for p, (_, outputs) in streams.items():
+        own = [json.loads(r.value) for r in records if r.partition == p]
+        assert [d["id"] for d in own] == [f"e{STRIDE * p + i}" for i in range(sizes[p])], f"partition {p}"
+        depths = [d["depth"] for d in own]
+        if not SHARED:
+            assert depths == USSUCB(COSTS).run(outputs).tolist(), f"partition {p}"
+        stats = {name: last[p][name] for name in ("decisions", "queried", "disagreements")}
+        assert stats == counts_of(outputs, depths), f"partition {p}: checkpoint counts"
+    assert read_all(bootstrap, topics.dead_letter) == []
+    assert not soak.crashes, "\n\n".join(soak.crashes)
+
+
+def missing_detail(missing: list[int], produced_anyhow: set[str]) -> str:
+    """Where the events without a committed decision are, and whether an aborted decision exists."""
+    if not missing:
+        return ""
+    parts = []
+    for p in range(PARTITIONS):
+        own = [i - STRIDE * p for i in missing if i // STRIDE == p]
+        if own:
+            uncommitted = sum(f"e{STRIDE * p + i}" in produced_anyhow for i in own)
+            parts.append(f"partition {p}: {len(own)} in {own[0]}..{own[-1]}, {uncommitted} seen uncommitted")
+    return f" ({'; '.join(parts)})"
+
+
+def produced(bootstrap: str, topic: str) -> int:
+    try:
+        return sum(end_offsets(bootstrap, topic).values())
+    except Exception:  # the broker is restarting
+        return 0
+
+
+def fmt(seconds: list[float]) -> str:
+    if not seconds:
+        return "-"
+    return f"median {statistics.median(seconds):.1f}s, max {max(seconds):.1f}s (n={len(seconds)})"
