@@ -13,8 +13,7 @@ and the label-free disagreement counts, :func:`wd_report` gives
 * whether the label-free choice agrees with ``î``;
 * the verdict: ``"holds"`` when ``î`` is certain and ``p^U_îj < C_j - C_î`` for every deeper ``j``,
   ``"violated"`` when ``î`` is certain and ``p^L_îj >= C_j - C_î`` for some deeper ``j``, else
-  ``"unknown"``. Confidence bounds are at the level :func:`~uss_stream.policies.label_evidence.label_level`
-  of the round.
+  ``"unknown"``. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.policies.label_evidence`).
 
 :class:`WDMonitor` wraps it and logs a warning once, the first time WD is judged violated.
 """
@@ -27,7 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from uss_stream.policies.label_evidence import LabelEvidence, delta_bounds, e_bounds, label_level
+from uss_stream.policies.label_evidence import (
+    LabelEvidence,
+    delta_bounds,
+    e_bounds,
+    label_level,
+    pair_level,
+)
 from uss_stream.policies.selection_rule import select_depth_by
 
 __all__ = ["VERDICTS", "WDMonitor", "WDReport", "wd_report"]
@@ -137,13 +142,13 @@ def wd_report(
                 continue
             d = disagreements[i][j]
             p_hat = d / n
-            radius = math.sqrt(level / (2.0 * n))
+            radius = math.sqrt(pair_level(level, n, k) / (2.0 * n))
             p_bounds[i, j] = (p_hat - radius, p_hat + radius)
             m = evidence.labelled[pair]
             if m:
                 plus, minus = evidence.deeper_right[pair], evidence.shallower_right[pair]
-                e_low, e_high = e_bounds(m, plus, minus, level)
-                lower[i, j], upper[i, j] = delta_bounds(d, n, e_low, e_high, level)
+                e_low, e_high = e_bounds(m, plus, minus, pair_level(level, m, k))
+                lower[i, j], upper[i, j] = delta_bounds(d, n, e_low, e_high, level, k)
                 point[i, j] = p_hat * (plus - minus) / m
             else:
                 point[i, j], lower[i, j], upper[i, j] = p_hat, -(p_hat + radius), p_hat + radius

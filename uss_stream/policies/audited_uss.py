@@ -196,6 +196,12 @@ class AuditedUSS(USSKLUCB):
         beats, _ = self._relations(t)
         return select_depth_by(self.n_stages, beats)
 
+    def label_free_depth_many(
+        self, rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`label_free_depth` for ``M`` states (USS-KL-UCB's vectorised rule)."""
+        return USSKLUCB.decide_many(self, rounds, queried, disagreements)
+
     def label_free_depth(self) -> int:
         """The depth USS-KL-UCB would choose next on the same counts (what the audit checks)."""
         return USSKLUCB._decide(self, self._stats.decisions + 1)
