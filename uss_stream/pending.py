@@ -7,6 +7,14 @@ the statistics stay exactly the counts of the reports applied. A report for an u
 reported or expired decision, or with more outputs than the decided depth, is rejected with a
 :class:`RejectedReport` (a ``ValueError``) and counted, never applied. Pending decisions expire
 after ``max_age_decisions`` later decisions and/or ``max_age_seconds``, and are counted as expired.
+
+**Late labels.** With a label-asking policy (``policy.asks_for_labels``, e.g.
+:class:`~uss_stream.policies.AuditedUSS`) a report may ask for the event's label
+(:meth:`PendingDecisions.label_requested`); the label is given later, by id, to
+:meth:`PendingDecisions.report_label`, which applies it, counts it, and rejects (with a
+:class:`RejectedReport`, counted in :attr:`PendingDecisions.label_counters`) a label for an unknown
+id, for a decision that did not ask, a second label, or one that expired (after
+``max_label_age_decisions`` later decisions).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ STATE_FORMAT = "uss-stream/pending-decisions/v1"
 
 class RejectedReport(ValueError):
     """A report that cannot be applied; ``reason`` is one of ``unknown``, ``duplicate``,
-    ``expired``, ``too_many_outputs``, ``invalid``."""
+    ``expired``, ``too_many_outputs``, ``invalid`` (and ``not_requested`` for a label)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -50,6 +58,8 @@ class PendingDecisions:
         identifiers (older ones are reported as ``unknown``).
     clock
         Seconds, monotonic; injectable for tests.
+    max_label_age_decisions
+        A requested label still missing after this many later decisions expires (``None``: never).
 
     Examples
     --------
@@ -78,6 +88,7 @@ class PendingDecisions:
         max_age_seconds: float | None = None,
         remember_reported: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
+        max_label_age_decisions: int | None = None,
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a uss_stream Policy, got {type(policy).__name__}")
@@ -92,6 +103,22 @@ class PendingDecisions:
         # decision id -> (depth, round t, time decided); insertion order is decision order.
         self._pending: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
         self._closed: OrderedDict[Hashable, str] = OrderedDict()
+        if max_label_age_decisions is not None and not max_label_age_decisions > 0:
+            raise ValueError(f"max_label_age_decisions must be > 0 or None, got {max_label_age_decisions!r}")
+        self.max_label_age_decisions = max_label_age_decisions
+        # decision id -> (outputs, request mask, round t) of reports that asked for their label.
+        self._awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+        self._labels_closed: OrderedDict[Hashable, str] = OrderedDict()
+        self.label_counters = {
+            "requested": 0,
+            "applied": 0,
+            "expired": 0,
+            "rejected_unknown": 0,
+            "rejected_not_requested": 0,
+            "rejected_duplicate": 0,
+            "rejected_expired": 0,
+            "rejected_invalid": 0,
+        }
         self.counters = {
             "decided": 0,
             "applied": 0,
@@ -119,6 +146,7 @@ class PendingDecisions:
         self._pending[decision_id] = (depth, t, self._clock())
         self.counters["decided"] += 1
         self.expire()
+        self._expire_labels()
         return depth
 
     def depth_of(self, decision_id: Hashable) -> int:
@@ -151,10 +179,87 @@ class PendingDecisions:
             values = check_outputs(outputs, count)
         except ValueError as error:
             self._reject("invalid", f"report of {decision_id!r}: {error}")
+        request = self.policy.request_label(entry[1], values) if self._asks_for_labels else 0
+        if request:
+            self._awaiting[decision_id] = (values, request, entry[1])
+            self.label_counters["requested"] += 1
         self.policy.stats.record(values)
         del self._pending[decision_id]
         self._close(decision_id, "reported")
         self.counters["applied"] += 1
+
+    @property
+    def _asks_for_labels(self) -> bool:
+        return bool(getattr(self.policy, "asks_for_labels", False))
+
+    @property
+    def awaiting_labels(self) -> int:
+        """How many reported decisions await their requested label."""
+        return len(self._awaiting)
+
+    def label_requested(self, decision_id: Hashable) -> bool:
+        """Whether the report of ``decision_id`` asked for its label (and the label is still awaited)."""
+        return decision_id in self._awaiting
+
+    def report_label(self, decision_id: Hashable, label: Hashable) -> None:
+        """Apply the late label of a decision whose report asked for it.
+
+        >>> from uss_stream.policies import AuditedUSS
+        >>> book = PendingDecisions(AuditedUSS(stage_costs=[0.0, 0.5]))
+        >>> book.decide("e1")
+        2
+        >>> book.report("e1", ["cat", "dog"])       # the stages disagree: the label is asked for
+        >>> book.label_requested("e1")
+        True
+        >>> book.report_label("e1", "dog")
+        >>> book.policy.evidence.deeper_right, book.label_counters["applied"]
+        ([1], 1)
+        >>> book.report_label("e1", "dog")
+        Traceback (most recent call last):
+        ...
+        uss_stream.pending.RejectedReport: the label of decision 'e1' was already applied
+
+        """
+        entry = self._awaiting.get(decision_id)
+        if entry is None:
+            state = self._labels_closed.get(decision_id)
+            if state == "applied":
+                self._reject_label("duplicate", f"the label of decision {decision_id!r} was already applied")
+            if state == "expired":
+                self._reject_label("expired", f"the label of decision {decision_id!r} expired before it came")
+            if decision_id in self._pending or self._closed.get(decision_id) == "reported":
+                self._reject_label("not_requested", f"decision {decision_id!r} did not ask for its label")
+            self._reject_label("unknown", f"decision {decision_id!r} is unknown")
+        values, request, _ = entry
+        try:
+            self.policy.learn_label(values, label, request)
+        except ValueError as error:
+            self._reject_label("invalid", f"label of {decision_id!r}: {error}")
+        del self._awaiting[decision_id]
+        self._close_label(decision_id, "applied")
+        self.label_counters["applied"] += 1
+
+    def _expire_labels(self) -> None:
+        limit = self.max_label_age_decisions
+        if limit is None:
+            return
+        now_round = self.policy.stats.decisions
+        while self._awaiting:
+            decision_id, (_, _, t) = next(iter(self._awaiting.items()))
+            if now_round - t < limit:
+                break
+            del self._awaiting[decision_id]
+            self._close_label(decision_id, "expired")
+            self.label_counters["expired"] += 1
+
+    def _close_label(self, decision_id: Hashable, state: str) -> None:
+        self._labels_closed[decision_id] = state
+        while len(self._labels_closed) > self.remember_reported:
+            self._labels_closed.popitem(last=False)
+
+    def _reject_label(self, reason: str, message: str) -> None:
+        self.label_counters[f"rejected_{reason}"] += 1
+        raise RejectedReport(reason, message)
 
     def expire(self) -> list[Hashable]:
         """Expire the decisions past their age limits; returns their identifiers."""
@@ -193,6 +298,10 @@ class PendingDecisions:
             "policy": self.policy.state_dict(),
             "pending": [[decision_id, depth, t] for decision_id, (depth, t, _) in self._pending.items()],
             "counters": dict(self.counters),
+            "labels": {
+                "awaiting": [[i, list(v), mask, t] for i, (v, mask, t) in self._awaiting.items()],
+                "counters": dict(self.label_counters),
+            },
         }
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
@@ -218,6 +327,37 @@ class PendingDecisions:
             isinstance(v, int) and v >= 0 for v in counters.values()
         ):
             raise ValueError(f"state field 'counters' must hold the counts {sorted(self.counters)}")
+        awaiting, label_counters = self._restore_labels(document.get("labels"))
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
         self.counters = dict(counters)
+        self._awaiting = awaiting
+        self.label_counters = label_counters
+
+    def _restore_labels(self, labels: Any) -> tuple[OrderedDict, dict[str, int]]:
+        """The awaited labels and label counters of a state document (absent in older documents)."""
+        if labels is None:
+            return OrderedDict(), {key: 0 for key in self.label_counters}
+        if not isinstance(labels, dict):
+            raise ValueError("state field 'labels' must be an object")
+        awaiting_list = labels.get("awaiting")
+        counters = labels.get("counters")
+        if not isinstance(awaiting_list, list):
+            raise ValueError("state field 'labels.awaiting' must be a list")
+        if (
+            not isinstance(counters, dict)
+            or set(counters) != set(self.label_counters)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
+        ):
+            raise ValueError(f"state field 'labels.counters' must hold the counts {sorted(self.label_counters)}")
+        awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+        for k, item in enumerate(awaiting_list):
+            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):
+                raise ValueError(f"state field 'labels.awaiting[{k}]' must be [id, outputs, mask, t]")
+            decision_id, values, mask, t = item
+            if not isinstance(mask, int) or isinstance(mask, bool) or mask <= 0:
+                raise ValueError(f"state field 'labels.awaiting[{k}]' has request mask {mask!r}")
+            if not isinstance(t, int) or isinstance(t, bool) or t < 1:
+                raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
+            awaiting[decision_id] = (values, mask, t)
+        return awaiting, dict(counters)
