@@ -16,6 +16,7 @@ the window) or the next level change. The depths and requests equal the streamin
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,7 @@ def simulate_labelled(
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
     e_level = np.zeros(reps)
-    applied = np.zeros(reps, dtype=np.int64)
+    waiting: list[deque[int]] = [deque() for _ in range(reps)]
     requested = np.zeros(reps, dtype=np.int64)
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
@@ -120,20 +121,17 @@ def simulate_labelled(
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
-        while True:
-            late = applied[active] < start - delay - 1
-            if not late.any():
-                break
-            chosen = active[late]
-            s = applied[chosen] + 1
-            bit_mask = masks[chosen * horizon + s - 1]
-            got = (bit_mask[:, None] & bits) != 0
-            source = rows[chosen, s - 1]
-            evidence[chosen, 0] += got
-            evidence[chosen, 1] += got & deeper_right[source]
-            evidence[chosen, 2] += got & shallower_right[source]
-            e_level[chosen[bit_mask != 0]] = -1.0  # recompute these bounds below
-            applied[chosen] = s
+        for r, first_round in zip(active.tolist(), start.tolist()):
+            queue = waiting[r]
+            while queue and queue[0] <= first_round - delay - 1:
+                s = queue.popleft()
+                bit_mask = int(masks[r * horizon + s - 1])
+                got = (bit_mask & bits) != 0
+                source = rows[r, s - 1]
+                evidence[r, 0] += got
+                evidence[r, 1] += got & deeper_right[source]
+                evidence[r, 2] += got & shallower_right[source]
+                e_level[r] = -1.0  # recompute this repetition's bounds below
         level = label_level_many(start)
         stale = active[e_level[active] != level]
         for r, value in zip(stale.tolist(), level[e_level[active] != level].tolist()):
@@ -144,12 +142,8 @@ def simulate_labelled(
         remaining = horizon - start + 1
         _, exponent = np.frexp((start - 1).astype(np.float64))
         limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
-        if delay:
-            back = start[:, None] - delay + np.arange(delay)[None, :]
-            flat_back = np.where(back >= 1, active[:, None] * horizon + back - 1, spare)
-            pending = masks[flat_back] != 0
-            first_pending = np.where(pending.any(axis=1), pending.argmax(axis=1), delay)
-            limit = np.minimum(limit, first_pending + 1)
+        arrival = np.array([waiting[r][0] if waiting[r] else horizon for r in active.tolist()])
+        limit = np.minimum(limit, arrival + delay + 1 - start)
         # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
         typical = int(np.percentile(limit, 75))
         width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
@@ -204,7 +198,10 @@ def simulate_labelled(
             pair[:, None] < pairs_below[new_depth - 1]
         )
         t[active] += accept
-        requested[active] += first_ask < accept
+        asked_now = first_ask < accept
+        requested[active] += asked_now
+        for r, position in zip(active[asked_now].tolist(), (start + first_ask)[asked_now].tolist()):
+            waiting[r].append(position)
         guess[active] = np.where(first == 0, new_depth, depth)
         possible = np.minimum(limit, width).sum()
         accepted = accept.sum() / possible

@@ -14,11 +14,9 @@ from uss_stream.policies.label_evidence import (
     delta_bounds,
     delta_bounds_many,
     e_bounds,
-    e_bounds_many,
     label_level,
     label_level_many,
     pair_level,
-    pair_level_many,
 )
 from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
@@ -300,11 +298,13 @@ class AuditedUSS(USSKLUCB):
         rounds = np.asarray(rounds)
         if evidence is None:
             evidence = np.zeros((rounds.size, 3, len(self._pairs)))
-        level = label_level_many(rounds)[:, None]
-        labelled = evidence[:, 0]
-        lower, upper = e_bounds_many(
-            labelled, evidence[:, 1], evidence[:, 2], pair_level_many(level, labelled, self.n_stages)
-        )
+        evidence = np.asarray(evidence)
+        lower = np.full(pair_counts.shape, -1.0)
+        upper = np.full(pair_counts.shape, 1.0)
+        for state, pair in zip(*np.nonzero(evidence[:, 0])):
+            m, plus, minus = (int(v) for v in evidence[state, :, pair])
+            level = pair_level(label_level(int(rounds[state])), m, self.n_stages)
+            lower[state, pair], upper[state, pair] = e_bounds(m, plus, minus, level)
         beats, _ = self.relations_many(rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper)
         return select_depth_many_by(beats, self.n_stages)
 

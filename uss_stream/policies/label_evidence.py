@@ -6,14 +6,16 @@ the disagreement rate (label-free) and ``e_ij = E[z | i, j disagree]``, ``z = 1{
 label counts are ``m`` (labelled disagreement rounds), ``w⁺`` (only the deeper stage right) and
 ``w⁻`` (only the shallower one right): ``ê = (w⁺ - w⁻) / m``.
 
-Confidence bounds at level ``L``: ``x = (z + 1) / 2`` lies in ``[0, 1]``, so the Bernoulli KL
-bounds on its mean (Garivier & Cappé 2011) hold, ``x^U = max{q >= x̄ : m·kl(x̄, q) <= L}`` and
-``x^L`` likewise below, ``e = 2x - 1``; ``p`` gets Hoeffding's ``p̂ ± sqrt(L / 2n)`` (``n >> m``,
-so its share of the uncertainty is small), and ``δ^U = p^U·e^U`` (``p^L·e^U`` if ``e^U < 0``),
-``δ^L`` symmetrically. Bisection uses a fixed number of steps and
-:func:`~uss_stream.policies.confidence.portable_log`, and the level is a function of the round's
-power of two, :func:`label_level`, so the scalar and vectorised forms agree to the bit and a pair's
-bounds change only when its counts do or ``t`` passes a power of two.
+Confidence bounds: ``x = (z + 1) / 2`` lies in ``[0, 1]``, so the Bernoulli KL bounds on its mean
+(Garivier & Cappé 2011) hold, ``x^U = max{q >= x̄ : m·kl(x̄, q) <= L}`` and ``x^L`` likewise
+below, ``e = 2x - 1``, at the level ``L = pair_level(L_t, m, K)``; ``p`` gets Hoeffding's
+``p̂ ± sqrt(x / 2n)`` at ``x = pair_level(L_t, n, K)`` (``n >> m``, so its share of the uncertainty
+is small), and ``δ^U = p^U·e^U`` (``p^L·e^U`` if ``e^U < 0``), ``δ^L`` symmetrically. ``L_t`` is a
+function of the round's power of two (:func:`label_level`), so a pair's ``e`` bounds change only
+when its label counts do or ``t`` passes a power of two: every user (streaming policy, replay,
+monitor) computes them with the one scalar :func:`e_bounds` and may cache them. The ``δ`` bounds
+have a scalar and a vectorised form that agree to the bit (the operations of
+:func:`~uss_stream.policies.confidence.portable_log` only).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ __all__ = [
     "delta_bounds",
     "delta_bounds_many",
     "e_bounds",
-    "e_bounds_many",
     "label_level",
     "label_level_many",
     "pair_level",
@@ -83,9 +84,9 @@ def _kl(p: float, log_p: float, log_rest: float, q: float) -> float:
     """``kl(p, q)`` given ``log p`` and ``log(1 - p)`` (read only where ``0 < p``, ``p < 1``)."""
     total = 0.0
     if p > 0.0:
-        total += p * (log_p - portable_log(q))
+        total += p * (log_p - math.log(q))
     if p < 1.0:
-        total += (1.0 - p) * (log_rest - portable_log(1.0 - q))
+        total += (1.0 - p) * (log_rest - math.log(1.0 - q))
     return total
 
 
@@ -99,8 +100,8 @@ def e_bounds(m: int, w_plus: int, w_minus: int, level: float) -> tuple[float, fl
     if m <= 0:
         return -1.0, 1.0
     mean = (w_plus - w_minus + m) / (2 * m)
-    log_p = portable_log(mean) if mean > 0.0 else 0.0
-    log_rest = portable_log(1.0 - mean) if mean < 1.0 else 0.0
+    log_p = math.log(mean) if mean > 0.0 else 0.0
+    log_rest = math.log(1.0 - mean) if mean < 1.0 else 0.0
     if mean >= 1.0:
         upper = 1.0
     else:
@@ -124,42 +125,6 @@ def e_bounds(m: int, w_plus: int, w_minus: int, level: float) -> tuple[float, fl
                 low = middle
         lower = low
     return 2.0 * lower - 1.0, 2.0 * upper - 1.0
-
-
-def _kl_many(p: np.ndarray, log_p: np.ndarray, log_rest: np.ndarray, q: np.ndarray) -> np.ndarray:
-    first = np.where(p > 0.0, p * (log_p - portable_log_many(q)), 0.0)
-    second = np.where(p < 1.0, (1.0 - p) * (log_rest - portable_log_many(1.0 - q)), 0.0)
-    return 0.0 + first + second
-
-
-def e_bounds_many(
-    m: np.ndarray, w_plus: np.ndarray, w_minus: np.ndarray, level: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`e_bounds` over broadcastable arrays (the same operations, masked)."""
-    m = np.asarray(m, dtype=np.float64)
-    has = m > 0.0
-    safe = np.where(has, m, 1.0)
-    mean = (np.asarray(w_plus, dtype=np.float64) - w_minus + safe) / (2.0 * safe)
-    level = np.broadcast_to(level, mean.shape)
-    log_p = np.where(mean > 0.0, portable_log_many(np.where(mean > 0.0, mean, 1.0)), 0.0)
-    log_rest = np.where(mean < 1.0, portable_log_many(np.where(mean < 1.0, 1.0 - mean, 1.0)), 0.0)
-    # Entries with mean 0 or 1 (and m = 0) evaluate logarithms of 0 here: portable_log_many gives
-    # finite garbage there, and those entries are replaced below.
-    low, high = mean.copy(), np.ones_like(mean)
-    for _ in range(_STEPS):
-        middle = 0.5 * (low + high)
-        inside = safe * _kl_many(mean, log_p, log_rest, middle) <= level
-        low = np.where(inside, middle, low)
-        high = np.where(inside, high, middle)
-    upper = np.where(mean >= 1.0, 1.0, high)
-    low, high = np.zeros_like(mean), mean.copy()
-    for _ in range(_STEPS):
-        middle = 0.5 * (low + high)
-        inside = safe * _kl_many(mean, log_p, log_rest, middle) <= level
-        high = np.where(inside, middle, high)
-        low = np.where(inside, low, middle)
-    lower = np.where(mean <= 0.0, 0.0, low)
-    return np.where(has, 2.0 * lower - 1.0, -1.0), np.where(has, 2.0 * upper - 1.0, 1.0)
 
 
 class LabelEvidence:
