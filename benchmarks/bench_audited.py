@@ -17,10 +17,11 @@ from uss_stream.policies import USSKLUCB, AuditedUSS
 from uss_stream.replay import replay
 
 
-def _cpu(function) -> float:
+def _cpu(function, *args, **kwargs):
+    """CPU seconds of ``function(*args, **kwargs)`` and its result."""
     began = time.process_time()
-    function()
-    return time.process_time() - began
+    result = function(*args, **kwargs)
+    return time.process_time() - began, result
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,19 +39,16 @@ def main(argv: list[str] | None = None) -> None:
         stream, truth = outputs[: args.events], labels[: args.events]
         costs = case.stage_costs
         audited = AuditedUSS(costs)
-        base = _cpu(lambda: USSKLUCB(costs).run(stream))
-        ours = _cpu(lambda: audited.run(stream, labels=truth, label_delay=args.label_delay))
+        base, _ = _cpu(USSKLUCB(costs).run, stream)
+        ours, _ = _cpu(audited.run, stream, labels=truth, label_delay=args.label_delay)
         print(
             f"| {name} | select+update, {len(stream)} events | {base:.2f} | {ours:.2f} | "
             f"{ours / base:.2f} | {audited.labels_requested} |"
         )
         settings = {"horizon": args.horizon, "reps": args.reps, "label_delay": args.label_delay}
-        result = {}
-        base = _cpu(lambda: replay(outputs, labels, policies={"kl": USSKLUCB(costs)}, **settings))
-        ours = _cpu(
-            lambda: result.setdefault("r", replay(outputs, labels, policies={"a": AuditedUSS(costs)}, **settings))
-        )
-        used = result["r"].labels_used["a"].mean()
+        base, _ = _cpu(replay, outputs, labels, policies={"kl": USSKLUCB(costs)}, **settings)
+        ours, result = _cpu(replay, outputs, labels, policies={"a": AuditedUSS(costs)}, **settings)
+        used = result.labels_used["a"].mean()
         print(
             f"| {name} | replay, {args.reps} x {args.horizon} rounds | {base:.2f} | {ours:.2f} | "
             f"{ours / base:.2f} | {used:.0f} per repetition |"

@@ -145,7 +145,9 @@ def run_instance(name: str, costs: list[float], settings: dict[str, Any]) -> dic
         }
         reports = result.wd_reports.get(policy)
         if reports:
-            entry["wd_verdicts"] = {v: sum(r.verdict == v for r in reports) for v in ("holds", "violated", "unknown")}
+            entry["wd_verdicts"] = {
+                v: sum(r.verdict == v for r in reports) for v in ("holds", "violated", "unknown")
+            }
             entry["wd_best_depth"] = [r.best_depth for r in reports]
         summary["policies"][policy] = entry
     summary["seconds"] = time.perf_counter() - began
@@ -179,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
     parser.add_argument("--report-only", action="store_true", help="write the page from the cache")
     args = parser.parse_args(argv)
-    settings = {"horizon": args.horizon, "reps": args.reps, "label_delay": args.label_delay, "seed": args.seed}
+    settings = {
+        "horizon": args.horizon,
+        "reps": args.reps,
+        "label_delay": args.label_delay,
+        "seed": args.seed,
+    }
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     chosen = instances()

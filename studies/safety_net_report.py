@@ -62,7 +62,7 @@ def _figures(runs: dict[str, dict[str, Any]], out: Path, failing: list[str]) -> 
     figure = Figure(figsize=(6.5, 4.5), layout="constrained")
     ax = figure.subplots()
     horizon = 1
-    for name, run in runs.items():
+    for run in runs.values():
         curve = np.asarray(run["policies"]["AuditedUSS"]["labels_curve"])
         grid = np.asarray(run["grid"])
         horizon = max(horizon, int(grid[-1]))
@@ -124,7 +124,8 @@ def write_report(cache: Path, out: Path, settings: dict[str, Any], names: list[s
     header = (
         "| instance | WD | i* | ξ | "
         + " | ".join(f"{p} R_T" for p in POLICIES)
-        + " | AuditedUSS growth | USS-UCB growth | labels | labels / T | WD monitor (holds/violated/unknown) |"
+        + " | AuditedUSS growth | USS-UCB growth | labels | labels / T"
+        + " | WD monitor (holds/violated/unknown) |"
     )
     sep = "| " + " | ".join(["---"] * (4 + len(POLICIES) + 5)) + " |"
     for title, group in (("WD fails", failing), ("WD holds", holding)):
@@ -174,10 +175,13 @@ def _targets(runs: dict[str, Any], failing: list[str], holding: list[str], horiz
             reasons.append(f"labels on {100 * share:.2f}% of rounds")
         if reasons:
             at_opt = audited["at_optimum_last10"]
-            misses.append(f"{name}: {', '.join(reasons)} (at i* in {100 * at_opt:.0f}% of the last 10% of rounds)")
+            misses.append(
+                f"{name}: {', '.join(reasons)} (at i* in {100 * at_opt:.0f}% of the last 10% of rounds)"
+            )
     lines.append(
         f"- WD-failing instances: regret ≤ 0.25× USS-UCB's, growth ≤ {LINEAR_GROWTH}, labels ≤ 2% of rounds: "
-        f"**{len(failing) - len(misses)}/{len(failing)}**" + (f"; missed on {'; '.join(misses)}." if misses else ".")
+        f"**{len(failing) - len(misses)}/{len(failing)}**"
+        + (f"; missed on {'; '.join(misses)}." if misses else ".")
     )
     misses = []
     for name in holding:
@@ -199,7 +203,8 @@ def _targets(runs: dict[str, Any], failing: list[str], holding: list[str], horiz
             misses.append(f"{name}: {', '.join(reasons)}")
     lines.append(
         f"- WD instances: regret ≤ 1.25× USS-KL-UCB's, labels ≤ 1% of rounds: "
-        f"**{len(holding) - len(misses)}/{len(holding)}**" + (f"; missed on {'; '.join(misses)}." if misses else ".")
+        f"**{len(holding) - len(misses)}/{len(holding)}**"
+        + (f"; missed on {'; '.join(misses)}." if misses else ".")
     )
     if CHANCE_NAME in runs:
         pol = runs[CHANCE_NAME]["policies"]
@@ -207,12 +212,13 @@ def _targets(runs: dict[str, Any], failing: list[str], holding: list[str], horiz
         uee, ucb = pol["UEE-UCB"]["regret_mean"], pol["USS-UCB"]["regret_mean"]
         lines.append(
             f"- chance-8: AuditedUSS {audited:.1f}, UEE-UCB {uee:.1f}, USS-UCB {ucb:.1f}: ≤ UEE-UCB "
-            f"**{'met' if audited <= uee else 'missed'}**, ≤ 0.25× USS-UCB **{'met' if audited <= 0.25 * ucb else 'missed'}**."
+            f"**{'met' if audited <= uee else 'missed'}**, ≤ 0.25× USS-UCB "
+            f"**{'met' if audited <= 0.25 * ucb else 'missed'}**."
         )
     else:
         lines.append("- chance-8: not replayed.")
     falling = []
-    for name, run in runs.items():
+    for run in runs.values():
         curve = np.asarray(run["policies"]["AuditedUSS"]["labels_curve"], dtype=float)
         grid = np.asarray(run["grid"], dtype=float)
         share = curve / grid

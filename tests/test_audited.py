@@ -46,7 +46,9 @@ def test_evidence_rejects_a_mask_pair_that_agrees_and_bad_documents():
         LabelEvidence.from_dict(document)
 
 
-@pytest.mark.parametrize(("m", "plus", "minus", "level"), [(10, 7, 3, 2.0), (40, 40, 0, 5.0), (25, 5, 15, 3.0)])
+@pytest.mark.parametrize(
+    ("m", "plus", "minus", "level"), [(10, 7, 3, 2.0), (40, 40, 0, 5.0), (25, 5, 15, 3.0)]
+)
 def test_e_bounds_are_the_kl_bounds(m, plus, minus, level):
     # Independent computation: scan q on a fine grid for m·kl(x̄, q) <= level.
     mean = (plus - minus + m) / (2 * m)
@@ -204,8 +206,15 @@ def test_monitor_says_holds_when_every_depth_is_settled_and_warns_once_on_violat
     # C_2 - C_1 = 0.3; the labels show stage 2 right on every disagreement.
     evidence = LabelEvidence(2)
     evidence.labelled, evidence.deeper_right, evidence.shallower_right = [100], [100], [0]
-    report = wd_report([0.0, 0.3], [10_000, 10_000], [[0, 500], [0, 0]], evidence, t=10_001, label_free_depth=1)
-    assert (report.best_depth, report.best_depth_certain, report.agrees, report.verdict) == (1, True, True, "holds")
+    report = wd_report(
+        [0.0, 0.3], [10_000, 10_000], [[0, 500], [0, 0]], evidence, t=10_001, label_free_depth=1
+    )
+    assert (report.best_depth, report.best_depth_certain, report.agrees, report.verdict) == (
+        1,
+        True,
+        True,
+        "holds",
+    )
     # Violated: stage 2 is best, yet it disagrees with stage 3 on 30% of the rounds, above C_3 - C_2.
     violated = LabelEvidence(3)
     violated.labelled = [200, 200, 300]

@@ -349,7 +349,9 @@ class PendingDecisions:
             or set(counters) != set(self.label_counters)
             or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
         ):
-            raise ValueError(f"state field 'labels.counters' must hold the counts {sorted(self.label_counters)}")
+            raise ValueError(
+                f"state field 'labels.counters' must hold the counts {sorted(self.label_counters)}"
+            )
         awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
         for k, item in enumerate(awaiting_list):
             if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):

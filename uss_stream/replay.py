@@ -355,7 +355,8 @@ def replay(
     others = {name: p for name, p in templates.items() if name not in asking}
     depths = _run_policies(others, rows, pairs, wrong, progress) if others else {}
     labelled = {
-        name: simulate_labelled(policy, rows, pairs, wrong, int(label_delay)) for name, policy in asking.items()
+        name: simulate_labelled(policy, rows, pairs, wrong, int(label_delay))
+        for name, policy in asking.items()
     }
     labels_used: dict[str, np.ndarray] = {}
     curves: dict[str, np.ndarray] = {}

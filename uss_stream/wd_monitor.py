@@ -1,9 +1,10 @@
 """The weak-dominance monitor: what the labels seen so far say about the best depth and about WD.
 
 Every label-free policy is consistent only under weak dominance (WD: ``C_j - C_i* > p_i*j`` for
-every ``j > i*``), and WD cannot be checked without labels. From the labels a policy (or a cascade)
-has seen, counted per pair on disagreement rounds (:class:`~uss_stream.policies.label_evidence.LabelEvidence`),
-and the label-free disagreement counts, :func:`wd_report` gives
+every ``j > i*``), and WD cannot be checked without labels. From the labels a policy (or a
+cascade) has seen, counted per pair on disagreement rounds
+(:class:`~uss_stream.policies.label_evidence.LabelEvidence`), and the label-free disagreement
+counts, :func:`wd_report` gives
 
 * the estimated best depth ``î`` (the set test on point estimates ``δ̂_ij = p̂_ij·ê_ij``; ``p̂_ij``
   where a pair has no labels) and whether it is *certain*: every other depth is shown worse than
@@ -115,7 +116,8 @@ def wd_report(
 
     >>> from uss_stream.policies.label_evidence import LabelEvidence
     >>> evidence = LabelEvidence(3)
-    >>> evidence.labelled, evidence.deeper_right, evidence.shallower_right = [60, 60, 200], [60, 60, 130], [0, 0, 70]
+    >>> evidence.labelled, evidence.deeper_right = [60, 60, 200], [60, 60, 130]
+    >>> evidence.shallower_right = [0, 0, 70]
     >>> report = wd_report([0.0, 0.11, 0.22], [5000, 5000, 5000],
     ...                    [[0, 2000, 2000], [0, 0, 750], [0, 0, 0]], evidence, t=5001, label_free_depth=3)
     >>> report.best_depth, report.best_depth_certain, report.agrees, report.verdict

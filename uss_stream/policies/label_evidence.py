@@ -234,7 +234,8 @@ class LabelEvidence:
                 or not all(map(_is_count, values))
             ):
                 raise ValueError(
-                    f"label evidence field {name!r} must be a list of {evidence.n_pairs} non-negative integers"
+                    f"label evidence field {name!r} must be a list of {evidence.n_pairs} "
+                    "non-negative integers"
                 )
             setattr(evidence, name, list(values))
         for p, (m, plus, minus) in enumerate(

@@ -22,12 +22,13 @@ class UEEUCB(Policy):
     ``argmax_j  p̂_1j + C_1 - C_j + sqrt(α·log t / N_j)``
 
     (logarithms by :func:`~uss_stream.policies.confidence.portable_log`, so that the replay agrees
-    with the streaming loop to the bit) with ``p̂_1j = D_1j / N_j`` the rate at which exit ``j`` disagreed with exit 1 (``p̂_11 = 0``)
-    and ``N_j`` the rounds in which exit ``j`` was observed (ties: the cheapest exit). Under strong
-    dominance against the first exit (a deeper exit is right whenever exit 1 is) ``p_1j = γ_1 - γ_j``
-    and the index is an upper confidence bound of ``c(1) - c(j)``: a standard UCB on the surrogate
-    reward. Without it the surrogate is biased (``p_1j >= γ_1 - γ_j``) towards exits that disagree
-    with exit 1 for the wrong reasons, for instance an exit at chance level.
+    with the streaming loop to the bit) with ``p̂_1j = D_1j / N_j`` the rate at which exit ``j``
+    disagreed with exit 1 (``p̂_11 = 0``) and ``N_j`` the rounds in which exit ``j`` was observed
+    (ties: the cheapest exit). Under strong dominance against the first exit (a deeper exit is
+    right whenever exit 1 is) ``p_1j = γ_1 - γ_j`` and the index is an upper confidence bound of
+    ``c(1) - c(j)``: a standard UCB on the surrogate reward. Without it the surrogate is biased
+    (``p_1j >= γ_1 - γ_j``) towards exits that disagree with exit 1 for the wrong reasons, for
+    instance an exit at chance level.
 
     Parameters
     ----------
