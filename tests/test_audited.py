@@ -229,3 +229,49 @@ def test_monitor_says_holds_when_every_depth_is_settled_and_warns_once_on_violat
     assert sum("weak dominance is violated" in r.message for r in caplog.records) == 1
     unknown = wd_report([0.0, 0.3], [10, 10], [[0, 5], [0, 0]], LabelEvidence(2), t=11)
     assert unknown.verdict == "unknown" and unknown.agrees is None
+
+
+@pytest.mark.parametrize("params", list(AuditedUSS._unit_test_params()))
+def test_vectorised_rule_equals_the_scalar_rule_on_random_states(params):
+    # Random counts and label evidence; decide_many must return what select() returns on each.
+    rng = np.random.default_rng(7)
+    template = AuditedUSS(**params)
+    k = template.n_stages
+    n_pairs = k * (k - 1) // 2
+    states = []
+    for _ in range(200):
+        t = int(rng.integers(2, 5000))
+        queried = np.sort(rng.integers(0, t, size=k))[::-1]
+        disagreements = np.zeros((k, k), dtype=np.int64)
+        evidence = np.zeros((3, n_pairs), dtype=np.int64)
+        for j in range(1, k):
+            for i in range(j):
+                d = int(rng.integers(0, queried[j] + 1))
+                disagreements[i, j] = d
+                pair = j * (j - 1) // 2 + i
+                m = int(rng.integers(0, min(d, 60) + 1)) if rng.random() < 0.7 else 0
+                plus = int(rng.integers(0, m + 1))
+                minus = int(rng.integers(0, m - plus + 1))
+                evidence[:, pair] = (m, plus, minus)
+        states.append((t, queried, disagreements, evidence))
+    vectorised = template.decide_many(
+        np.array([s[0] for s in states]),
+        np.array([s[1] for s in states]),
+        np.array([s[2] for s in states]),
+        evidence=np.array([s[3] for s in states]),
+    )
+    for (t, queried, disagreements, evidence), depth in zip(states, vectorised):
+        policy = template.clone()
+        document = policy.state_dict()
+        document["stats"].update(
+            decisions=t - 1, queried=queried.tolist(), disagreements=disagreements.tolist()
+        )
+        document["evidence"].update(
+            labelled=evidence[0].tolist(),
+            deeper_right=evidence[1].tolist(),
+            shallower_right=evidence[2].tolist(),
+            labels=int(evidence[0].max()),
+        )
+        document["labels_requested"] = int(evidence[0].max())
+        policy.load_state_dict(document)
+        assert policy.select() == depth
