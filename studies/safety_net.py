@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--cache", default="out/safety_net")
     parser.add_argument("--out", default="docs")
+    parser.add_argument("--page", default="results_safety_net.md", help="page name under --out")
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
     parser.add_argument("--report-only", action="store_true", help="write the page from the cache")
     args = parser.parse_args(argv)
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replayed {len(todo)} instance(s) in {time.perf_counter() - began:.0f} s", flush=True)
     from studies.safety_net_report import write_report
 
-    write_report(cache, Path(args.out), settings, [n for n, _ in chosen])
+    write_report(cache, Path(args.out), settings, [n for n, _ in chosen], page=args.page)
     return 0
 
 

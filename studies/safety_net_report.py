@@ -34,7 +34,7 @@ def _growth(entry: dict[str, Any]) -> float:
     return entry["regret_mean"] / half if half > 0 else math.nan
 
 
-def _figures(runs: dict[str, dict[str, Any]], out: Path, failing: list[str]) -> list[str]:
+def _figures(runs: dict[str, dict[str, Any]], out: Path, failing: list[str], stem: str) -> list[str]:
     from matplotlib.figure import Figure
 
     written = []
@@ -57,8 +57,8 @@ def _figures(runs: dict[str, dict[str, Any]], out: Path, failing: list[str]) -> 
         axes[0].legend(fontsize="x-small")
         figure.supxlabel("round t")
         figure.supylabel("mean cumulative regret")
-        figure.savefig(figures / "safety_net_regret.png", dpi=90)
-        written.append("figures/safety_net_regret.png")
+        figure.savefig(figures / f"{stem}_regret.png", dpi=90)
+        written.append(f"figures/{stem}_regret.png")
     figure = Figure(figsize=(6.5, 4.5), layout="constrained")
     ax = figure.subplots()
     horizon = 1
@@ -80,19 +80,26 @@ def _figures(runs: dict[str, dict[str, Any]], out: Path, failing: list[str]) -> 
     ax.set_ylabel("labels requested by AuditedUSS (mean)")
     ax.legend(fontsize="small")
     ax.grid(alpha=0.3, which="both")
-    figure.savefig(figures / "safety_net_labels.png", dpi=90)
-    written.append("figures/safety_net_labels.png")
+    figure.savefig(figures / f"{stem}_labels.png", dpi=90)
+    written.append(f"figures/{stem}_labels.png")
     return written
 
 
-def write_report(cache: Path, out: Path, settings: dict[str, Any], names: list[str]) -> Path:
+def write_report(
+    cache: Path,
+    out: Path,
+    settings: dict[str, Any],
+    names: list[str],
+    page: str = "results_safety_net.md",
+) -> Path:
     """Write the page from the cached summaries of ``names`` (those computed with ``settings``)."""
     runs = _load(cache, names, settings)
     missing = [n for n in names if n not in runs]
     horizon = settings["horizon"]
     failing = [n for n in names if n in runs and not runs[n]["wd"]]
     holding = [n for n in names if n in runs and runs[n]["wd"]]
-    figures = _figures(runs, out, failing) if runs else []
+    stem = page.removesuffix(".md").removeprefix("results_")
+    figures = _figures(runs, out, failing, stem) if runs else []
     seconds = sum(run["seconds"] for run in runs.values())
     lines = [
         "# Safety net for weak dominance: AuditedUSS against five policies",
@@ -153,9 +160,9 @@ def write_report(cache: Path, out: Path, settings: dict[str, Any], names: list[s
     lines += ["## Targets (AuditedUSS with its defaults)", ""]
     lines += _targets(runs, failing, holding, horizon)
     out.mkdir(parents=True, exist_ok=True)
-    page = out / "results_safety_net.md"
-    page.write_text("\n".join(lines) + "\n")
-    return page
+    target = out / page
+    target.write_text("\n".join(lines) + "\n")
+    return target
 
 
 def _targets(runs: dict[str, Any], failing: list[str], holding: list[str], horizon: int) -> list[str]:
