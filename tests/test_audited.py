@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from river import base as river_base
 
+from uss_stream import CascadeClassifier, Stage
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.datasets.paper import paper_case
 from uss_stream.label_replay import simulate_labelled
@@ -275,3 +277,40 @@ def test_vectorised_rule_equals_the_scalar_rule_on_random_states(params):
         document["labels_requested"] = int(evidence[0].max())
         policy.load_state_dict(document)
         assert policy.select() == depth
+
+
+# -- CascadeClassifier ---------------------------------------------------------------------------------
+class _Column(river_base.Classifier):
+    """A 'stage' that answers with one logged output column (learning does nothing)."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+
+    def learn_one(self, x, y, **kwargs):
+        return None
+
+    def predict_proba_one(self, x):
+        return {x[self.column]: 1.0}
+
+
+def test_cascade_feeds_requested_labels_to_the_policy_as_the_streaming_loop_does():
+    outputs, labels = generate_bsc(3000, seed=5)
+    costs = [0.0, 0.11, 0.11]
+    names = ("s1", "s2", "s3")
+    cascade = CascadeClassifier(
+        stages=[Stage(_Column(name), cost=c, name=name) for name, c in zip(names, costs)],
+        policy=AuditedUSS(costs),
+        warm_up=0,
+    )
+    depths = []
+    for row, y in zip(outputs.tolist(), labels.tolist()):
+        x = dict(zip(names, row))
+        depths.append(cascade.decide_one(x).depth)
+        cascade.learn_one(x, y)
+    reference = AuditedUSS(costs)
+    expected = reference.run(outputs, labels=labels, label_delay=0)
+    assert depths == expected.tolist()
+    summary = cascade.summary()
+    assert summary.labels_used == reference.labels_received > 0
+    assert summary.wd is not None and summary.wd.labels == 3000 - (np.array(depths) == 1).sum()
+    assert "labels used by the policy" in str(summary)
