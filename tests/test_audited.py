@@ -314,3 +314,4 @@ def test_cascade_feeds_requested_labels_to_the_policy_as_the_streaming_loop_does
     assert summary.labels_used == reference.labels_received > 0
     assert summary.wd is not None and summary.wd.labels == 3000 - (np.array(depths) == 1).sum()
     assert "labels used by the policy" in str(summary)
+    assert summary.next_depth == reference.select()

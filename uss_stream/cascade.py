@@ -271,7 +271,16 @@ class CascadeClassifier(base.Classifier):
                 if queried[j]:
                     rates[i, j] = rates[j, i] = counts[i, j] / queried[j]
         t = stats.decisions + 1
-        next_depth = int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :])[0])
+        if getattr(policy, "asks_for_labels", False):
+            evidence = policy.evidence
+            labelled = [[evidence.labelled, evidence.deeper_right, evidence.shallower_right]]
+            next_depth = int(
+                policy.decide_many(
+                    np.array([t]), queried[None, :], counts[None, :, :], evidence=np.array(labelled)
+                )[0]
+            )
+        else:
+            next_depth = int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :])[0])
         if isinstance(policy, (USSUCB, USSKLUCB)):
             in_low, in_high = set_membership(self._cumulative, policy.upper_bounds())
             membership = {
