@@ -315,3 +315,21 @@ def test_cascade_feeds_requested_labels_to_the_policy_as_the_streaming_loop_does
     assert summary.wd is not None and summary.wd.labels == 3000 - (np.array(depths) == 1).sum()
     assert "labels used by the policy" in str(summary)
     assert summary.next_depth == reference.select()
+
+
+def test_monitor_flags_a_violation_on_one_certified_pair_before_the_best_depth_is_certain():
+    # Stage 2 is best on the labels; stages 2 and 3 disagree on 30% of the rounds (above the cost
+    # gap 0.2) while the labels show stage 3 not worth it; stage 4 was seen 10 times only, so the
+    # best depth is not certain, yet the failure WD rules out is established at depth 2.
+    evidence = LabelEvidence(4)
+    evidence.labelled = [200, 200, 300, 0, 0, 0]
+    evidence.deeper_right = [200, 200, 165, 0, 0, 0]
+    evidence.shallower_right = [0, 0, 135, 0, 0, 0]
+    counts = [[0, 4000, 4000, 4], [0, 0, 3000, 3], [0, 0, 0, 3], [0, 0, 0, 0]]
+    report = wd_report([0.0, 0.1, 0.3, 0.5], [10_000, 10_000, 10_000, 10], counts, evidence, t=10_001)
+    assert (report.best_depth, report.best_depth_certain, report.verdict) == (2, False, "violated")
+    # The same counts without the labels of pair (2, 3): nothing is established.
+    evidence.labelled[2] = evidence.deeper_right[2] = evidence.shallower_right[2] = 0
+    assert wd_report(
+        [0.0, 0.1, 0.3, 0.5], [10_000, 10_000, 10_000, 10], counts, evidence, t=10_001
+    ).verdict == ("unknown")

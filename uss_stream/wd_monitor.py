@@ -12,9 +12,11 @@ counts, :func:`wd_report` gives
   ``δ^U_ij < C_j - C_i``, or the disagreement bound ``p^U_ij < C_j - C_i``: ``i`` beats ``j``) and
   ``î`` is not;
 * whether the label-free choice agrees with ``î``;
-* the verdict: ``"holds"`` when ``î`` is certain and ``p^U_îj < C_j - C_î`` for every deeper ``j``,
-  ``"violated"`` when ``î`` is certain and ``p^L_îj >= C_j - C_î`` for some deeper ``j``, else
-  ``"unknown"``. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.policies.label_evidence`).
+* the verdict: ``"holds"`` when ``î`` is certain and ``p^U_îj < C_j - C_î`` for every deeper ``j``;
+  ``"violated"`` when some deeper ``j`` has ``p^L_îj >= C_j - C_î`` (the disagreement rate says
+  ``j`` is worth its cost over ``î``) and either ``î`` is certain or the labels show the opposite
+  for that very pair (``δ^U_îj < C_j - C_î``): the failure WD rules out, at the estimated best
+  depth; else ``"unknown"``. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.policies.label_evidence`).
 
 :class:`WDMonitor` wraps it and logs a warning once, the first time WD is judged violated.
 """
@@ -170,12 +172,13 @@ def wd_report(
     dominated = [any(worse(s, x) for x in range(k) if x != s) for s in range(k)]
     certain = not dominated[best] and all(dominated[s] for s in range(k) if s != best)
     verdict = "unknown"
-    if certain:
-        deeper = range(best + 1, k)
-        if all(p_bounds[best, j][1] < gap(best, j) for j in deeper):
-            verdict = "holds"
-        elif any(p_bounds[best, j][0] >= gap(best, j) for j in deeper):
-            verdict = "violated"
+    deeper = range(best + 1, k)
+    if certain and all(p_bounds[best, j][1] < gap(best, j) for j in deeper):
+        verdict = "holds"
+    elif any(
+        p_bounds[best, j][0] >= gap(best, j) and (certain or upper[best, j] < gap(best, j)) for j in deeper
+    ):
+        verdict = "violated"
     return WDReport(
         labels=evidence.labels,
         best_depth=best + 1,
