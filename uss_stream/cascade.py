@@ -18,7 +18,7 @@ import pandas as pd
 from river import base
 
 from uss_stream.feature_costs import FeatureCosts
-from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy, SupervisedUCB
+from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy
 from uss_stream.policies.label_evidence import LabelEvidence
 from uss_stream.policies.membership import set_membership
 from uss_stream.stage import Stage
@@ -59,6 +59,10 @@ class Decision(NamedTuple):
         ``C_depth = c_1 + ... + c_depth``, the acquisition cost of the event.
     warm_up
         ``True`` if the event was answered during the warm-up, without a policy step.
+    stopped
+        Why the event stopped at ``depth``: ``"fixed depth"`` (the policy chose the depth before
+        any stage answered), ``"warm-up"``, or for a sequential policy ``"cost test"`` (the context
+        of the last stage found no deeper stage worth its cost) or ``"last stage"``.
     """
 
     depth: int
@@ -67,6 +71,7 @@ class Decision(NamedTuple):
     outputs: tuple[Any, ...]
     cost: float
     warm_up: bool
+    stopped: str = "fixed depth"
 
 
 #: Builds a Decision without the Python-level ``__new__`` of a NamedTuple (the per-event hot path).
@@ -100,6 +105,13 @@ class CascadeClassifier(base.Classifier):
     every labelled sample, so all stages leave the warm-up together. A stage that still abstains
     after the warm-up (``None``) is reported to the policy as disagreeing with every stage that
     answers.
+
+    **Sequential policies** (``policy.sequential``, e.g.
+    :class:`~uss_stream.policies.SequentialKLUCB`) decide after each stage instead of before the
+    first: stage 1 is queried, its label and confidence (its largest class probability; ``None`` if
+    it abstained, ``1.0`` for a stage without ``predict_proba_one``) go to the policy, which says
+    whether stage 2 is worth its cost, and so on. :attr:`Decision.stopped` says why an event
+    stopped, and :meth:`summary` lists the depth mix per context.
 
     **Costs.** ``Stage(cost=...)`` gives ``c_j`` directly. With ``cost=None`` it is derived from
     ``feature_costs`` as the incremental cost of the features the stage adds over stages
@@ -241,6 +253,8 @@ class CascadeClassifier(base.Classifier):
 
         The stages' River models are not part of it (see :meth:`load_policy_state`).
 
+        Examples
+        --------
         >>> from river import linear_model
         >>> from uss_stream import CascadeClassifier, Stage
         >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=1.0),
@@ -271,7 +285,10 @@ class CascadeClassifier(base.Classifier):
                 if queried[j]:
                     rates[i, j] = rates[j, i] = counts[i, j] / queried[j]
         t = stats.decisions + 1
-        if getattr(policy, "asks_for_labels", False):
+        sequential = policy.sequential
+        if sequential:
+            next_depth = None
+        elif getattr(policy, "asks_for_labels", False):
             evidence = policy.evidence
             labelled = [[evidence.labelled, evidence.deeper_right, evidence.shallower_right]]
             next_depth = int(
@@ -316,6 +333,7 @@ class CascadeClassifier(base.Classifier):
             next_depth=next_depth,
             stages=table,
             disagreement=pd.DataFrame(rates, index=table.index, columns=list(self._names)),
+            contexts=policy.contexts() if sequential else None,
         )
 
     # -- inference -------------------------------------------------------------------------------
@@ -389,6 +407,8 @@ class CascadeClassifier(base.Classifier):
     def _step(self, x: dict[Hashable, Any]) -> Decision:
         stepped = self._n_learned >= self.warm_up
         policy = self._policy
+        if stepped and policy.sequential:
+            return self._step_sequential(x)
         depth = policy.select() if stepped else len(self._plan)
         labels = []
         abstained = False
@@ -425,7 +445,43 @@ class CascadeClassifier(base.Classifier):
         self._n_events += 1
         self._depth_counts[depth - 1] += 1
         self._total_cost += cost
-        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, not stepped))
+        stopped = "fixed depth" if stepped else "warm-up"
+        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, not stepped, stopped))
+
+    def _step_sequential(self, x: dict[Hashable, Any]) -> Decision:
+        """One event under a sequential policy: query a stage, report it, go on while it says so."""
+        policy = self._policy
+        policy.begin()
+        labels = []
+        going = True
+        try:
+            for model, features, provider in self._plan:
+                view = _view(x, features, provider)
+                try:
+                    proba = model.predict_proba_one(view)
+                except NotImplementedError:
+                    label = model.predict_one(view)
+                    proba = {} if label is None else {label: 1.0}
+                else:
+                    label = _argmax(proba)
+                labels.append(label)
+                abstained = label is None or label != label
+                confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
+                going = policy.step(ABSTAINED if abstained else label, confidence)
+                if not going:
+                    break
+        except BaseException:
+            if going:
+                policy.cancel()
+            raise
+        if len(proba) < 2 and not self._all_multiclass:
+            proba = _both_classes(proba)
+        depth = len(labels)
+        cost = self._cumulative[depth - 1]
+        self._n_events += 1
+        self._depth_counts[depth - 1] += 1
+        self._total_cost += cost
+        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, False, policy.reason))
 
     def _cancel_step(self) -> None:
         """Undo a ``select()`` whose stages raised, so the policy is not left waiting."""
@@ -512,7 +568,8 @@ class CascadeSummary:
     total_cost
         Sum of ``C_depth`` over the events.
     next_depth
-        The depth the policy will choose at its next step.
+        The depth the policy will choose at its next step (``None`` for a sequential policy,
+        which decides per event).
     stages
         One row per stage: ``model``, ``cost`` (``c_j``), ``cumulative_cost`` (``C_j``),
         ``answered`` (events whose deepest queried stage it was: the depth histogram),
@@ -527,15 +584,20 @@ class CascadeSummary:
         The WD monitor (:mod:`uss_stream.wd_monitor`) on the labels of the stepped events seen by
         :meth:`CascadeClassifier.learn_one`: best depth, agreement of the label-free choice,
         verdict. ``None`` only for summaries built by hand.
+    contexts
+        For a sequential policy, one row per context (stage, confidence bin): its confidence
+        range, events, how many stopped there and the depth mix of its events, and what its cost
+        test would do next (:meth:`~uss_stream.policies.SequentialKLUCB.contexts`); else ``None``.
     """
 
     events: int
     warm_up_events: int
     learned: int
     total_cost: float
-    next_depth: int
+    next_depth: int | None
     stages: pd.DataFrame
     disagreement: pd.DataFrame
+    contexts: pd.DataFrame | None = None
     labels_used: int = 0
     wd: WDReport | None = None
 
@@ -552,7 +614,10 @@ class CascadeSummary:
         rates = self.disagreement.round(4).to_string()
         monitor = "" if self.wd is None else f"; {self.wd}"
         labels = f"labels used by the policy: {self.labels_used}{monitor}"
-        return f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
+        text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
+        if self.contexts is not None:
+            text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
+        return text
 
 
 def _check_stages(stages: Any) -> tuple[str, ...]:
@@ -612,8 +677,10 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
         return USSKLUCB(stage_costs)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
-    if isinstance(policy, SupervisedUCB):
-        raise TypeError("policy: SupervisedUCB learns from labels; the cascade decides without them")
+    if policy._supervised:
+        raise TypeError(
+            f"policy: {type(policy).__name__} learns from labels; the cascade decides without them"
+        )
     given = policy.stage_costs
     if given is not None and (
         len(given) != len(stage_costs)

@@ -11,14 +11,18 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from uss_stream._extras import missing_extra
+
 __all__ = ["main", "build_parser"]
 
 #: Modules that contribute subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
     "uss_stream.commands.replay",
-    "uss_stream.commands.reproduce",
     "connectors.kafka.cli",
 )
+
+#: Subcommands that need an extra, by module: the name they are listed under when it is missing.
+OPTIONAL_COMMANDS = {"connectors.kafka.cli": "kafka"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +32,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if missing_extra(error) is None:
+                raise
+            _register_unavailable(subparsers, OPTIONAL_COMMANDS[name], error)
+        else:
+            module.register(subparsers)
     return parser
+
+
+def _register_unavailable(
+    subparsers: argparse._SubParsersAction, command: str, error: ModuleNotFoundError
+) -> None:
+    """A subcommand whose extra is not installed: listed, and says which extra to install when run."""
+    parser = subparsers.add_parser(command, help=f"(not installed) {missing_extra(error)}", add_help=False)
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+
+    def unavailable(args: argparse.Namespace) -> int:
+        raise error
+
+    parser.set_defaults(handler=unavailable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except (ValueError, FileNotFoundError) as error:
         print(f"uss-stream {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        message = missing_extra(error)
+        if message is None:
+            raise
+        print(f"uss-stream {args.command}: error: {message}", file=sys.stderr)
         return 2
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.kernel import Counts, Reveal
 from uss_stream.policies.base import Policy
 
 __all__ = ["feedback_delays", "simulate_delayed"]
@@ -65,7 +66,7 @@ def simulate_delayed(
         ``(reps, horizon)`` indices into the log.
     pairs
         ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`uss_stream.replay.pair_order`.
+        :func:`uss_stream.kernel.pair_order`.
     delays
         ``(reps, horizon)`` non-negative delays, e.g. from :func:`feedback_delays`.
     wrong
@@ -75,8 +76,9 @@ def simulate_delayed(
 
     Notes
     -----
-    One numpy step per round (all repetitions at once); the reports in flight wait in a ring
-    buffer indexed by their arrival round, of length ``max(delays) + 2``.
+    One numpy step per round (all repetitions at once), on counts in the kernel's layout
+    (:class:`uss_stream.kernel.Counts`); the reports in flight wait in a ring buffer indexed by
+    their arrival round, of length ``max(delays) + 2``.
     """
     reps, horizon = rows.shape
     if getattr(policy, "discount", None) is not None:
@@ -88,43 +90,22 @@ def simulate_delayed(
     if delays.size and delays.min() < 0:
         raise ValueError("delays must be >= 0")
     n_stages = policy.n_stages
-    n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i = np.array([i for j in range(n_stages) for i in range(j)], dtype=np.int64)
-    upper_j = np.array([j for j in range(n_stages) for _ in range(j)], dtype=np.int64)
-    stage = np.arange(n_stages)
-    pair_depth = upper_j + 1  # a pair is observed by queries of depth >= j + 1
     ring = int(delays.max(initial=0)) + 2
     every = np.arange(reps)
-
-    queried = np.zeros((reps, n_stages), dtype=np.int64)
-    disagreements = np.zeros((reps, n_stages, n_stages), dtype=np.int64)
-    errors = None if wrong is None else np.zeros((reps, n_stages), dtype=np.int64)
-    due_q = np.zeros((ring, reps, n_stages), dtype=np.int64)
-    due_d = np.zeros((ring, reps, n_pairs), dtype=np.int64)
-    due_e = None if wrong is None else np.zeros((ring, reps, n_stages), dtype=np.int64)
+    counts = Counts.zeros(n_stages, reps, discount=None, errors=wrong is not None)
+    reveal = Reveal(n_stages, pairs, wrong)
+    due = np.zeros((ring, *counts.values.shape), dtype=np.int64)  # reports in flight, by arrival
     depths = np.empty((reps, horizon), dtype=np.int8 if n_stages < 128 else np.int32)
     streams = policy.stream_keys(reps)  # randomised policies: repetition r = for_repetition(r)
 
     for t in range(1, horizon + 1):
         slot = t % ring
-        queried += due_q[slot]
-        disagreements[:, upper_i, upper_j] += due_d[slot]
-        due_q[slot] = 0
-        due_d[slot] = 0
-        if errors is not None:
-            errors += due_e[slot]
-            due_e[slot] = 0
-        depth = policy.decide_many(
-            np.full(reps, t, dtype=np.int64), queried, disagreements, errors, streams=streams
-        )
+        counts.values += due[slot]
+        due[slot] = 0
+        depth = counts.decide(policy, np.full(reps, t, dtype=np.int64), streams=streams)
         depths[:, t - 1] = depth
-        row = rows[:, t - 1]
         arrival = (t + delays[:, t - 1] + 1) % ring
-        asked = stage[None, :] < depth[:, None]
-        due_q[arrival, every] += asked
-        due_d[arrival, every] += pairs[row][:, :n_pairs] & (pair_depth[None, :] <= depth[:, None])
-        if due_e is not None:
-            due_e[arrival, every] += wrong[row][:, :n_stages] & asked
+        due[arrival, :, every] += reveal.step(rows[:, t - 1], depth)
         if on_progress is not None:
             on_progress(reps)
     return depths

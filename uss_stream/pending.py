@@ -6,7 +6,13 @@ run sensors ``1..d`` and report their outputs later, out of order, sometimes nev
 the statistics stay exactly the counts of the reports applied. A report for an unknown, already
 reported or expired decision, or with more outputs than the decided depth, is rejected with a
 :class:`RejectedReport` (a ``ValueError``) and counted, never applied. Pending decisions expire
-after ``max_age_decisions`` later decisions and/or ``max_age_seconds``, and are counted as expired.
+after ``max_age_decisions`` later decisions and/or ``max_age_seconds`` (a report arriving later is
+rejected as expired), and are counted as expired.
+
+Decision identifiers are strings or integers: they are saved in the JSON state, which also keeps
+the last ``remember_reported`` reported or expired identifiers, so that after a restore an
+identifier can still not be decided twice. Other identifiers (tuples, floats, ``None``) are
+refused by :meth:`PendingDecisions.decide`; join the parts of a composite key into a string.
 
 **Late labels.** With a label-asking policy (``policy.asks_for_labels``, e.g.
 :class:`~uss_stream.policies.AuditedUSS`) a report may ask for the event's label
@@ -25,6 +31,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from uss_stream.policies.base import Policy
+from uss_stream.stats import MAX_COUNT
 from uss_stream.validation import check_outputs
 
 __all__ = ["PendingDecisions", "RejectedReport", "STATE_FORMAT"]
@@ -54,8 +61,10 @@ class PendingDecisions:
     max_age_seconds
         A decision still unreported after this many seconds expires (``None``: never).
     remember_reported
-        How many reported or expired identifiers are remembered to tell duplicates from unknown
-        identifiers (older ones are reported as ``unknown``).
+        How many reported or expired identifiers are remembered (``>= 0``) to refuse a second
+        decision with the same identifier and to tell duplicate reports from unknown ones (older
+        ones are reported as ``unknown``). They are part of the state: about ``10_000 · (length
+        of an identifier + 3)`` bytes of JSON at the default.
     clock
         Seconds, monotonic; injectable for tests.
     max_label_age_decisions
@@ -86,15 +95,22 @@ class PendingDecisions:
         *,
         max_age_decisions: int | None = None,
         max_age_seconds: float | None = None,
-        remember_reported: int = 100_000,
+        remember_reported: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
         max_label_age_decisions: int | None = None,
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a uss_stream Policy, got {type(policy).__name__}")
-        for name, value in (("max_age_decisions", max_age_decisions), ("max_age_seconds", max_age_seconds)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0 or None, got {value!r}")
+        if max_age_decisions is not None and not (_is_count(max_age_decisions) and max_age_decisions >= 1):
+            raise ValueError(f"max_age_decisions must be an integer >= 1 or None, got {max_age_decisions!r}")
+        if max_age_seconds is not None and (
+            isinstance(max_age_seconds, bool)
+            or not isinstance(max_age_seconds, (int, float))
+            or not max_age_seconds > 0
+        ):
+            raise ValueError(f"max_age_seconds must be a number > 0 or None, got {max_age_seconds!r}")
+        if not _is_count(remember_reported):
+            raise ValueError(f"remember_reported must be an integer >= 0, got {remember_reported!r}")
         self.policy = policy
         self.max_age_decisions = max_age_decisions
         self.max_age_seconds = max_age_seconds
@@ -136,7 +152,12 @@ class PendingDecisions:
         return len(self._pending)
 
     def decide(self, decision_id: Hashable) -> int:
-        """Decide the depth for a new event identified by ``decision_id``."""
+        """Decide the depth for a new event identified by ``decision_id`` (a string or an integer)."""
+        if not _is_id(decision_id):
+            raise ValueError(
+                "decision_id must be a string or an integer (it is saved in the JSON state), "
+                f"got {type(decision_id).__name__}"
+            )
         if decision_id in self._pending or decision_id in self._closed:
             raise ValueError(f"decision_id {decision_id!r} was already used")
         stats = self.policy.stats
@@ -154,7 +175,15 @@ class PendingDecisions:
         return self._pending[decision_id][0]
 
     def report(self, decision_id: Hashable, outputs: Sequence[Any]) -> None:
-        """Apply the outputs of stages ``1..len(outputs)`` (at most the decided depth)."""
+        """Apply the outputs of stages ``1..len(outputs)`` (at most the decided depth).
+
+        All or nothing: a rejected report (:class:`RejectedReport`) is counted and changes nothing
+        else; the decision stays pending unless it expired.
+        """
+        if not _is_id(decision_id):
+            self._reject("unknown", f"decision {_show(decision_id)} is unknown (ids are strings or integers)")
+        if self.max_age_seconds is not None:
+            self.expire()
         entry = self._pending.get(decision_id)
         if entry is None:
             state = self._closed.get(decision_id)
@@ -180,10 +209,15 @@ class PendingDecisions:
         except ValueError as error:
             self._reject("invalid", f"report of {decision_id!r}: {error}")
         request = self.policy.request_label(entry[1], values) if self._asks_for_labels else 0
+        try:
+            self.policy.stats.record(values)
+        except ValueError as error:
+            if request:
+                self.policy.withdraw_label_request()
+            self._reject("invalid", f"report of {decision_id!r}: {error}")
         if request:
             self._awaiting[decision_id] = (values, request, entry[1])
             self.label_counters["requested"] += 1
-        self.policy.stats.record(values)
         del self._pending[decision_id]
         self._close(decision_id, "reported")
         self.counters["applied"] += 1
@@ -288,15 +322,21 @@ class PendingDecisions:
         raise RejectedReport(reason, message)
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON document: the policy's counts, the pending decisions and the counters.
+        """JSON document: the policy's counts, the pending decisions, the remembered reported or
+        expired identifiers (oldest first; ``expired`` lists the positions of the expired ones)
+        and the counters.
 
-        Identifiers must be JSON values (strings or numbers). Decision times are not saved: after a
-        restore, the age in seconds of a restored decision counts from the restore.
+        Decision times are not saved: after a restore, the age in seconds of a restored decision
+        counts from the restore.
         """
         return {
             "format": STATE_FORMAT,
             "policy": self.policy.state_dict(),
             "pending": [[decision_id, depth, t] for decision_id, (depth, t, _) in self._pending.items()],
+            "closed": {
+                "ids": list(self._closed),
+                "expired": [k for k, state in enumerate(self._closed.values()) if state == "expired"],
+            },
             "counters": dict(self.counters),
             "labels": {
                 "awaiting": [[i, list(v), mask, t] for i, (v, mask, t) in self._awaiting.items()],
@@ -305,31 +345,64 @@ class PendingDecisions:
         }
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        """Restore from :meth:`state_dict` (validated before anything is replaced)."""
-        if not isinstance(document, dict) or document.get("format") != STATE_FORMAT:
-            raise ValueError(f"state document must be a {STATE_FORMAT!r} object")
+        """Restore from :meth:`state_dict`; everything is validated before anything is replaced.
+
+        A document without ``closed`` (written before the identifiers were saved) restores with no
+        identifier remembered; of a longer ``closed`` list the newest ``remember_reported`` are kept.
+
+        Raises
+        ------
+        ValueError
+            Naming the field: wrong format, a policy state that does not fit the policy, pending
+            decisions with a malformed or duplicate identifier, a depth outside ``1..K``, rounds
+            that do not increase or exceed the decisions of the policy state, identifiers both
+            pending and closed, counters that are not the expected counts.
+        """
+        if not isinstance(document, dict):
+            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
+        if document.get("format") != STATE_FORMAT:
+            raise ValueError(
+                f"state document has format {_show(document.get('format'))}, expected {STATE_FORMAT!r}"
+            )
         pending = document.get("pending")
         counters = document.get("counters")
         if not isinstance(pending, list) or not isinstance(counters, dict):
             raise ValueError("state fields 'pending' (list) and 'counters' (object) are required")
+        if set(counters) != set(self.counters) or not all(_is_count(v) for v in counters.values()):
+            raise ValueError(
+                f"state field 'counters' must hold the counts {sorted(self.counters)} (integers in 0..2**53)"
+            )
+        decisions = self.policy._checked_stats(document.get("policy")).decisions
+        closed = _closed_ids(document.get("closed", {"ids": [], "expired": []}))
         restored: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
         now = self._clock()
+        last_round = 0
         for k, item in enumerate(pending):
+            where = f"state field 'pending[{k}]'"
             if not (isinstance(item, list) and len(item) == 3):
-                raise ValueError(f"state field 'pending[{k}]' must be [id, depth, t]")
+                raise ValueError(f"{where} must be [id, depth, t]")
             decision_id, depth, t = item
-            if not isinstance(depth, int) or not 1 <= depth <= self.policy.n_stages:
-                raise ValueError(f"state field 'pending[{k}]' has depth {depth!r} outside 1..K")
-            if not isinstance(t, int) or t < 1:
-                raise ValueError(f"state field 'pending[{k}]' has round {t!r}")
+            if not _is_id(decision_id):
+                raise ValueError(f"{where} has id {_show(decision_id)}: ids are a string or an integer")
+            if decision_id in restored:
+                raise ValueError(f"{where}: decision {_show(decision_id)} is pending twice")
+            if decision_id in closed:
+                raise ValueError(f"{where}: decision {_show(decision_id)} is also closed (reported/expired)")
+            if not _is_count(depth) or not 1 <= depth <= self.policy.n_stages:
+                raise ValueError(f"{where} has depth {_show(depth)} outside 1..{self.policy.n_stages}")
+            if not _is_count(t) or t <= last_round:
+                raise ValueError(
+                    f"{where} has round {_show(t)}; the rounds must be integers that increase "
+                    f"(decision order) from {last_round + 1}"
+                )
+            if t > decisions:
+                raise ValueError(f"{where} has round {t}, beyond the {decisions} decisions of the policy")
             restored[decision_id] = (depth, t, now)
-        if set(counters) != set(self.counters) or not all(
-            isinstance(v, int) and v >= 0 for v in counters.values()
-        ):
-            raise ValueError(f"state field 'counters' must hold the counts {sorted(self.counters)}")
+            last_round = t
         awaiting, label_counters = self._restore_labels(document.get("labels"))
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
+        self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
         self.counters = dict(counters)
         self._awaiting = awaiting
         self.label_counters = label_counters
@@ -363,3 +436,46 @@ class PendingDecisions:
                 raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
             awaiting[decision_id] = (values, mask, t)
         return awaiting, dict(counters)
+
+
+def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:
+    """The remembered identifiers of a state document's ``closed`` field, validated."""
+    if not isinstance(closed, dict) or not isinstance(closed.get("ids"), list):
+        raise ValueError("state field 'closed' must be an object with the lists 'ids' and 'expired'")
+    ids, expired = closed["ids"], closed.get("expired")
+    states: OrderedDict[Hashable, str] = OrderedDict()
+    for k, decision_id in enumerate(ids):
+        if not _is_id(decision_id):
+            raise ValueError(
+                f"state field 'closed.ids[{k}]' is {_show(decision_id)}: ids are a string or an integer"
+            )
+        if decision_id in states:
+            raise ValueError(f"state field 'closed.ids[{k}]': decision {_show(decision_id)} is closed twice")
+        states[decision_id] = "reported"
+    if not isinstance(expired, list):
+        raise ValueError("state field 'closed.expired' must be a list of positions in 'closed.ids'")
+    keys = list(states)
+    last = -1
+    for position in expired:
+        if not _is_count(position) or not last < position < len(keys):
+            raise ValueError(
+                f"state field 'closed.expired' must hold increasing positions in 0..{len(keys) - 1}, "
+                f"got {_show(position)}"
+            )
+        states[keys[position]] = "expired"
+        last = position
+    return states
+
+
+def _is_id(value: Any) -> bool:
+    """A decision identifier: a string or an integer (not a boolean), as JSON restores them."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"

@@ -52,16 +52,20 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
+from uss_stream._extras import require
 from uss_stream.instances import Instance
+from uss_stream.kernel import pair_order, speculate
 from uss_stream.label_replay import LabelledRun, simulate_labelled
+from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.validation import check_stage_costs
@@ -69,11 +73,16 @@ from uss_stream.validation import check_stage_costs
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+#: At most this many rounds (plus the last) are drawn by :meth:`ReplayResult.plot`.
+PLOT_POINTS = 2000
+
 __all__ = [
+    "PLOT_POINTS",
     "SAMPLING_MODES",
     "Z_95",
     "PiecewiseReplayResult",
     "ReplayResult",
+    "check_column_kinds",
     "encode_log",
     "pair_indicators",
     "pair_order",
@@ -87,13 +96,6 @@ __all__ = [
 SAMPLING_MODES = ("uniform", "permutation", "sequential")
 #: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
 Z_95 = 1.959963984540054
-
-# Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
-# the speculated states are accepted and halves below 60%; the states per step are capped so
-# that the working set stays in cache.
-_FIRST_WINDOW = 8
-_MAX_WINDOW = 4096
-_MAX_STATES = 1 << 14
 
 
 class ReplayResult:
@@ -230,19 +232,23 @@ class ReplayResult:
         """Mean cumulative regret against ``t`` with 95% confidence bands.
 
         Draws on ``ax`` if given (and returns its figure), else on a new
-        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed).
+        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed). Long horizons
+        are drawn at :data:`PLOT_POINTS` evenly spaced rounds (and the last), far more than a
+        figure has pixels, so that the plot needs little memory whatever the horizon.
         """
         regret = self.cumulative_regret
         if ax is None:
-            from matplotlib.figure import Figure  # imported on use: the CLI and services start faster
-
-            figure = Figure(figsize=(6.0, 4.0), layout="constrained")
+            # imported on use: the CLI and services start faster, and a River install has no matplotlib
+            figure_class = require("matplotlib.figure", purpose="regret plots").Figure
+            figure = figure_class(figsize=(6.0, 4.0), layout="constrained")
             ax = figure.subplots()
         else:
             figure = ax.figure
-        t = np.arange(1, self.horizon + 1)
+        step = -(-self.horizon // PLOT_POINTS)
+        columns = np.unique(np.append(np.arange(step - 1, self.horizon, step), self.horizon - 1))
+        t = columns + 1
         for name in self.names if names is None else names:
-            values = regret[name]
+            values = regret[name][:, columns]
             mean = values.mean(axis=0)
             (line,) = ax.plot(t, mean, label=name)
             if self.reps > 1:
@@ -315,16 +321,22 @@ def replay(
     Raises
     ------
     ValueError
-        On a bad parameter or a malformed log (missing outputs name their rows).
+        On a bad parameter or a malformed log: missing outputs (naming their rows), stage columns
+        of numbers next to columns of text (``'1' != 1``: they would never agree), labels that
+        share no value with the outputs (every stage would always be wrong), or a run too large
+        for the memory available (:func:`uss_stream.memory.check_replay_memory`).
 
     """
     horizon = _positive_int(horizon, "horizon")
     reps = _positive_int(reps, "reps")
     if sampling not in SAMPLING_MODES:
         raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+    check_column_kinds(outputs)
     codes, label_codes = encode_log(outputs, labels)
+    _check_labels_overlap(codes, label_codes, "labels")
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
+    check_replay_memory(horizon, reps, len(templates))
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     wrong = None if label_codes is None else codes != label_codes[:, None]
     if error_rates is not None:
@@ -438,16 +450,22 @@ def _run_policies(
     """Each template's ``(reps, horizon)`` depths on ``rows`` (a fresh clone, the template's streams)."""
     reps, horizon = rows.shape
     depths: dict[str, np.ndarray] = {}
-    with tqdm(
-        total=reps * horizon * len(templates), unit="decision", unit_scale=True, disable=not progress
-    ) as bar:
+    with _progress_bar(reps * horizon * len(templates), progress) as bar:
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
-            errors = wrong if isinstance(policy, SupervisedUCB) else None
+            errors = wrong if policy._supervised else None
             streams = template.stream_keys(reps)
             depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr (the ``[plot]`` extra), or a silent stand-in when ``enabled`` is false."""
+    if enabled:
+        tqdm = require("tqdm.auto", purpose="progress bars").tqdm
+        return tqdm(total=total, unit="decision", unit_scale=True)
+    return contextlib.nullcontext(SimpleNamespace(update=lambda n: None, set_description=lambda text: None))
 
 
 class PiecewiseReplayResult(ReplayResult):
@@ -572,7 +590,9 @@ def replay_piecewise(
     for k, segment in enumerate(segments):
         if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
             raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        check_column_kinds(segment[0])
         encoded.append(encode_log(*segment))
+        _check_labels_overlap(*encoded[-1], f"the labels of segments[{k}]")
     n_stages = encoded[0][0].shape[1]
     for k, (codes, _) in enumerate(encoded):
         if codes.shape[1] != n_stages:
@@ -582,6 +602,7 @@ def replay_piecewise(
         if getattr(policy, "asks_for_labels", False):
             raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
     cumulative = _regret_costs(templates, stage_costs, n_stages)
+    check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
     instances, row_blocks, offset = [], [], 0
     children = np.random.SeedSequence(seed).spawn(len(segments))
     for (codes, label_codes), length, child in zip(encoded, lengths, children):
@@ -683,6 +704,59 @@ def encode_log(outputs: Any, labels: Any = None) -> tuple[np.ndarray, np.ndarray
     return out, (None if truth is None else codes[table.size :])
 
 
+def check_column_kinds(outputs: Any) -> None:
+    """Refuse a log whose stage columns hold numbers in some and text in others.
+
+    ``'1' != 1``: a column read as text (a CSV column with one cell that is not a number) would
+    never agree with the numeric ones, and its error rate would silently become 1. Columns that
+    mix both within themselves are left alone (any hashable labels are allowed).
+
+    >>> import pandas as pd
+    >>> check_column_kinds(pd.DataFrame({"a": [0, 1], "b": ["1", "?"]}))
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs mix numbers and text: column 'b' holds text, column 'a' numbers, ...
+
+    """
+    names = list(outputs.columns) if isinstance(outputs, pd.DataFrame) else None
+    table = _as_array(outputs, "outputs")
+    if table.ndim != 2:
+        return
+    kinds: dict[str, list[str]] = {}
+    for j in range(table.shape[1]):
+        column = table[:, j]
+        inferred = "numeric" if column.dtype.kind in "biuf" else pd.api.types.infer_dtype(column, skipna=True)
+        kind = _KINDS.get(inferred)
+        if kind is not None:
+            kinds.setdefault(kind, []).append(repr(names[j]) if names is not None else str(j))
+    if len(kinds) == 2:
+        text, numbers = (", ".join(kinds[kind]) for kind in ("text", "numbers"))
+        raise ValueError(
+            f"outputs mix numbers and text: column {text} holds text, column {numbers} numbers, and "
+            "'1' != 1, so they would never agree; give every stage column the same type (a CSV "
+            "column is read as text when one of its cells is not a number)"
+        )
+
+
+def _check_labels_overlap(codes: np.ndarray, label_codes: np.ndarray | None, what: str) -> None:
+    if label_codes is not None and not np.isin(label_codes, codes).any():
+        raise ValueError(
+            f"{what} share no value with the outputs: every stage would be wrong on every row "
+            "(are the labels coded like the outputs, e.g. 0/1 and not 'neg'/'pos'?)"
+        )
+
+
+_KINDS = {
+    "numeric": "numbers",
+    "integer": "numbers",
+    "floating": "numbers",
+    "mixed-integer-float": "numbers",
+    "boolean": "numbers",
+    "decimal": "numbers",
+    "string": "text",
+}
+
+
 def _as_array(values: Any, what: str) -> np.ndarray:
     """``values`` as an ndarray: numeric dtypes are kept, anything else becomes ``object``."""
     if hasattr(values, "to_numpy"):
@@ -727,152 +801,10 @@ def simulate(
 
     Notes
     -----
-    Each step takes the ``A`` unfinished repetitions and a window of ``B`` rounds (the same for
-    all; it grows while nearly all speculations hold and shrinks when many fail). A repetition whose
-    speculation fails after ``k > 0`` accepted rounds speculates its old depth again; one that fails
-    at once speculates the new depth. The ``A x B``
-    speculated states are laid out with the state index innermost (arrays ``(K, B, A)``, passed
-    to ``decide_many`` as transposed views), so every elementwise operation runs over long
-    contiguous loops. Speculated decisions beyond the accepted ones are written too and are
-    overwritten when those rounds are decided for real; rounds past the horizon write to a
-    spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1} = γ·x_k + step_k``
-    one round of the window at a time (the operations of the streaming statistics), instead of
-    cumulative sums.
+    The speculative loop of :func:`uss_stream.kernel.speculate`, from zero counts.
 
     """
-    reps, horizon = rows.shape
-    n_stages = policy.n_stages
-    n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = pair_order(n_stages)
-    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
-    wrong_planes = None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8)
-    stage = np.arange(n_stages)
-    pair = np.arange(n_pairs)
-    pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
-    rows_flat = rows.ravel()
-    spare = reps * horizon
-    gamma = getattr(policy, "discount", None)
-    count_type = np.int64 if gamma is None else np.float64
-
-    t = np.ones(reps, dtype=np.int64)
-    queried = np.zeros((n_stages, reps), dtype=count_type)
-    disagreements = np.zeros((n_pairs, reps), dtype=count_type)
-    errors = None if wrong_planes is None else np.zeros((n_stages, reps), dtype=count_type)
-    guess = np.full(reps, n_stages, dtype=np.int64)
-    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
-    counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
-    active = np.arange(reps)
-    window = _FIRST_WINDOW
-
-    while active.size:
-        n_active = active.size
-        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
-        n_states = n_active * width
-        offset = np.arange(width)[:, None]
-        start = t[active]
-        remaining = horizon - start + 1
-        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
-        row = rows_flat.take(flat, mode="clip")
-        depth = guess[active]
-
-        # Counts before each speculated round, assuming depth `depth` from the step's first round.
-        observed = pair[:, None] < pairs_below[depth - 1]
-        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
-        for p in range(n_pairs):
-            np.multiply(pair_planes[p][row], observed[p], out=step[p])
-        asked = stage[:, None] < depth
-        step_e = None
-        if errors is not None:
-            step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
-            for k in range(n_stages):
-                np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
-        if gamma is None:
-            state_d = _before_each(step, disagreements[:, active])
-            state_q = queried[:, None, active] + offset * asked[:, None, :]
-            state_e = None if step_e is None else _before_each(step_e, errors[:, active])
-        else:
-            state_d = _discounted_before_each(step, disagreements[:, active], gamma)
-            constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
-            state_q = _discounted_before_each(constant, queried[:, active], gamma)
-            state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
-        if counts.shape[2] < n_states:
-            counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
-        for p in range(n_pairs):
-            counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
-        arguments = (
-            (start + offset).ravel(),
-            state_q.reshape(n_stages, n_states).T,
-            counts[:, :, :n_states].transpose(2, 0, 1),
-            None if state_e is None else state_e.reshape(n_stages, n_states).T,
-        )
-        if streams is None:
-            decided = policy.decide_many(*arguments)
-        else:
-            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
-        decided = decided.reshape(width, n_active)
-        depths[flat] = decided
-
-        # Accept up to and including the first round whose decision differs from the guess.
-        first = np.where(decided != depth, offset, width).min(axis=0)
-        last = np.minimum(first, np.minimum(width, remaining) - 1)
-        column = np.arange(n_active)
-        new_depth = decided[last, column]
-        last_row = row[last, column]
-        asked = stage[:, None] < new_depth
-        observed = pair[:, None] < pairs_below[new_depth - 1]
-        kept_q, kept_d = state_q[:, last, column], state_d[:, last, column]
-        kept_e = None if state_e is None else state_e[:, last, column]
-        if gamma is not None:
-            kept_q, kept_d = gamma * kept_q, gamma * kept_d
-            kept_e = None if kept_e is None else gamma * kept_e
-        queried[:, active] = kept_q + asked
-        disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
-        if errors is not None:
-            errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
-        advanced = last + 1
-        t[active] += advanced
-        guess[active] = np.where(first == 0, new_depth, depth)
-        accepted = advanced.sum() / n_states
-        if accepted > 0.9:
-            window = min(2 * width, _MAX_WINDOW)
-        elif accepted < 0.6:
-            window = max(2, width // 2)
-        if on_progress is not None:
-            on_progress(int(advanced.sum()))
-        active = active[t[active] <= horizon]
-    return depths[:spare].reshape(reps, horizon)
-
-
-def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Counts before each round of a window: ``start + step_0 + ... + step_{k-1}`` at offset ``k``."""
-    state = np.cumsum(step, axis=1, dtype=np.int64)
-    state -= step
-    state += start[:, None, :]
-    return state
-
-
-def _discounted_before_each(step: np.ndarray, start: np.ndarray, gamma: float) -> np.ndarray:
-    """Discounted counts before each round of a window: ``x_0 = start``, ``x_{k+1} = γ·x_k + step_k``."""
-    state = np.empty(step.shape, dtype=np.float64)
-    state[:, 0] = start
-    for k in range(1, step.shape[1]):
-        np.multiply(state[:, k - 1], gamma, out=state[:, k])
-        state[:, k] += step[:, k - 1]
-    return state
-
-
-def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stage pairs ``(i, j)``, ``i < j`` (0-based), ordered by ``j`` then ``i``.
-
-    The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
-
-    >>> [a.tolist() for a in pair_order(3)]
-    [[0, 0, 1], [1, 2, 2]]
-
-    """
-    upper_i = [i for j in range(n_stages) for i in range(j)]
-    upper_j = [j for j in range(n_stages) for _ in range(j)]
-    return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
+    return speculate(policy, rows, pairs, wrong, on_progress, streams=streams)
 
 
 def pair_indicators(codes: np.ndarray) -> np.ndarray:

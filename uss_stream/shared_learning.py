@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.kernel import Counts, Reveal
 from uss_stream.policies.base import Policy
-from uss_stream.replay import pair_order
 
 __all__ = ["simulate_shared", "simulate_shared_many"]
 
@@ -52,7 +52,7 @@ def simulate_shared(
         ``(reps, workers, horizon)`` indices into the log: each worker's own event stream.
     pairs
         ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`uss_stream.replay.pair_order`.
+        :func:`uss_stream.kernel.pair_order`.
     sync_every
         Rounds between two syncs (``>= 1``), or ``None`` for never.
     wrong
@@ -97,6 +97,8 @@ def simulate_shared_many(
     call per round serves all settings, which saves the per-round overhead of separate runs.
     ``on_progress`` is called with the number of decisions taken at each round, over all settings.
 
+    Examples
+    --------
     >>> from uss_stream.policies import USSUCB
     >>> policy = USSUCB(stage_costs=[0.0, 0.9, 0.05])
     >>> pairs = np.zeros((1, 3), dtype=bool)
@@ -142,39 +144,20 @@ def simulate_shared_many(
     keys = [policy.stream_keys(stop - begin) for begin, stop, *_ in blocks]
     streams = None if keys[0] is None else np.concatenate(keys)
 
-    # `width` counts per state: n_j (K), D_ij for the P pairs and the error counts (K), laid out with
-    # the state index innermost (as the replay engine does) so every operation runs over long
-    # contiguous loops; the policy reads them through transposed views.
-    width = n_stages + n_pairs + (0 if wrong is None else n_stages)
-    upper_i, upper_j = pair_order(n_stages)
-    full = np.zeros((len(pairs), width), dtype=np.int8)  # a row's counts when all K stages are queried
-    full[:, :n_stages] = 1
-    full[:, n_stages : n_stages + n_pairs] = pairs[:, :n_pairs]
-    seen = np.zeros((n_stages + 1, width), dtype=np.int8)  # the counts a depth-d query reveals
-    for depth in range(1, n_stages + 1):
-        seen[depth, :n_stages] = np.arange(n_stages) < depth
-        seen[depth, n_stages : n_stages + n_pairs] = upper_j < depth
-    if wrong is not None:
-        full[:, n_stages + n_pairs :] = wrong[:, :n_stages]
-        seen[:, n_stages + n_pairs :] = seen[:, :n_stages]
-
-    used = np.zeros((width, batch), dtype=np.int64)  # the counts each state decides on ...
+    # One state per (setting, repetition, worker), in the kernel's layout of the counts
+    # (uss_stream.kernel.Counts: one row per count, the state index innermost).
+    counts = Counts.zeros(n_stages, batch, discount=None, errors=wrong is not None)
+    reveal = Reveal(n_stages, pairs, wrong)
+    width = counts.values.shape[0]
+    used = counts.values  # the counts each state decides on ...
     others = np.zeros((width, batch), dtype=np.int64)  # ... of which the others' last snapshot
-    matrix = np.zeros((n_stages, n_stages, batch), dtype=np.int64)  # D_ij as the policy reads them
-    queried = used[:n_stages].T
-    disagreements = matrix.transpose(2, 0, 1)
-    errors = None if wrong is None else used[n_stages + n_pairs :].T
     before = np.zeros(batch, dtype=np.int64)  # decisions of the others in the snapshot
     depths = np.empty((horizon, batch), dtype=np.int8 if n_stages < 128 else np.int32)
-    extra = {} if streams is None else {"streams": streams}
 
     for t in range(1, horizon + 1):
-        matrix[upper_i, upper_j] = used[n_stages : n_stages + n_pairs]
-        depth = policy.decide_many(before + t, queried, disagreements, errors, **extra)
+        depth = counts.decide(policy, before + t, streams=streams)
         depths[t - 1] = depth
-        step = full.take(events[:, t - 1], axis=0)
-        step &= seen.take(depth, axis=0)
-        used += step.T
+        used += reveal.step(events[:, t - 1], depth).T
         for begin, stop, reps, workers, every in blocks:
             if every is not None and t % every == 0:
                 block = slice(begin, stop)

@@ -22,15 +22,19 @@ adding its own indicators, so they are floats (``decisions`` stays an integer). 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from uss_stream.forgetting import check_discount
 
-__all__ = ["STATE_FORMAT", "DisagreementStats"]
+__all__ = ["MAX_COUNT", "STATE_FORMAT", "DisagreementStats"]
 
 STATE_FORMAT = "uss-stream/disagreement-stats/v1"
+
+#: The largest count a loaded state may hold: ``2**53``, beyond which a count is no longer exact
+#: as a float (the decision rules compute with floats). At a billion decisions a second it takes
+#: more than a hundred days of one stream to get there.
+MAX_COUNT = 2**53
 
 
 class DisagreementStats:
@@ -99,34 +103,56 @@ class DisagreementStats:
         """Count one round in which stages ``1..len(outputs)`` were queried.
 
         Only equality of the outputs is used. The caller validates the outputs; see
-        :func:`uss_stream.validation.check_outputs`. With a discount, every count is first
-        multiplied by ``γ`` (``γ·x + 1.0`` or ``γ·x + 0.0``: the replay engine does the same
-        floating-point operations).
+        :func:`uss_stream.validation.check_outputs`. All or nothing: outputs that cannot be compared
+        (``pd.NA``, arrays) or more outputs than stages raise ``ValueError`` before anything is
+        counted. With a discount, every count is first multiplied by ``γ`` (``γ·x + 1.0`` or
+        ``γ·x + 0.0``: the replay engine does the same floating-point operations).
+
+        >>> import pandas as pd
+        >>> stats = DisagreementStats(2)
+        >>> stats.record([1, pd.NA])
+        Traceback (most recent call last):
+        ...
+        ValueError: outputs[0] and outputs[1] cannot be compared: boolean value of NA is ambiguous
+        >>> stats.queried
+        [0, 0]
+
         """
-        if self._discount is not None:
-            self._record_discounted(outputs)
-            return
         depth = len(outputs)
+        if depth > self._n_stages:
+            raise ValueError(f"outputs holds {depth} outputs but there are {self._n_stages} stages")
+        if self._discount is not None:
+            self._record_discounted(depth, _differing_pairs(outputs, depth))
+            return
+        # Count as we compare (the hot path), and take the counts back if a comparison fails.
         queried = self.queried
         disagreements = self.disagreements
-        for j in range(depth):
-            queried[j] += 1
-            output_j = outputs[j]
-            for i in range(j):
-                if outputs[i] != output_j:
-                    disagreements[i][j] += 1
+        i = j = 0
+        try:
+            for j in range(depth):
+                output_j = outputs[j]
+                for i in range(j):
+                    if outputs[i] != output_j:
+                        disagreements[i][j] += 1
+                queried[j] += 1
+        except (TypeError, ValueError) as error:
+            for done_j in range(j + 1):
+                for done_i in range(i if done_j == j else done_j):
+                    if outputs[done_i] != outputs[done_j]:
+                        disagreements[done_i][done_j] -= 1
+                if done_j < j:
+                    queried[done_j] -= 1
+            raise ValueError(f"outputs[{i}] and outputs[{j}] cannot be compared: {error}") from None
 
-    def _record_discounted(self, outputs: Sequence[Any]) -> None:
+    def _record_discounted(self, depth: int, differing: list[tuple[int, int]]) -> None:
         gamma = self._discount
-        depth = len(outputs)
+        seen = set(differing)
         queried = self.queried
         disagreements = self.disagreements
         for j in range(self._n_stages):
             queried[j] = gamma * queried[j] + (1.0 if j < depth else 0.0)
-            row_j = outputs[j] if j < depth else None
             for i in range(j):
-                seen = j < depth and outputs[i] != row_j
-                disagreements[i][j] = gamma * disagreements[i][j] + (1.0 if seen else 0.0)
+                disagreements[i][j] = gamma * disagreements[i][j] + (1.0 if (i, j) in seen else 0.0)
 
     def disagreement_rate(self, i: int, j: int) -> float:
         """Empirical ``P(Y^i != Y^j)`` for stage indices ``i < j`` (0-based); NaN if unobserved."""
@@ -226,7 +252,7 @@ class DisagreementStats:
         """Load counts from a JSON string; see :meth:`from_dict` for the checks made."""
         try:
             document = json.loads(text)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             raise ValueError(f"state document is not valid JSON: {error}") from error
         return cls.from_dict(document)
 
@@ -237,43 +263,49 @@ class DisagreementStats:
         Raises
         ------
         ValueError
-            Naming what is wrong: wrong format tag, wrong shapes, non-integer or negative counts
-            (non-finite or negative ones when discounted), a bad discount, ``D_ij > n_j``, counts
+            Naming what is wrong: wrong format tag, wrong shapes, counts that are not integers in
+            ``0..2**53`` (:data:`MAX_COUNT`; numbers in ``[0, 2**53]`` when discounted; booleans are
+            not counts), a bad discount, ``D_ij > n_j``, counts
             below the diagonal, ``n_j`` increasing with ``j`` or larger than the number of decisions.
         """
         if not isinstance(document, dict):
             raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
         fmt = document.get("format")
         if fmt != STATE_FORMAT:
-            raise ValueError(f"state document has format {fmt!r}, expected {STATE_FORMAT!r}")
+            raise ValueError(f"state document has format {_show(fmt)}, expected {STATE_FORMAT!r}")
         missing = [k for k in ("n_stages", "decisions", "queried", "disagreements") if k not in document]
         if missing:
             raise ValueError(f"state document lacks field(s) {', '.join(missing)}")
         n_stages = document["n_stages"]
         if not _is_count(n_stages) or n_stages < 1:
-            raise ValueError(f"state field 'n_stages' must be an integer >= 1, got {n_stages!r}")
+            raise ValueError(f"state field 'n_stages' must be an integer >= 1, got {_show(n_stages)}")
         decisions = document["decisions"]
         if not _is_count(decisions):
-            raise ValueError(f"state field 'decisions' must be a non-negative integer, got {decisions!r}")
+            raise ValueError(
+                f"state field 'decisions' must be an integer in 0..2**53, got {_show(decisions)}"
+            )
         try:
             discount = check_discount(document.get("discount"))
-        except ValueError as error:
-            raise ValueError(f"state field 'discount': {error}") from None
+        except ValueError:
+            raise ValueError(
+                "state field 'discount': discount must be a number with 0 < discount < 1 "
+                f"(None: no forgetting), got {_show(document['discount'])}"
+            ) from None
         is_count, kind = (
-            (_is_count, "a non-negative integer")
+            (_is_count, "an integer in 0..2**53")
             if discount is None
-            else (_is_weight, "a finite number >= 0")
+            else (_is_weight, "a finite number >= 0 (at most 2**53)")
         )
         queried = document["queried"]
         if not isinstance(queried, list) or len(queried) != n_stages:
             raise ValueError(f"state field 'queried' must be a list of {n_stages} counts")
         for j, n in enumerate(queried):
             if not is_count(n):
-                raise ValueError(f"state field 'queried[{j}]' must be {kind}, got {n!r}")
+                raise ValueError(f"state field 'queried[{j}]' must be {kind}, got {_show(n)}")
             if j and n > queried[j - 1]:
                 raise ValueError(
                     f"state field 'queried' must be non-increasing (stage {j + 1} is only queried "
-                    f"after stage {j}), got {queried}"
+                    f"after stage {j}), got {_show(queried)}"
                 )
         if queried[0] > decisions:
             raise ValueError(f"state field 'queried[0]'={queried[0]} exceeds 'decisions'={decisions}")
@@ -285,7 +317,7 @@ class DisagreementStats:
                 raise ValueError(f"state field 'disagreements' must be a {n_stages}x{n_stages} matrix")
             for j, d in enumerate(row):
                 if not is_count(d):
-                    raise ValueError(f"state field 'disagreements[{i}][{j}]' must be {kind}, got {d!r}")
+                    raise ValueError(f"state field 'disagreements[{i}][{j}]' must be {kind}, got {_show(d)}")
                 if j <= i and d:
                     raise ValueError(
                         f"state field 'disagreements[{i}][{j}]' must be 0 (only pairs i < j are counted)"
@@ -317,14 +349,31 @@ class DisagreementStats:
         )
 
 
+def _differing_pairs(outputs: Sequence[Any], depth: int) -> list[tuple[int, int]]:
+    """The pairs ``(i, j)``, ``i < j < depth``, whose outputs differ; ``ValueError`` if one cannot tell."""
+    differing = []
+    i = j = 0
+    try:
+        for j in range(1, depth):
+            output_j = outputs[j]
+            for i in range(j):
+                if outputs[i] != output_j:
+                    differing.append((i, j))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"outputs[{i}] and outputs[{j}] cannot be compared: {error}") from None
+    return differing
+
+
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
 
 
 def _is_weight(value: Any) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
+    # The range test also refuses NaN and inf, and compares huge integers exactly (no float cast).
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+
+
+def _show(value: Any) -> str:
+    """``repr(value)``, shortened: a state document may hold anything, of any size."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_outputs", "check_stage_costs"]
+__all__ = ["check_label", "check_outputs", "check_stage_costs"]
 
 
 _FLOATS = (float, np.floating)
@@ -73,12 +73,19 @@ def check_stage_costs(stage_costs: Any) -> list[float]:
 def check_outputs(outputs: Any, depth: int) -> list[Any]:
     """Validate the outputs of stages ``1..depth`` and return them as a list.
 
+    An output is a label: present (not None/NaN), hashable and equal to itself, so that agreement
+    between stages is well defined (a nested list, ``pd.NA`` or an array is refused).
+
     >>> check_outputs((1, 0), 2)
     [1, 0]
     >>> check_outputs([1, None], 2)
     Traceback (most recent call last):
     ...
     ValueError: outputs[1] is missing (None); every queried stage must report an output
+    >>> check_outputs([[1], 0], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: outputs[0] must be a label (a string, number or other hashable value), got list
 
     """
     if type(outputs) is list:
@@ -93,10 +100,45 @@ def check_outputs(outputs: Any, depth: int) -> list[Any]:
         raise ValueError(f"outputs must be a sequence of stage outputs, got {type(outputs).__name__}")
     if len(values) != depth:
         raise ValueError(f"outputs must hold the outputs of the {depth} queried stage(s), got {len(values)}")
-    for value in values:
+    for j, value in enumerate(values):
+        kind = type(value)
+        if kind is int or kind is str or kind is bool:
+            continue
         if value is None or (isinstance(value, _FLOATS) and value != value):
             _raise_missing(values)
+        if kind is not float:
+            check_label(value, f"outputs[{j}]")
     return values
+
+
+def check_label(value: Any, name: str) -> Any:
+    """Validate one label (a stage output or a ground truth): hashable and equal to itself.
+
+    >>> check_label("cat", "label")
+    'cat'
+    >>> import pandas as pd
+    >>> check_label(pd.NA, "label")
+    Traceback (most recent call last):
+    ...
+    ValueError: label is missing or not comparable (it is not equal to itself), got <NA>
+
+    """
+    if value is None or (isinstance(value, _FLOATS) and value != value):
+        raise ValueError(f"{name} is missing (None/NaN)")
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(
+            f"{name} must be a label (a string, number or other hashable value), got {type(value).__name__}"
+        ) from None
+    try:
+        equal = value == value
+        comparable = equal is True or (isinstance(equal, np.bool_) and bool(equal))
+    except (TypeError, ValueError):
+        comparable = False
+    if not comparable:
+        raise ValueError(f"{name} is missing or not comparable (it is not equal to itself), got {value!r}")
+    return value
 
 
 def _raise_missing(values: list[Any]) -> None:

@@ -9,8 +9,9 @@ follow by cumulative sums of the disagreement indicators of the pairs a depth-``
 one ``decide_many`` call evaluates every speculated state, and the events up to and including the
 first whose decision differs from ``d`` are accepted (that state is still exact). The window grows
 while speculations hold. The result is the sequential loop's depth sequence; in steady state a
-window of thousands of events costs one call. This is the replay engine's technique
-(:func:`uss_stream.replay.simulate`) for a single stream that starts from a policy's current counts.
+window of thousands of events costs one call. It is the replay engine's loop
+(:func:`uss_stream.kernel.speculate`) on a single stream that starts from the policy's current
+counts, discounted ones included.
 """
 
 from __future__ import annotations
@@ -20,15 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.kernel import Counts, pair_order, speculate
 from uss_stream.policies.base import Policy
 
 __all__ = ["MIN_BATCH", "decide_batch"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
-
-_FIRST_WINDOW = 64
-_MAX_WINDOW = 4096
 
 
 def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
@@ -78,16 +77,9 @@ def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
     return depths
 
 
-def _pairs(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs ``(i, j)``, ``i < j``, by ``j`` then ``i``: depth ``d`` observes the first ``d(d-1)/2``."""
-    upper_i = [i for j in range(n_stages) for i in range(j)]
-    upper_j = [j for j in range(n_stages) for _ in range(j)]
-    return np.array(upper_i, dtype=np.intp), np.array(upper_j, dtype=np.intp)
-
-
 def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
     """``N x P`` int8 indicators ``output_i != output_j`` per event, with Python's equality semantics."""
-    upper_i, upper_j = _pairs(n_stages)
+    upper_i, upper_j = pair_order(n_stages)
     try:
         flat = np.asarray(outputs)
     except (OverflowError, ValueError):
@@ -106,52 +98,9 @@ def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
 
 
 def _speculate(policy: Policy, indicators: np.ndarray, guess: int) -> list[int]:
-    n_stages = policy.n_stages
-    upper_i, upper_j = _pairs(n_stages)
-    n_pairs = len(upper_i)
-    document = policy.state_dict()
-    stats = document["stats"]
-    start_round = stats["decisions"]
-    queried = np.array(stats["queried"], dtype=np.int64)
-    disagreements = np.array(stats["disagreements"], dtype=np.int64)[upper_i, upper_j]
-    stage = np.arange(n_stages)
-    pair = np.arange(n_pairs)
-    pairs_below = stage * (stage + 1) // 2  # pairs observed by depth d = stage + 1
-    n_rows = len(indicators)
-    depths = np.empty(n_rows, dtype=np.int64)
-    counts = np.zeros((_MAX_WINDOW, n_stages, n_stages), dtype=np.int64)
-    position = 0
-    window = _FIRST_WINDOW
-    while position < n_rows:
-        width = min(window, n_rows - position)
-        observed = pair < pairs_below[guess - 1]
-        step = indicators[position : position + width] * observed
-        state_d = np.cumsum(step, axis=0, dtype=np.int64)
-        state_d -= step
-        state_d += disagreements
-        offset = np.arange(width)[:, None]
-        state_q = queried + offset * (stage < guess)
-        counts[:width, upper_i, upper_j] = state_d
-        decided = policy.decide_many(start_round + position + 1 + np.arange(width), state_q, counts[:width])
-        misses = np.flatnonzero(decided != guess)
-        last = int(misses[0]) if misses.size else width - 1
-        depths[position : position + last + 1] = decided[: last + 1]
-        new_depth = int(decided[last])
-        queried = state_q[last] + (stage < new_depth)
-        disagreements = state_d[last] + indicators[position + last] * (pair < pairs_below[new_depth - 1])
-        position += last + 1
-        if misses.size:
-            # A deviation after accepted rounds is usually a single exploration round: keep the
-            # old guess; a deviation at once means the depth changed.
-            if last == 0:
-                guess = new_depth
-            window = max(16, window // 2)
-        else:
-            window = min(2 * window, _MAX_WINDOW)
-    matrix = np.zeros((n_stages, n_stages), dtype=np.int64)
-    matrix[upper_i, upper_j] = disagreements
-    stats["decisions"] = start_round + n_rows
-    stats["queried"] = queried.tolist()
-    stats["disagreements"] = matrix.tolist()
-    policy.load_state_dict(document)
-    return depths.tolist()
+    """The kernel's speculative loop on one stream, from and back to the policy's counts."""
+    counts = Counts.of_stats(policy.stats)
+    rows = np.arange(len(indicators))[None, :]
+    depths = speculate(policy, rows, indicators, counts_of=counts, guess=guess)
+    policy.load_stats(counts.to_stats(0, discount=policy.discount))
+    return depths[0].tolist()

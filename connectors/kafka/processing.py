@@ -220,7 +220,7 @@ class OutputsLearner:
     def share(self, foreign: DisagreementStats) -> None:
         """Decide from now on with ``foreign`` (the other partitions' counts) added to the own counts."""
         pooled = self.own_stats().merge(foreign)
-        self._policy.load_state_dict({"policy": type(self._policy).__name__, "stats": pooled.to_dict()})
+        self._policy.load_stats(pooled)
         self._foreign = foreign
 
     def state_dict(self) -> dict[str, Any]:

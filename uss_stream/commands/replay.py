@@ -1,9 +1,11 @@
 """``uss-stream replay``: offline regret replay of depth-selection policies on a logged cascade.
 
-With ``--input`` it reads the user's log (CSV, or Parquet for ``.parquet``/``.pq``): ``--stages``
-names the stage columns in cascade order (default: every column but ``--label``), ``--costs`` (or
-``--cumulative-costs``) their costs, ``--label`` the ground truth (or ``--error-rates`` the stages'
-error rates, if there are no labels). Without ``--input`` it replays a bundled case of the paper
+With ``--input`` it reads the user's log (CSV, TSV, space-separated, Parquet or JSON Lines, with or
+without a header: :func:`uss_stream.io.read_table`): ``--stages`` names the stage columns in cascade
+order (default: every column but ``--label``), ``--costs`` (or ``--cumulative-costs``) their costs,
+``--label`` the ground truth (or ``--error-rates`` the stages' error rates, if there are no labels).
+With none of ``--stages``, ``--label`` and ``--error-rates`` the log is a prediction matrix: the stage
+columns, then the label column. Without ``--input`` it replays a bundled case of the paper
 (``--case``, default ``pima-1``: the PIMA diabetes cascade). Policies are given as repeated
 ``--policy`` specs::
 
@@ -18,8 +20,11 @@ Every learning policy (all but ``fixed`` and ``oracle``) also takes ``discount=G
 discounted, drift-aware counts (:mod:`uss_stream.forgetting`), e.g. ``uss-kl-ucb:discount=0.999``.
 ``uss-ts`` without ``seed`` uses seed 0, so that replays are reproducible.
 
-It prints the summary table and writes ``summary.csv`` and ``regret.png`` to ``--out``; both are
-written to a temporary folder first and moved into place only when complete.
+Before the run it refuses a log it would misread (stage columns of numbers next to columns read as
+text, labels that share no value with the outputs), a run too large for the memory available and
+an ``--out`` it cannot write into. It prints the summary table and writes ``summary.csv``, then
+``regret.png``, to ``--out``; each is written to a temporary folder first and moved into place only
+when complete, so a failing plot loses no result.
 """
 
 from __future__ import annotations
@@ -27,15 +32,19 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from uss_stream._extras import require
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
+from uss_stream.io import matrix_layout, read_table
+from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import (
     UEEUCB,
     USSKLUCB,
@@ -69,7 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     source = parser.add_argument_group("the log")
-    source.add_argument("--input", help="CSV or Parquet log, one row per event")
+    source.add_argument(
+        "--input",
+        help="CSV/TSV/Parquet/JSON Lines log, one row per event (without --stages/--label: the stage "
+        "columns, then the label column)",
+    )
     source.add_argument("--stages", help="comma-separated stage columns, cheapest first")
     source.add_argument("--label", help="column of the ground-truth labels")
     source.add_argument("--costs", help="comma-separated per-stage costs c_1..c_K")
@@ -116,9 +129,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.label_cost >= 0:
         raise ValueError(f"--label-cost must be >= 0, got {args.label_cost}")
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a folder")
+    _check_writable(out)
+    require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
     outputs, labels, stage_costs, source = _load(args)
+    _check_log(outputs, labels, args.input)
     error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
     if labels is None and error_rates is None:
         raise ValueError("the regret needs the error rates: give --label (a label column) or --error-rates")
@@ -135,29 +149,47 @@ def run(args: argparse.Namespace) -> int:
         if name in policies:
             raise ValueError(f"policy {name!r} is given twice")
         policies[name] = policy
+    check_replay_memory(args.horizon, args.reps, len(policies), names=("--horizon", "--reps"))
     print(
         f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
         f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
     )
-    result = replay(
-        outputs,
-        labels,
-        policies=policies,
-        horizon=args.horizon,
-        reps=args.reps,
-        seed=args.seed,
-        sampling=args.sampling,
-        error_rates=error_rates if labels is None else None,
-        stage_costs=stage_costs,
-        progress=not args.no_progress,
-        label_delay=args.label_delay,
-        label_cost=args.label_cost,
-    )
-    summary = result.summary()
+    try:
+        result = replay(
+            outputs,
+            labels,
+            policies=policies,
+            horizon=args.horizon,
+            reps=args.reps,
+            seed=args.seed,
+            sampling=args.sampling,
+            error_rates=error_rates if labels is None else None,
+            stage_costs=stage_costs,
+            progress=not args.no_progress,
+            label_delay=args.label_delay,
+            label_cost=args.label_cost,
+        )
+        summary = result.summary()
+    except MemoryError:
+        estimate = replay_memory_estimate(horizon=args.horizon, reps=args.reps, policies=len(policies))
+        raise ValueError(
+            f"ran out of memory during the replay (--horizon {args.horizon} x --reps {args.reps}: "
+            f"estimated {estimate / 1e9:.3g} GB, other processes took the rest); lower --horizon or --reps"
+        ) from None
     print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    figure = result.plot(title=f"{source}\nmean cumulative regret, 95% CI, {args.reps} repetitions")
-    _write(out, summary, figure)
-    print(f"wrote {out / 'summary.csv'} and {out / 'regret.png'}")
+    _write(out, "summary.csv", lambda path: summary.to_csv(path, index=False))
+    print(f"wrote {out / 'summary.csv'}")
+    try:
+        figure = result.plot(title=f"{source}\nmean cumulative regret, 95% CI, {args.reps} repetitions")
+        _write(out, "regret.png", lambda path: figure.savefig(path, dpi=100))
+    except Exception as error:  # the results are written: report the plot's failure, whatever it is
+        print(
+            f"uss-stream replay: error: the plot failed ({type(error).__name__}: {error}); "
+            f"the results are in {out / 'summary.csv'}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"wrote {out / 'regret.png'}")
     return 0
 
 
@@ -285,7 +317,10 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
         return outputs, labels, costs, f"bundled case {case.name}"
     if args.case is not None:
         raise ValueError("--case selects a bundled log; it cannot be combined with --input")
-    table = _read_table(Path(args.input))
+    table = read_table(args.input)
+    if args.stages is None and args.label is None and args.error_rates is None:
+        stage_names, args.label = matrix_layout(table.columns)  # stage columns, then the label column
+        print(f"{args.input}: stages {', '.join(stage_names)}, label {args.label} (its last column)")
     stages = (
         [c.strip() for c in args.stages.split(",")]
         if args.stages
@@ -319,31 +354,72 @@ def _stage_costs(args: argparse.Namespace, count: int) -> list[float] | None:
     return steps.tolist()
 
 
-def _read_table(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            return pd.read_parquet(path)
-        except ImportError as error:
-            raise ValueError(
-                f"reading Parquet needs pyarrow (pip install 'uss-stream[parquet]'): {error}"
-            ) from None
-    return pd.read_csv(path)
-
-
-def _write(out: Path, summary: pd.DataFrame, figure: Any) -> None:
-    """Write the outputs to a temporary sibling folder, then move them into ``out``."""
+def _write(out: Path, name: str, save: Callable[[Path], Any]) -> None:
+    """``save`` the file ``name`` into a temporary sibling folder, then move it into ``out``."""
     parent = out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=parent))
     try:
-        summary.to_csv(staging / "summary.csv", index=False)
-        figure.savefig(staging / "regret.png", dpi=100)
+        save(staging / name)
         if out.exists():
-            for name in _OUTPUT_FILES:
-                os.replace(staging / name, out / name)
+            os.replace(staging / name, out / name)
         else:
             os.rename(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, before the run, an ``--out`` the results could not be written into."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a folder")
+    existing = out.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: cannot write there, {existing} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot write in {existing}: {error.strerror or error}") from None
+
+
+def _check_log(outputs: pd.DataFrame, labels: pd.Series | None, source: str | None) -> None:
+    """Refuse an ``--input`` log that would be misread: a stage or label column read as text next
+    to stage columns of numbers (``'1' != 1``), or labels sharing no value with the outputs."""
+    if source is None:
+        return
+    twice = outputs.columns[outputs.columns.duplicated()].unique().tolist()
+    if twice:
+        raise ValueError(f"--stages names the column(s) {', '.join(map(repr, twice))} more than once")
+    numeric = [c for c in outputs.columns if pd.api.types.is_numeric_dtype(outputs[c])]
+    columns = [("stage", outputs[c]) for c in outputs.columns if c not in numeric]
+    if labels is not None and not pd.api.types.is_numeric_dtype(labels):
+        columns.append(("label", labels))  # only if partly numbers: 'neg'/'pos' labels are checked below
+    for role, values in columns if numeric else []:
+        not_numbers = values.notna() & pd.to_numeric(values, errors="coerce").isna()
+        if not not_numbers.any() or (role == "label" and not_numbers.sum() == values.notna().sum()):
+            continue
+        row = int(np.flatnonzero(not_numbers.to_numpy())[0])
+        line = f", line {row + 2}" if Path(source).suffix.lower() in (".csv", ".tsv", ".txt") else ""
+        raise ValueError(
+            f"--input {source}: {role} column {values.name!r} was read as text, while the stage "
+            f"column(s) {', '.join(map(repr, numeric))} hold numbers ('1' != 1: they would never "
+            f"agree); its first cell that is not a number is in data row {row + 1}{line}: "
+            f"{values.iloc[row]!r}. Fix or remove such cells"
+        )
+    if labels is None:
+        return
+    label_values = pd.unique(labels.dropna()).tolist()
+    output_values = pd.unique(outputs.to_numpy().ravel()).tolist()
+    if not set(label_values) & set(output_values):
+        raise ValueError(
+            f"--input {source}: the labels of {labels.name!r} share no value with the stage outputs "
+            f"(labels {_examples(label_values)}, outputs {_examples(output_values)}): every stage "
+            "would be wrong on every row"
+        )
+
+
+def _examples(values: list[Any]) -> str:
+    return ", ".join(map(repr, values[:3])) + (", ..." if len(values) > 3 else "")

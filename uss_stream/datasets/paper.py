@@ -42,6 +42,7 @@ from functools import cache
 
 import numpy as np
 
+from uss_stream._extras import require
 from uss_stream.datasets.bsc import BSC_CASES, TABLE1_OPTIMAL, TABLE1_WD, generate_bsc
 from uss_stream.datasets.heart import load_heart
 from uss_stream.datasets.pima import load_pima
@@ -227,6 +228,8 @@ def real_cascade(dataset: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"dataset must be 'pima' or 'heart', got {dataset!r}")
     predictions = []
     # scikit-learn is imported when a cascade is trained, not when the case list is read (the CLI).
+    require("sklearn", purpose="training the paper's cascades")
+    require("threadpoolctl", purpose="training the paper's cascades")
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from uss_stream._extras import require
+
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
     from sklearn.svm import LinearSVC
@@ -170,6 +172,8 @@ def _cascade(dataset: int) -> tuple[np.ndarray, np.ndarray]:
     spec = _spec(dataset)
     features, labels = generate_synthetic(dataset)
     # scikit-learn is imported when a cascade is trained, not when the case list is read (the CLI).
+    require("sklearn", purpose="training the synthetic cascades")
+    require("threadpoolctl", purpose="training the synthetic cascades")
     from sklearn.model_selection import train_test_split
     from threadpoolctl import threadpool_limits
 

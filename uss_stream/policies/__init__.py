@@ -5,7 +5,8 @@ Every policy follows :class:`~uss_stream.policies.base.Policy`: ``select()`` ret
 stream, ``decide_many`` evaluates the same rule on many states (used by the replay engine).
 
 The paper's USS-UCB and Hanawal et al.'s Algorithm 2; beyond the paper, USS-TS (Thompson sampling,
-counter-based randomness) and USS-KL-UCB (KL confidence bounds, the River cascade's default). Every
+counter-based randomness), USS-KL-UCB (KL confidence bounds, the River cascade's default) and the
+sequential SequentialKLUCB (stop or continue after each stage, by context: ``policy.sequential``). Every
 learning policy takes ``discount=`` for drift-aware counts (:mod:`uss_stream.forgetting`).
 """
 
@@ -16,6 +17,7 @@ from uss_stream.policies.base import Policy
 from uss_stream.policies.fixed_depth import FixedDepth
 from uss_stream.policies.hanawal2017 import Hanawal2017WD
 from uss_stream.policies.oracle import Oracle
+from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.policies.uee_ucb import UEEUCB
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
@@ -32,5 +34,6 @@ __all__ = [
     "Hanawal2017WD",
     "Oracle",
     "Policy",
+    "SequentialKLUCB",
     "SupervisedUCB",
 ]

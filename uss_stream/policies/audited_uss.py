@@ -240,6 +240,12 @@ class AuditedUSS(USSKLUCB):
             self._requested += 1
         return mask
 
+    def withdraw_label_request(self) -> None:
+        """Take back the last request counted by :meth:`request_label` (its report was rejected)."""
+        if self._requested < 1:
+            raise RuntimeError("no label request to withdraw")
+        self._requested -= 1
+
     def update(self, outputs: Sequence[Any]) -> None:
         """Learn from the outputs of the last :meth:`select`; :attr:`label_request` says whether to
         send its label to :meth:`learn_label` (with these outputs and the mask)."""

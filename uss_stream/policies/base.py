@@ -61,9 +61,59 @@ class Policy(abc.ABC):
         return tuple(self._costs)
 
     @property
+    def sequential(self) -> bool:
+        """Whether the policy decides stage by stage (``begin``/``step``) rather than a depth up front.
+
+        Capability flag read by the cascade and the replay; ``False`` for every fixed-depth policy.
+        """
+        return False
+
+    @property
     def stats(self) -> DisagreementStats:
         """The learned counts (a live reference: do not modify)."""
         return self._stats
+
+    def load_stats(self, stats: DisagreementStats) -> None:
+        """Decide from now on with (a copy of) ``stats`` as the learned counts.
+
+        The in-process way to hand counts to a policy (a batch decider, pooled workers' counts):
+        no JSON document. The counts must have the policy's ``K`` and ``discount``; a pending
+        decision is dropped, as by :meth:`load_state_dict`.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> from uss_stream.stats import DisagreementStats
+        >>> stats = DisagreementStats(2)
+        >>> stats.record([0, 1])
+        >>> stats.decisions = 1
+        >>> policy = USSUCB([0.0, 0.5])
+        >>> policy.load_stats(stats)
+        >>> policy.stats.queried
+        [1, 1]
+        >>> policy.load_stats(DisagreementStats(3))
+        Traceback (most recent call last):
+        ...
+        ValueError: stats has 3 stages, the policy has 2
+        """
+        if not isinstance(stats, DisagreementStats):
+            raise TypeError(f"stats must be a DisagreementStats, got {type(stats).__name__}")
+        if stats.n_stages != self.n_stages:
+            raise ValueError(f"stats has {stats.n_stages} stages, the policy has {self.n_stages}")
+        if stats.discount != self.discount:
+            raise ValueError(f"stats has discount {stats.discount!r}, the policy has {self.discount!r}")
+        copy = DisagreementStats(stats.n_stages, discount=stats.discount)
+        copy.decisions = stats.decisions
+        copy.queried = list(stats.queried)
+        copy.disagreements = [list(row) for row in stats.disagreements]
+        self._stats = copy
+        self._pending_depth = None
+
+    @property
+    def _supervised(self) -> bool:
+        """Whether the policy learns from labels (``update(outputs, label=y)``, the error counts of
+        ``decide_many``). A capability flag, as River's: read it instead of checking the class."""
+        return False
 
     # -- the streaming protocol ------------------------------------------------------------------
     def select(self) -> int:
@@ -165,12 +215,22 @@ class Policy(abc.ABC):
         return {"policy": type(self).__name__, "stats": self._stats.to_dict()}
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        """Restore the learned state from :meth:`state_dict`; validates before replacing."""
+        """Restore the learned state from :meth:`state_dict`; validates before replacing.
+
+        All or nothing: an invalid document raises ``ValueError`` naming the field, and the policy
+        keeps its state (including a pending decision).
+        """
+        self._stats = self._checked_stats(document)
+        self._pending_depth = None
+
+    def _checked_stats(self, document: Any) -> DisagreementStats:
+        """The counts of a :meth:`state_dict` document, validated for this policy (nothing replaced)."""
         if not isinstance(document, dict):
             raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
         name = document.get("policy")
         if name != type(self).__name__:
-            raise ValueError(f"state document is for policy {name!r}, not {type(self).__name__!r}")
+            shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:40]}..."
+            raise ValueError(f"state document is for policy {shown}, not {type(self).__name__!r}")
         stats = DisagreementStats.from_dict(document.get("stats"))
         if stats.n_stages != self.n_stages:
             raise ValueError(f"state document has {stats.n_stages} stages, the policy has {self.n_stages}")
@@ -178,8 +238,7 @@ class Policy(abc.ABC):
             raise ValueError(
                 f"state document has discount {stats.discount!r}, the policy has {self.discount!r}"
             )
-        self._stats = stats
-        self._pending_depth = None
+        return stats
 
     def _get_params(self) -> dict[str, Any]:
         """The constructor arguments, read back from the attributes stored under their names."""

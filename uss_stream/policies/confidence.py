@@ -112,13 +112,30 @@ def disagreement_bound(
 def upper_bounds_many(queried: np.ndarray, disagreements: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Vectorised :func:`disagreement_bound`: ``M x K x K`` bounds for ``M`` states.
 
-    ``scale`` holds the ``M`` values of ``α·log f(t)``.
+    ``scale`` holds the ``M`` values of ``α·log f(t)``. Only the pairs ``i < j`` are computed (the
+    set test reads nothing else); the other entries are ``+inf``. Each bound is the scalar form's
+    ``D_ij / n_j + sqrt(scale / n_j)``, the same IEEE operations, one 1-D pass per pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> upper = upper_bounds_many(np.array([[4, 4]]), np.array([[[0, 1], [0, 0]]]), np.array([1.0]))
+    >>> upper[0].tolist()
+    [[inf, 0.75], [inf, inf]]
     """
-    n = queried.astype(np.float64)[:, None, :]
+    n_states, n_stages = queried.shape
+    # State index innermost (returned as an M x K x K view): every pass below is contiguous.
+    upper = np.full((n_stages, n_stages, n_states), np.inf)
     with np.errstate(divide="ignore", invalid="ignore"):
-        upper = disagreements / n + np.sqrt(scale[:, None, None] / n)
-    upper[np.broadcast_to(n == 0, upper.shape)] = np.inf
-    return upper
+        for j in range(1, n_stages):
+            n_j = queried[:, j].astype(np.float64)
+            psi_j = np.sqrt(scale / n_j)
+            never = n_j == 0
+            for i in range(j):
+                column = np.divide(disagreements[:, i, j], n_j, out=upper[i, j])
+                column += psi_j
+                column[never] = np.inf
+    return upper.transpose(2, 0, 1)
 
 
 def portable_log(x: float) -> float:

@@ -133,7 +133,7 @@ def select_depth_many_by(beats: np.ndarray, n_stages: int, *, check_lower: bool 
 
     ``beats`` is an ``M x P`` boolean array, ``P = K(K-1)/2``, one column per pair ``(i, j)``
     (0-based ``i < j``) at index ``pair_index(i, j) = j(j-1)/2 + i`` (pairs ordered by ``j``, then
-    ``i``, as :func:`uss_stream.replay.pair_order`).
+    ``i``, as :func:`uss_stream.kernel.pair_order`).
 
     >>> import numpy as np
     >>> beats = np.zeros((2, 3), dtype=bool)   # pairs (0, 1), (0, 2), (1, 2)

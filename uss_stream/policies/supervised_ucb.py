@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.selection_rule import select_depth_many
+from uss_stream.policies.selection_rule import select_depth, select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
-from uss_stream.validation import check_outputs
+from uss_stream.validation import check_label, check_outputs
 
 __all__ = ["SupervisedUCB"]
 
@@ -59,27 +59,40 @@ class SupervisedUCB(USSUCB):
         self._errors: list[Any] = [0 if self.discount is None else 0.0] * self.n_stages
 
     @property
+    def _supervised(self) -> bool:
+        return True
+
+    @property
     def errors(self) -> list[Any]:
         """``E_j``: rounds in which stage ``j`` was queried and wrong (discounted if ``discount``)."""
         return list(self._errors)
 
     def update(self, outputs: Sequence[Any], label: Hashable | None = None) -> None:  # type: ignore[override]
-        """Learn from the outputs of stages ``1..depth`` and the true label of the event."""
+        """Learn from the outputs of stages ``1..depth`` and the true label of the event.
+
+        All or nothing: a missing or uncomparable label or output raises ``ValueError`` before
+        anything is counted, and the decision stays pending.
+        """
         if label is None or (isinstance(label, float) and label != label):
             raise ValueError("label is required by SupervisedUCB.update (got None/NaN)")
+        check_label(label, "label")
         values = check_outputs(outputs, self._pending())
+        try:
+            wrong = [bool(value != label) for value in values]
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"outputs cannot be compared with the label {label!r}: {error}") from None
         self._stats.record(values)
         self._pending_depth = None
         errors = self._errors
         gamma = self.discount
         if gamma is None:
-            for j, value in enumerate(values):
-                if value != label:
+            for j, is_wrong in enumerate(wrong):
+                if is_wrong:
                     errors[j] += 1
             return
         depth = len(values)
         for j in range(self.n_stages):
-            errors[j] = gamma * errors[j] + (1.0 if j < depth and values[j] != label else 0.0)
+            errors[j] = gamma * errors[j] + (1.0 if j < depth and wrong[j] else 0.0)
 
     def run(self, outputs: Any, labels: Any = None) -> np.ndarray:  # type: ignore[override]
         """The select/update loop over ``T x K`` outputs and ``T`` labels."""
@@ -97,6 +110,9 @@ class SupervisedUCB(USSUCB):
             self.update(row[:depth], label=label)
             depths[t] = depth
         return depths
+
+    def _decide(self, t: int) -> int:
+        return select_depth(self._costs, self._bound(t))  # USS-UCB's set test on the error bounds
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
         """``U(i, j) = (γ̂_i - γ̂_j) + Ψ_ij`` at round ``t``."""
@@ -138,13 +154,17 @@ class SupervisedUCB(USSUCB):
         return document
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        errors = document.get("errors") if isinstance(document, dict) else None
+        """Restore :meth:`state_dict`: the counts and ``errors`` are validated before either is replaced."""
+        stats = self._checked_stats(document)
+        errors = document.get("errors")
         if not isinstance(errors, list) or len(errors) != self.n_stages:
             raise ValueError(f"state field 'errors' must be a list of {self.n_stages} counts")
-        super().load_state_dict(document)
         kinds = (int,) if self.discount is None else (int, float)
         for j, e in enumerate(errors):
-            if isinstance(e, bool) or not isinstance(e, kinds) or not 0 <= e <= self._stats.queried[j]:
+            if isinstance(e, bool) or not isinstance(e, kinds) or not 0 <= e <= stats.queried[j]:
                 kind = "an integer" if self.discount is None else "a number"
-                raise ValueError(f"state field 'errors[{j}]' must be {kind} in 0..queried[{j}], got {e!r}")
+                shown = repr(e) if len(repr(e)) <= 60 else f"{repr(e)[:40]}..."
+                raise ValueError(f"state field 'errors[{j}]' must be {kind} in 0..queried[{j}], got {shown}")
+        self._stats = stats
         self._errors = list(errors) if self.discount is None else [float(e) for e in errors]
+        self._pending_depth = None

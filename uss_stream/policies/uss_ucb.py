@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
-from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
+from uss_stream.policies.selection_rule import cost_gaps, select_depth_many
 from uss_stream.validation import check_positive
 
 __all__ = ["USSUCB"]
@@ -79,7 +80,8 @@ class USSUCB(Policy):
         return disagreement_bound(stats.queried, stats.disagreements, self.alpha * self._log_f(t))
 
     def _decide(self, t: int) -> int:
-        return select_depth(self._costs, self._bound(t))
+        stats = self._stats
+        return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * self._log_f(t))
 
     def decide_many(
         self,
@@ -105,3 +107,45 @@ class USSUCB(Policy):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
         yield {"stage_costs": [0.0, 0.5], "alpha": 1.5}
         yield {"stage_costs": [0.0, 0.1, 0.3], "discount": 0.99}
+
+
+def _select_depth(
+    costs: Sequence[float], queried: Sequence[float], disagreements: Sequence[Sequence[float]], scale: float
+) -> int:
+    """``select_depth(costs, disagreement_bound(queried, disagreements, scale))``, inlined.
+
+    The same comparisons on the same IEEE values (``D_ij / n_j + sqrt(scale / n_j)``, with the
+    square root taken once per stage), without a function call per bound: the streaming loop's
+    decision at deep depths, where the set test reads up to ``K(K-1)`` bounds.
+
+    Examples
+    --------
+    >>> from uss_stream.policies.confidence import disagreement_bound
+    >>> from uss_stream.policies.selection_rule import select_depth
+    >>> costs, queried, counts = [0.0, 0.01, 0.5], [50, 50, 50], [[0, 12, 14], [0, 0, 3], [0, 0, 0]]
+    >>> _select_depth(costs, queried, counts, 2.0)
+    2
+    >>> select_depth(costs, disagreement_bound(queried, counts, 2.0))
+    2
+    """
+    sqrt = math.sqrt
+    n_stages = len(costs)
+    for i in range(n_stages):
+        cost_i = costs[i]
+        n = queried[i]
+        if i and n:  # B^l: no cheaper stage j beats i (bounds U_ji, all over n_i)
+            psi = sqrt(scale / n)
+            beaten = False
+            for j in range(i):
+                if cost_i - costs[j] > disagreements[j][i] / n + psi:
+                    beaten = True
+                    break
+            if beaten:
+                continue
+        for j in range(i + 1, n_stages):  # B^h: i beats every deeper stage (U_ij = inf while n_j = 0)
+            n = queried[j]
+            if not n or costs[j] - cost_i <= disagreements[i][j] / n + sqrt(scale / n):
+                break
+        else:
+            return i + 1
+    return n_stages

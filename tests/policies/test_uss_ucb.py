@@ -132,3 +132,28 @@ def test_clone_with_new_parameters():
     assert (clone.n_stages, clone.alpha) == (3, 0.7)
     with pytest.raises(ValueError, match="no parameter"):
         USSUCB(stage_costs=[0.0]).clone(beta=1)
+
+
+def test_inlined_set_test_equals_the_generic_lazy_one() -> None:
+    """USSUCB._decide's inlined test returns what select_depth returns on the closure's bounds."""
+    from uss_stream.policies.confidence import disagreement_bound
+    from uss_stream.policies.selection_rule import select_depth
+    from uss_stream.policies.uss_ucb import _select_depth
+
+    rng = np.random.default_rng(11)
+    checked = set()
+    for _ in range(20_000):
+        k = int(rng.integers(1, 7))
+        costs = np.cumsum(rng.choice([0.0, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5], size=k)).tolist()
+        queried = sorted(rng.integers(0, 60, size=k).tolist(), reverse=True)
+        if rng.random() < 0.3:  # discounted counts are floats
+            queried = [q * 0.37 for q in queried]
+        counts = [[0.0] * k for _ in range(k)]
+        for j in range(k):
+            for i in range(j):
+                counts[i][j] = float(rng.integers(0, int(queried[j]) + 1)) if queried[j] else 0.0
+        scale = float(rng.choice([0.0, 0.5, 2.0, 5.0]))
+        expected = select_depth(costs, disagreement_bound(queried, counts, scale))
+        assert _select_depth(costs, queried, counts, scale) == expected
+        checked.add((k, expected))
+    assert len(checked) > 15  # every depth of several K was reached

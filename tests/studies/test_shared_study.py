@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from studies.shared_study import shared_figure, shared_markdown, shared_study
 from uss_stream.datasets.paper import PAPER_CASES
 from uss_stream.policies import USSUCB
 from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
-from uss_stream.shared_study import shared_figure, shared_markdown, shared_study
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,855 @@
+"""Adaptive depth: a sequential, label-free policy against fixed depths and hindsight rules, 7 streams.
+
+Run: ``python -m studies.adaptive_depth`` (about ten minutes on two cores). Writes
+``docs/results_adaptive.md`` (protocol in :data:`PROTOCOL`) and ``docs/figures/adaptive_*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from river import datasets, linear_model, metrics, naive_bayes, neighbors, preprocessing, tree
+from river import evaluate as river_evaluate
+from river.datasets import synth
+
+from uss_stream import CascadeClassifier, Stage
+from uss_stream.datasets.heart import load_heart
+from uss_stream.datasets.paper import REAL_COSTS, REAL_STAGE_FEATURES
+from uss_stream.datasets.pima import load_pima
+from uss_stream.policies import USSKLUCB, SequentialKLUCB
+from uss_stream.replay import encode_log
+from uss_stream.replay_sequential import (
+    best_fixed_depth,
+    best_stopping_rule,
+    confidence_bins,
+    context_wd,
+    replay_sequential,
+    rule_depths,
+    stage_values,
+    threshold_depths,
+    threshold_frontier,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+WARM_UP = 50
+SCALE = 0.1
+MULTIPLIERS = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+N_BINS = 4
+REGRET_HORIZON = 20_000
+REGRET_REPS = 4
+ABSTAIN = "<abstained>"
+
+PROTOCOL = """## Protocol
+
+Each stream is run once under progressive validation with online River stages: for every event,
+each stage predicts (label and top-class probability, its *confidence*), then every stage learns the
+label. Because a `CascadeClassifier` trains every stage on every label whatever the depth, the
+stages' answers do not depend on the policy, so this log is exactly what any policy would see online
+(`tests/test_cascade_sequential.py` checks the equality on Phishing). The first 50 events are the
+cascade's warm-up (every stage queried) and are left out of every number. The policies then run
+over the log in stream order, one pass:
+
+* *Sequential KL-UCB*: `SequentialKLUCB` with its defaults (4 bins, α = 1, explore = 1),
+* *USS-KL-UCB*: the fixed-depth default of the cascade,
+* *Full cascade*: always depth K,
+* hindsight references computed from the labels of the same events: *Oracle* (the best fixed
+  depth), *Threshold (hindsight)* (the confidence-threshold cascade with the best thresholds on a
+  20-quantile grid per stage) and *Stopping rule (hindsight)* (the best table "stage, confidence
+  quartile → stop/continue", exhaustive search).
+
+Costs: one rule for every stream, nothing tuned per stream. The whole cascade costs C_K = λ
+(λ = 0.1 unless swept) and the cheaper depths a fixed share of it: PIMA and Heart use the paper's
+dollar costs of their three classifiers (Table 2: 4, 29, 46 and 32, 397, 601 dollars, normalised by
+the last); the River streams use the mean of the share of the features bought so far and the share
+of the stages run so far. The objective is the paper's: mean cost plus error rate.
+"""
+
+POLICIES = (
+    "Sequential KL-UCB",
+    "USS-KL-UCB",
+    "Full cascade",
+    "Oracle (best fixed depth)",
+    "Threshold (hindsight)",
+    "Stopping rule (hindsight)",
+)
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """A stream, its stages (features, model factory) and its cost profile ``C_j / C_K``."""
+
+    name: str
+    description: str
+    events: Callable[[], Iterable[tuple[dict, Any]]]
+    stages: tuple[tuple[tuple[Any, ...] | None, Callable[[], Any]], ...]
+    profile: tuple[float, ...] | None = None
+
+
+def _river_profile(spec: StreamSpec, n_features: int) -> tuple[float, ...]:
+    bought: set[Any] = set()
+    profile = []
+    k = len(spec.stages)
+    for j, (features, _) in enumerate(spec.stages):
+        bought |= set(features) if features is not None else set(range(n_features))
+        profile.append((min(len(bought), n_features) / n_features + (j + 1) / k) / 2)
+    return tuple(profile)
+
+
+def _frame_events(loader: Callable[[], tuple[pd.DataFrame, pd.Series]]) -> Callable[[], Iterable]:
+    def events():
+        x, y = loader()
+        return zip(x.to_dict(orient="records"), y.tolist())
+
+    return events
+
+
+def _lr():
+    return linear_model.LogisticRegression()
+
+
+def streams() -> list[StreamSpec]:
+    phishing_cheap = ("empty_server_form_handler", "popup_window", "https")
+    segments = [f for f in next(iter(datasets.ImageSegments()))[0]]
+    agrawal = ("salary", "commission", "age", "elevel", "car", "zipcode", "hvalue", "hyears", "loan")
+    return [
+        StreamSpec(
+            "Phishing",
+            "River bundled, 1250 events, 9 features; LR on 3 features, LR on all, Hoeffding tree on all",
+            lambda: datasets.Phishing(),
+            ((phishing_cheap, _lr), (None, _lr), (None, tree.HoeffdingTreeClassifier)),
+        ),
+        StreamSpec(
+            "Bananas",
+            "River bundled, 5300 events, 2 features; Gaussian NB on feature 1, Gaussian NB on both, 5-NN",
+            lambda: datasets.Bananas(),
+            (
+                (("1",), naive_bayes.GaussianNB),
+                (None, naive_bayes.GaussianNB),
+                (None, neighbors.KNNClassifier),
+            ),
+        ),
+        StreamSpec(
+            "ImageSegments",
+            "River bundled, 2310 events, 7 classes, 18 features; Gaussian NB on 6, Gaussian NB on all, "
+            "Hoeffding tree on all",
+            lambda: datasets.ImageSegments(),
+            (
+                (tuple(segments[:6]), naive_bayes.GaussianNB),
+                (None, naive_bayes.GaussianNB),
+                (None, tree.HoeffdingTreeClassifier),
+            ),
+        ),
+        StreamSpec(
+            "PIMA",
+            "768 events; the paper's cascade: LR on the profile, + glucose, + insulin (Table 2 costs)",
+            _frame_events(load_pima),
+            tuple((features, _lr) for features in REAL_STAGE_FEATURES["pima"]),
+            tuple(c / REAL_COSTS["pima"][-1] for c in REAL_COSTS["pima"]),
+        ),
+        StreamSpec(
+            "Heart",
+            "297 events; the paper's cascade: LR on the first 7 attributes, + 3, all 13 (Table 2 costs)",
+            _frame_events(load_heart),
+            tuple((features, _lr) for features in REAL_STAGE_FEATURES["heart"]),
+            tuple(c / REAL_COSTS["heart"][-1] for c in REAL_COSTS["heart"]),
+        ),
+        StreamSpec(
+            "Agrawal (drift)",
+            "10000 events, function 0 drifting to 2 around event 5000 (width 500); LR on salary and age, "
+            "Hoeffding tree on 4 features, Hoeffding tree on all 9",
+            lambda: synth.ConceptDriftStream(
+                stream=synth.Agrawal(classification_function=0, seed=1),
+                drift_stream=synth.Agrawal(classification_function=2, seed=2),
+                position=5000,
+                width=500,
+                seed=3,
+            ).take(10_000),
+            (
+                (("salary", "age"), _lr),
+                (agrawal[:4], tree.HoeffdingTreeClassifier),
+                (None, tree.HoeffdingTreeClassifier),
+            ),
+        ),
+        StreamSpec(
+            "Hyperplane (drift)",
+            "10000 events, 10 features, 5 drifting (magnitude 0.001), 5% noise; LR on 3, 6 and 10 features",
+            lambda: synth.Hyperplane(seed=1, n_features=10, n_drift_features=5, mag_change=0.001).take(
+                10_000
+            ),
+            ((tuple(range(3)), _lr), (tuple(range(6)), _lr), (None, _lr)),
+        ),
+    ]
+
+
+@dataclass
+class StreamLog:
+    """A stream's log after the warm-up: encoded outputs, confidences, labels, cumulative cost profile."""
+
+    spec: StreamSpec
+    codes: np.ndarray
+    confidences: np.ndarray
+    labels: np.ndarray
+    profile: np.ndarray
+    seconds: float
+
+
+def build_log(spec: StreamSpec) -> StreamLog:
+    """Progressive validation: every stage predicts on its view, then every stage learns.
+
+    As ``StandardScaler() | CascadeClassifier(...)`` under ``progressive_val_score``: the scaler
+    transforms with the statistics of the past events to predict, then learns the event and
+    transforms it again for the stages to learn.
+    """
+    started = time.perf_counter()
+    scaler = preprocessing.StandardScaler()
+    models = [factory() for _, factory in spec.stages]
+    outputs, confidences, labels = [], [], []
+    n_features = 0
+    for i, (x, y) in enumerate(spec.events()):
+        n_features = max(n_features, len(x))
+        xs = scaler.transform_one(x)
+        views = [xs if f is None else {k: xs[k] for k in f if k in xs} for f, _ in spec.stages]
+        if i >= WARM_UP:
+            row, row_conf = [], []
+            for model, view in zip(models, views):
+                proba = model.predict_proba_one(view)
+                if proba:
+                    label = max(proba, key=proba.get)
+                    row.append(label)
+                    row_conf.append(min(1.0, max(0.0, float(proba[label]))))
+                else:
+                    row.append(ABSTAIN)
+                    row_conf.append(math.nan)
+            outputs.append(row)
+            confidences.append(row_conf)
+            labels.append(y)
+        scaler.learn_one(x)
+        xs = scaler.transform_one(x)
+        for model, (features, _) in zip(models, spec.stages):
+            model.learn_one(xs if features is None else {k: xs[k] for k in features if k in xs}, y)
+    codes, label_codes = encode_log(np.array(outputs, dtype=object), np.array(labels, dtype=object))
+    profile = spec.profile if spec.profile is not None else _river_profile(spec, n_features)
+    return StreamLog(
+        spec, codes, np.array(confidences), label_codes, np.array(profile), time.perf_counter() - started
+    )
+
+
+def online_check(spec: StreamSpec, log: StreamLog, scale: float) -> dict[str, Any]:
+    """The real ``StandardScaler() | CascadeClassifier(policy=SequentialKLUCB)`` under River's
+    ``progressive_val_score``, against the policy run on the log: the same depth histogram."""
+    cumulative = log.profile * scale
+    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
+    stages = [
+        Stage(factory(), features=features, cost=cost, name=f"stage{j + 1}")
+        for j, ((features, factory), cost) in enumerate(zip(spec.stages, stage_costs))
+    ]
+    cascade = CascadeClassifier(stages, policy=SequentialKLUCB(stage_costs), warm_up=WARM_UP)
+    model = preprocessing.StandardScaler() | cascade
+    accuracy = river_evaluate.progressive_val_score(spec.events(), model, metrics.Accuracy())
+    answered = cascade.summary().stages["answered"].to_numpy().copy()
+    answered[-1] -= cascade.summary().warm_up_events
+    depths = SequentialKLUCB(stage_costs).run(log.codes, log.confidences)
+    from_log = np.bincount(depths, minlength=len(stage_costs) + 1)[1:]
+    return {
+        "accuracy": accuracy.get(),
+        "online": answered.tolist(),
+        "log": from_log.tolist(),
+        "equal": bool(np.array_equal(answered, from_log)),
+    }
+
+
+def evaluate(log: StreamLog, scale: float) -> dict[str, dict[str, Any]]:
+    """Every policy's mean cost, error, objective, depth mix and regret on the log in stream order."""
+    cumulative = log.profile * scale
+    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
+    values = stage_values(log.codes, log.labels, cumulative)
+    k = values.shape[1]
+    bins, _ = confidence_bins(log.confidences, N_BINS)
+    rule, _ = best_stopping_rule(values, bins, N_BINS)
+    fixed, _ = best_fixed_depth(values)
+    frontier = threshold_frontier(values, cumulative, log.confidences)
+    best_thresholds = frontier.loc[frontier["objective"].idxmin()].iloc[: k - 1].to_numpy()
+    depths = {
+        "Sequential KL-UCB": SequentialKLUCB(stage_costs).run(log.codes, log.confidences),
+        "USS-KL-UCB": USSKLUCB(stage_costs).run(log.codes),
+        "Full cascade": np.full(len(values), k),
+        "Oracle (best fixed depth)": np.full(len(values), fixed),
+        "Threshold (hindsight)": threshold_depths(log.confidences, best_thresholds),
+        "Stopping rule (hindsight)": rule_depths(bins, rule),
+    }
+    rows = np.arange(len(values))
+    rule_values = values[rows, depths["Stopping rule (hindsight)"] - 1]
+    fixed_values = values[:, fixed - 1]
+    out = {}
+    for name, d in depths.items():
+        v = values[rows, d - 1]
+        cost = cumulative[d - 1]
+        out[name] = {
+            "cost": float(cost.mean()),
+            "error": float((v - cost).mean()),
+            "objective": float(v.mean()),
+            "mix": [float(np.mean(d == j)) for j in range(1, k + 1)],
+            "regret_fixed": float(np.sum(v - fixed_values)),
+            "regret_rule": float(np.sum(v - rule_values)),
+            "curve": np.cumsum(v - rule_values),
+        }
+    out["_frontier"] = {"frame": frontier, "cumulative": cumulative}
+    return out
+
+
+ABLATION = {
+    "defaults": {},
+    "1 bin": {"n_bins": 1},
+    "2 bins": {"n_bins": 2},
+    "8 bins": {"n_bins": 8},
+    "explore 0.5": {"explore": 0.5},
+    "explore 2": {"explore": 2.0},
+    "α 0.5": {"alpha": 0.5},
+    "discount 0.999": {"discount": 0.999},
+}
+
+
+def ablation(log: StreamLog, scale: float) -> dict[str, float]:
+    """Objective of Sequential KL-UCB's variants on the log (reported; the defaults were not chosen by it)."""
+    cumulative = log.profile * scale
+    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
+    values = stage_values(log.codes, log.labels, cumulative)
+    rows = np.arange(len(values))
+    out = {}
+    for name, params in ABLATION.items():
+        depths = SequentialKLUCB(stage_costs, **params).run(log.codes, log.confidences)
+        out[name] = float(values[rows, depths - 1].mean())
+    return out
+
+
+def halves(log: StreamLog, scale: float) -> tuple[float, float]:
+    """Sequential KL-UCB's objective minus the best fixed depth's, on the first and the second half."""
+    cumulative = log.profile * scale
+    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
+    values = stage_values(log.codes, log.labels, cumulative)
+    depths = SequentialKLUCB(stage_costs).run(log.codes, log.confidences)
+    realised = values[np.arange(len(values)), depths - 1]
+    fixed, _ = best_fixed_depth(values)
+    half = len(values) // 2
+    excess = realised - values[:, fixed - 1]
+    return float(excess[:half].mean()), float(excess[half:].mean())
+
+
+def regret_replay(log: StreamLog, scale: float) -> dict[str, Any]:
+    """Rows drawn uniformly from the second half of the log (stages settled): regret growth."""
+    half = len(log.codes) // 2
+    codes, conf, labels = log.codes[half:], log.confidences[half:], log.labels[half:]
+    cumulative = log.profile * scale
+    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
+    result = replay_sequential(
+        codes,
+        conf,
+        labels,
+        stage_costs=stage_costs,
+        policies={"Sequential KL-UCB": SequentialKLUCB(stage_costs), "USS-KL-UCB": USSKLUCB(stage_costs)},
+        horizon=REGRET_HORIZON,
+        reps=REGRET_REPS,
+        seed=0,
+        n_bins=N_BINS,
+    )
+    curves = {name: result.cumulative_regret(name, "rule").mean(axis=0) for name in result.depths}
+    fixed_curves = {name: result.cumulative_regret(name, "fixed").mean(axis=0) for name in result.depths}
+    bins, _ = confidence_bins(conf, N_BINS)
+    wd = context_wd(codes, labels, bins, cumulative)
+    return {
+        "curves": curves,
+        "fixed_curves": fixed_curves,
+        "wd": wd,
+        "rule_value": result.best_rule_value,
+        "fixed_value": result.best_fixed_value,
+    }
+
+
+def _growth(curve: np.ndarray) -> float:
+    """``log2(R(T) / R(T/2))``: 1 for linear growth, near 0 for logarithmic (NaN if R(T/2) <= 0)."""
+    end, middle = curve[-1], curve[len(curve) // 2 - 1]
+    return math.log2(end / middle) if middle > 0 and end > 0 else math.nan
+
+
+def _fmt(x: float, digits: int = 4) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def sweep(log: StreamLog) -> pd.DataFrame:
+    """Sequential KL-UCB and the full cascade at every cost multiplier."""
+    rows = []
+    for m in MULTIPLIERS:
+        result = evaluate(log, SCALE * m)
+        seq, full = result["Sequential KL-UCB"], result["Full cascade"]
+        frontier = result["_frontier"]["frame"]
+        reachable = frontier[frontier["error"] <= seq["error"] + 1e-12]
+        rows.append(
+            {
+                "multiplier": m,
+                "cost_ratio": seq["cost"] / full["cost"],
+                "error": seq["error"],
+                "full_error": full["error"],
+                "threshold_cost_ratio": seq["cost"] / reachable["cost"].min() if len(reachable) else math.nan,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def figure_cost_error(results: dict[str, dict], path: Path) -> None:
+    names = list(results)
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    markers = dict(zip(POLICIES, "o^sDvP"))
+    for ax, name in zip(axes.flat, names):
+        result = results[name]["base"]
+        frontier = result["_frontier"]["frame"]
+        hull = frontier.sort_values("cost")
+        hull = hull[hull["error"] <= hull["error"].cummin()]
+        ax.plot(hull["cost"], hull["error"], color="0.75", lw=1, label="threshold frontier (hindsight)")
+        for policy in POLICIES:
+            ax.scatter(
+                result[policy]["cost"], result[policy]["error"], marker=markers[policy], s=60, label=policy
+            )
+        ax.set_title(name)
+        ax.set_xlabel("mean cost")
+        ax.set_ylabel("error rate")
+        ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    axes.flat[-1].legend(handles, labels, loc="center")
+    fig.suptitle(f"Cost against error, every policy (C_K = {SCALE})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def figure_sweep(results: dict[str, dict], path: Path) -> None:
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    for ax, name in zip(axes.flat, results):
+        table = results[name]["sweep"]
+        ax.plot(table["cost_ratio"], table["error"], "o-", label="Sequential KL-UCB (multiplier sweep)")
+        for _, row in table.iterrows():
+            ax.annotate(f"×{row['multiplier']:g}", (row["cost_ratio"], row["error"]), fontsize=7)
+        full = table["full_error"].iloc[0]
+        ax.axhline(full, color="k", lw=0.8, label="full cascade error")
+        ax.axhline(full + 0.01, color="k", lw=0.8, ls="--", label="+1 point")
+        ax.axvline(0.6, color="r", lw=0.8, ls=":", label="0.6 × full cost")
+        ax.set_title(name)
+        ax.set_xlabel("mean cost / C_K")
+        ax.set_ylabel("error rate")
+        ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    axes.flat[-1].legend(handles, labels, loc="center")
+    fig.suptitle("Cost multiplier sweep: error against relative cost")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def figure_regret(results: dict[str, dict], path: Path) -> None:
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    for ax, name in zip(axes.flat, results):
+        replay = results[name]["replay"]
+        for color, (policy, curve) in zip(("C0", "C1"), replay["curves"].items()):
+            ax.plot(curve, color=color, label=f"{policy} vs best stopping rule")
+        for color, (policy, curve) in zip(("C0", "C1"), replay["fixed_curves"].items()):
+            ax.plot(curve, color=color, ls=(0, (2, 3)), lw=2, label=f"{policy} vs best fixed depth")
+        ax.set_title(name)
+        ax.set_xlabel("round")
+        ax.set_ylabel("cumulative regret")
+        ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    axes.flat[-1].legend(handles, labels, loc="center")
+    fig.suptitle(f"Regret on rows drawn from each log's second half ({REGRET_REPS} repetitions)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run(output: Path, figures: Path) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    for spec in streams():
+        log = build_log(spec)
+        print(f"{spec.name}: {len(log.codes)} events logged in {log.seconds:.1f} s", flush=True)
+        results[spec.name] = {
+            "log": log,
+            "base": evaluate(log, SCALE),
+            "sweep": sweep(log),
+            "replay": regret_replay(log, SCALE),
+            "ablation": ablation(log, SCALE),
+            "halves": halves(log, SCALE),
+            "online": online_check(spec, log, SCALE),
+        }
+    figures.mkdir(parents=True, exist_ok=True)
+    figure_cost_error(results, figures / "adaptive_cost_error.png")
+    figure_sweep(results, figures / "adaptive_sweep.png")
+    figure_regret(results, figures / "adaptive_regret.png")
+    output.write_text(markdown(results))
+    return results
+
+
+def targets(results: dict[str, dict]) -> dict[str, dict[str, Any]]:
+    """Each of the issue's measurable targets, per stream."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, result in results.items():
+        base = result["base"]
+        seq, oracle = base["Sequential KL-UCB"], base["Oracle (best fixed depth)"]
+        table = result["sweep"]
+        accurate = table[table["error"] <= table["full_error"] + 0.01]
+        curve = result["replay"]["curves"]["Sequential KL-UCB"]
+        wd = result["replay"]["wd"]
+        base_row = table[table["multiplier"] == 1.0].iloc[0]
+        frontier = base["_frontier"]["frame"]
+        full_cost = base["Full cascade"]["cost"]
+        near_full = frontier[frontier["error"] <= base["Full cascade"]["error"] + 0.01]
+        out[name] = {
+            "threshold_ratio_oracle": base["Threshold (hindsight)"]["objective"] / oracle["objective"],
+            "rule_ratio_oracle": base["Stopping rule (hindsight)"]["objective"] / oracle["objective"],
+            "threshold_accurate_cost": float(near_full["cost"].min() / full_cost),
+            "excess": seq["objective"] - oracle["objective"],
+            "ratio": seq["objective"] / oracle["objective"],
+            "best_accurate_cost": float(accurate["cost_ratio"].min()) if len(accurate) else math.nan,
+            "threshold_ratio": float(base_row["threshold_cost_ratio"]),
+            "growth": _growth(curve),
+            "final_regret": float(curve[-1]),
+            "wd_contexts": f"{int(wd['wd'].sum())}/{len(wd)}",
+            "all_wd": bool(wd["wd"].all()),
+        }
+    return out
+
+
+def markdown(results: dict[str, dict]) -> str:
+    checks = targets(results)
+    lines = [
+        "# Adaptive depth: stop or continue after each stage, without labels",
+        "",
+        "Generated by `python -m studies.adaptive_depth` (do not edit by hand). The policy is "
+        "`uss_stream.policies.SequentialKLUCB`; its design and guarantee are in the last section.",
+        "",
+        PROTOCOL,
+        "Check of the protocol: the real `StandardScaler() | CascadeClassifier(policy=SequentialKLUCB)` "
+        "under River's `progressive_val_score` answers at the same depths as the policy run on the log "
+        "(depth histograms after the warm-up, online / from the log): "
+        + "; ".join(
+            f"{name} {r['online']['online']} / {r['online']['log']} "
+            f"({'equal' if r['online']['equal'] else 'DIFFERENT'}, accuracy {r['online']['accuracy']:.4f})"
+            for name, r in results.items()
+        )
+        + ".",
+        "",
+        "Streams (events after the warm-up):",
+        "",
+    ]
+    for name, result in results.items():
+        log = result["log"]
+        profile = ", ".join(f"{c:.3f}" for c in log.profile)
+        lines.append(
+            f"- **{name}** ({len(log.codes)} events): {log.spec.description}. C_j / C_K = ({profile})."
+        )
+    lines += ["", f"## Every policy at C_K = {SCALE}", ""]
+    header = [
+        "policy",
+        "mean cost",
+        "error",
+        "cost + error",
+        "depth mix",
+        "regret vs fixed",
+        "regret vs rule",
+    ]
+    for name, result in results.items():
+        rows = []
+        for policy in POLICIES:
+            r = result["base"][policy]
+            mix = " / ".join(f"{m:.2f}" for m in r["mix"])
+            rows.append(
+                [
+                    policy,
+                    _fmt(r["cost"]),
+                    _fmt(r["error"]),
+                    _fmt(r["objective"]),
+                    mix,
+                    _fmt(r["regret_fixed"], 1),
+                    _fmt(r["regret_rule"], 1),
+                ]
+            )
+        lines += [f"**{name}**", "", _table(header, rows), ""]
+    lines += [
+        "Regret is summed over the stream's events against the best fixed depth and against the best "
+        "stopping rule (both in hindsight, on the same events); negative values mean the policy did "
+        "better than that comparator on this stream. The hindsight references see the labels of the "
+        "very events they are scored on: they are upper references, not competitors.",
+        "",
+        "![cost against error](figures/adaptive_cost_error.png)",
+        "",
+        "## Cost multiplier sweep",
+        "",
+        "C_K = 0.1 × m. Cost is relative to the full cascade's at the same m; the threshold ratio is "
+        "Sequential KL-UCB's cost over the cheapest hindsight threshold cascade whose error is not "
+        "higher (1.0: as cheap at equal error).",
+        "",
+    ]
+    header = ["stream"] + [f"×{m:g}" for m in MULTIPLIERS]
+    rows = []
+    for name, result in results.items():
+        table = result["sweep"]
+        cells = [
+            f"{r.cost_ratio:.2f} / {100 * (r.error - r.full_error):+.1f} pt / {r.threshold_cost_ratio:.2f}"
+            for r in table.itertuples()
+        ]
+        rows.append([name, *cells])
+    lines += [
+        "Each cell: cost ratio / error minus the full cascade's (points) / threshold ratio.",
+        "",
+        _table(header, rows),
+        "",
+        "![sweep](figures/adaptive_sweep.png)",
+        "",
+        "## Regret where the stream is stationary",
+        "",
+        f"Rows drawn uniformly from the second half of each log (the stages have learned; "
+        f"{REGRET_HORIZON} rounds, {REGRET_REPS} repetitions, mean regret). The best stopping rule "
+        "and its contexts (confidence quartiles of the half-log) are computed on the rows drawn from. "
+        "Growth is log2(R(T) / R(T/2)): 1 for linear regret, 0 for bounded. Per-context WD is checked "
+        "from labels (`uss_stream.replay_sequential.context_wd`: the context's rows as a USS instance "
+        "on stages s..K).",
+        "",
+    ]
+    header = [
+        "stream",
+        "contexts with WD",
+        "R(T) vs rule",
+        "growth",
+        "R(T) vs fixed",
+        "USS-KL-UCB R(T) vs rule",
+    ]
+    rows = []
+    for name, result in results.items():
+        replay = result["replay"]
+        rows.append(
+            [
+                name,
+                checks[name]["wd_contexts"],
+                _fmt(checks[name]["final_regret"], 1),
+                _fmt(checks[name]["growth"], 2),
+                _fmt(float(replay["fixed_curves"]["Sequential KL-UCB"][-1]), 1),
+                _fmt(float(replay["curves"]["USS-KL-UCB"][-1]), 1),
+            ]
+        )
+    lines += [_table(header, rows), "", "![regret](figures/adaptive_regret.png)", ""]
+    lines += _target_section(checks)
+    lines += _causes(results, checks)
+    lines += _ablation_section(results)
+    lines += [DESIGN]
+    return "\n".join(lines) + "\n"
+
+
+def _target_section(checks: dict[str, dict[str, Any]]) -> list[str]:
+    n = len(checks)
+    within = [k for k, c in checks.items() if c["excess"] <= 0.005]
+    better = [k for k, c in checks.items() if c["ratio"] <= 0.9]
+    cheap = [k for k, c in checks.items() if c["best_accurate_cost"] <= 0.6]
+    near = [k for k, c in checks.items() if c["threshold_ratio"] <= 1.15]
+    wd_streams = [k for k, c in checks.items() if c["all_wd"]]
+    reference_better = [
+        k for k, c in checks.items() if min(c["threshold_ratio_oracle"], c["rule_ratio_oracle"]) <= 0.9
+    ]
+    reference_cheap = [k for k, c in checks.items() if c["threshold_accurate_cost"] <= 0.6]
+    sublinear = [k for k in wd_streams if not checks[k]["growth"] > 0.9]
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**missed**"
+
+    def names(items: list[str]) -> str:
+        return ", ".join(items) if items else "none"
+
+    rows = [
+        [
+            k,
+            f"{c['excess']:+.5f}",
+            f"{c['ratio']:.3f} ({c['threshold_ratio_oracle']:.3f}, {c['rule_ratio_oracle']:.3f})",
+            f"{_fmt(c['best_accurate_cost'], 2)} ({c['threshold_accurate_cost']:.2f})",
+            f"{c['threshold_ratio']:.2f}",
+            _fmt(c["growth"], 2),
+        ]
+        for k, c in checks.items()
+    ]
+    header = [
+        "stream",
+        "objective - Oracle",
+        "objective / Oracle (threshold, rule in hindsight)",
+        "cheapest cost ratio within 1 pt (threshold frontier)",
+        "cost / threshold at equal error",
+        "regret growth",
+    ]
+    return [
+        "## The issue's targets",
+        "",
+        "In brackets, what the label-using references reach on the same events: the hindsight "
+        "threshold cascade and stopping rule against the Oracle, and the threshold frontier's "
+        "cheapest cost within 1 point of the full cascade. Where even they miss a target, it is out "
+        "of reach for these cascades and costs, whatever the policy.",
+        "",
+        _table(header, rows),
+        "",
+        f"- Objective never above the best fixed depth's by more than 0.005: {verdict(len(within) == n)} "
+        f"({len(within)} of {n}: {names(within)}).",
+        f"- Objective <= 0.9 × the best fixed depth's on at least 4 of {n}: {verdict(len(better) >= 4)} "
+        f"({len(better)}: {names(better)}); the hindsight references reach it on {len(reference_better)}.",
+        f"- At accuracy within 1 point of the full cascade, mean cost <= 0.6 × the full cascade's on "
+        f"at least 4 of {n} (over the sweep): {verdict(len(cheap) >= 4)} ({len(cheap)}: {names(cheap)}); "
+        f"the hindsight threshold frontier reaches it on {len(reference_cheap)} ({names(reference_cheap)}).",
+        f"- Within 15% of the hindsight threshold cascade's cost at equal error on at least half the "
+        f"streams (C_K = {SCALE}): {verdict(2 * len(near) >= n)} ({len(near)}: {names(near)}).",
+        f"- Sub-linear regret against the best stopping rule where per-context WD holds (every context "
+        f"of the stationary half): {verdict(len(sublinear) == len(wd_streams))} "
+        f"({len(sublinear)} of {len(wd_streams)} such streams: {names(wd_streams)}).",
+        "- Decide overhead <= 2× today's `decide_one`: see `python -m benchmarks.bench_adaptive` "
+        "(figures in the report of the change, not generated here).",
+        "",
+    ]
+
+
+def _causes(results: dict[str, dict], checks: dict[str, dict[str, Any]]) -> list[str]:
+    """Per stream that misses the objective target, the measured facts that explain it."""
+    lines = ["## Why the misses", ""]
+    for name, result in results.items():
+        check = checks[name]
+        if check["excess"] <= 0.005 and check["threshold_ratio"] <= 1.15:
+            continue
+        base = result["base"]
+        facts = []
+        wd = result["replay"]["wd"]
+        if not wd["wd"].all():
+            facts.append(f"WD fails in {int((~wd['wd']).sum())} of {len(wd)} contexts of the stationary half")
+        oracle = base["Oracle (best fixed depth)"]
+        full = base["Full cascade"]
+        if full["error"] > oracle["error"] + 1e-9:
+            facts.append(
+                f"the deepest stage is less accurate than the best fixed depth (error {full['error']:.3f} "
+                f"against {oracle['error']:.3f}): deeper stages disagree because they are wrong"
+            )
+        first, second = result["halves"]
+        facts.append(
+            f"excess over the best fixed depth {first:+.4f} on the first half, {second:+.4f} on the second"
+        )
+        events = len(result["log"].codes)
+        contexts = len(result["log"].profile) - 1
+        facts.append(f"{events} events for {contexts * N_BINS} contexts")
+        lines.append(f"- **{name}**: " + "; ".join(facts) + ".")
+    lines += [
+        "",
+        "The label-free policies can only act on disagreement: where a deeper stage disagrees because "
+        "it is wrong (weak dominance fails), both USS-KL-UCB and the sequential policy pay for it, and "
+        "no setting of the sequential policy removes that (ablation below). Where every context "
+        "satisfies WD and the stream is long enough, the sequential policy's regret against the best "
+        "stopping rule grows sub-linearly (table above) and on Hyperplane it beats the best fixed "
+        "depth; on the online streams the early, still-learning stages cost most of the excess.",
+        "",
+    ]
+    return lines
+
+
+def _ablation_section(results: dict[str, dict]) -> list[str]:
+    header = ["stream", "Oracle", *ABLATION]
+    rows = []
+    for name, result in results.items():
+        oracle = result["base"]["Oracle (best fixed depth)"]["objective"]
+        rows.append([name, _fmt(oracle), *(_fmt(v) for v in result["ablation"].values())])
+    return [
+        "## Ablation: the sequential policy's parameters (objective, C_K = 0.1)",
+        "",
+        "Measured after the defaults were fixed (4 bins, α = 1, explore = 1, no discount), to show "
+        "that the misses are not a matter of parameters; nothing here was used to choose them.",
+        "",
+        _table(header, rows),
+        "",
+    ]
+
+
+DESIGN = """## Design
+
+**Decision points and contexts.** After stage *s* (< K) answers, the policy sees its output and its
+confidence (top class probability; an abstaining stage counts as confidence 0). The *context* is
+(*s*, *b*), *b* the stage's confidence bin. Bins adapt to the stream without losing counts: the
+confidence axis has 16 fixed cells (finer towards 1), every cell keeps its own
+`DisagreementStats` over stages *s..K*, and the *n_bins* = 4 bins are quantile groups of the cells
+(by the histogram of confidences seen at that stage), recomputed at 32, 64, 128, ... events of the
+stage (then every 4096). A bin's counts are the sums of its cells' counts, so regrouping only
+re-sums them. State = the cells' counts, the grouping and its schedule: JSON, mergeable (cells add,
+the grouping is recomputed from the merged histogram), discountable (each cell forgets at the pace
+of its own events). `uss_stream/context_stats.py`.
+
+**Test.** In context (*s*, *b*) the policy runs USS-KL-UCB's set test (KL upper confidence bounds at
+level α·log₊(t / (K'·n_j)), *t* the context's own round, *K' = K − s + 1*) on stages *s..K* with
+costs *C_j − C_s*. Its answer *j\\** is a target: *j\\* = s* stops (Decision.stopped = "cost test");
+otherwise the stages up to *j\\** are queried (committed: so that the pairs the test asked for are
+observed) and *j\\**'s own context decides next. Forced exploration: in the context rounds where
+⌊explore·ln t⌋ steps up (explore·ln T + 1 rounds of T, deterministic) the event goes to depth K, so
+every deeper stage keeps being observed in every context whatever the deeper contexts decide.
+One policy, one module: `uss_stream/policies/sequential_kl_ucb.py` (`policy.sequential` is True;
+`begin()`/`step(output, confidence)`).
+
+## What is guaranteed, and what is not
+
+*Per-context reduction (a proof sketch, not a full proof).* Fix a context (*s*, *b*). Once the
+shallower contexts' decisions have settled (each makes O(log T) non-optimal decisions in
+expectation, below), the events reaching (*s*, *b*) are an i.i.d. sub-stream, and on it the policy
+is USS-KL-UCB on stages *s..K* with costs *C_j − C_s*, except that deeper contexts may query *more*
+stages (more observations never widen the bounds). So **if weak dominance holds within the context**
+(the context's events, as a USS instance on stages *s..K*, satisfy the paper's WD), USS-KL-UCB's
+argument gives O(log T) rounds in which the target differs from the context's optimal depth *i\\*(s,
+b)*, plus explore·ln T + 1 forced rounds. Summed over the (K − 1)·n_bins contexts: **O(K·n_bins·log
+T) regret against the greedy rule R\\*: "from each visited context go to its optimal fixed depth,
+then let that stage's context decide"**.
+
+*Against the best stopping rule.* For K = 2, R\\* *is* the best stopping rule on these contexts
+(each context has one decision, and under WD the disagreement test picks the better of stopping
+and continuing), so per-context WD gives O(log T) regret against the best context-dependent stopping
+rule. For K ≥ 3 R\\* can be worse than the best stopping rule: it compares stopping with *fixed*
+deeper depths, and an adaptive continuation (go on, then stop early where the next stage is
+confident) may beat stopping when no fixed depth does. When R\\* says "continue" the best rule
+continues too (a fixed depth is one way of continuing); when R\\* says "stop" it may be wrong. We
+have no bound for that gap; the replay measures it (regret against the best stopping rule).
+
+*What is not covered.* (1) Where WD fails inside a context, no label-free rule can tell a deeper
+stage that disagrees because it is right from one that disagrees because it is wrong (the paper's
+Proposition on the necessity of WD applies per context); the regret is then linear, as for
+USS-(KL-)UCB. Global WD neither implies nor is implied by per-context WD (Phishing: 5 of 8 contexts).
+(2) The bins move while the histogram settles, and the comparator's contexts (log quartiles) are not
+exactly the policy's (cell groups): part of the measured regret is that discretisation. (3) Stages
+that learn online and drifting streams make the sub-streams non-stationary; the plain counts never
+forget (`discount=` makes every cell forget). (4) Each context explores on its own, so a stream
+needs several hundred events per context before the contexts settle: on Heart (247 events, 8
+contexts) the policy is still exploring when the stream ends.
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results_adaptive.md")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
+    args = parser.parse_args()
+    run(args.output, args.figures)
+
+
+if __name__ == "__main__":
+    main()

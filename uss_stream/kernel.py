@@ -1,0 +1,385 @@
+"""The simulation kernel: the decision loop that the replay and the service's batch decider share.
+
+Every simulator of the package steps a policy through many rounds of one or many streams and asks it
+for its decisions through :meth:`~uss_stream.policies.base.Policy.decide_many`. The kernel holds the
+one pair order (:func:`pair_order`), the one layout of the counts of many streams (:class:`Counts`:
+one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
+by :class:`Reveal` steps) and the speculative, discount-aware loop (:func:`speculate`):
+:func:`uss_stream.replay.simulate` runs it from zero counts, ``connectors.kafka.batching`` from a
+live policy's counts (:meth:`Counts.of_stats`, handed back with
+:meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
+of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in
+:class:`Counts` and decide through :meth:`Counts.decide`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uss_stream.stats import DisagreementStats
+
+if TYPE_CHECKING:
+    from uss_stream.policies.base import Policy
+
+__all__ = ["Counts", "Reveal", "pair_order", "speculate"]
+
+# Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
+# the speculated states are accepted and halves below 60%; the states per step are capped so
+# that the working set stays in cache.
+_FIRST_WINDOW = 8
+_MAX_WINDOW = 4096
+_MAX_STATES = 1 << 14
+
+
+def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stage pairs ``(i, j)``, ``i < j`` (0-based), ordered by ``j`` then ``i``.
+
+    The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in pair_order(3)]
+    [[0, 0, 1], [1, 2, 2]]
+
+    """
+    upper_i = [i for j in range(n_stages) for i in range(j)]
+    upper_j = [j for j in range(n_stages) for _ in range(j)]
+    return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
+
+
+class Counts:
+    """The counts of ``reps`` independent streams in one ``(width, reps)`` array, stream index innermost.
+
+    Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
+    :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
+    counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
+    adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
+    Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
+
+    Examples
+    --------
+    >>> from uss_stream.stats import DisagreementStats
+    >>> stats = DisagreementStats(3)
+    >>> stats.record([0, 1, 1])
+    >>> stats.decisions = 1
+    >>> counts = Counts.of_stats(stats)
+    >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
+    [1, 1, 1, 1, 1, 0]
+    >>> counts.to_stats(0, discount=None) == stats
+    True
+    """
+
+    def __init__(
+        self, n_stages: int, rounds: np.ndarray, values: np.ndarray, *, errors: bool = False
+    ) -> None:
+        self.n_stages = n_stages
+        self.n_pairs = n_stages * (n_stages - 1) // 2
+        self.rounds = rounds
+        self.values = values
+        self.has_errors = errors
+        self._matrix = np.zeros((n_stages, n_stages, 0), dtype=values.dtype)
+
+    @property
+    def queried(self) -> np.ndarray:
+        """``(K, reps)`` counts ``n_j``."""
+        return self.values[: self.n_stages]
+
+    @property
+    def disagreements(self) -> np.ndarray:
+        """``(P, reps)`` counts ``D_ij``, pairs in :func:`pair_order`."""
+        return self.values[self.n_stages : self.n_stages + self.n_pairs]
+
+    @property
+    def errors(self) -> np.ndarray | None:
+        """``(K, reps)`` error counts, or ``None`` for counts without labels."""
+        return self.values[self.n_stages + self.n_pairs :] if self.has_errors else None
+
+    @staticmethod
+    def width(n_stages: int, *, errors: bool = False) -> int:
+        """Rows of :attr:`values`: ``K + P``, plus ``K`` with error counts."""
+        return n_stages + n_stages * (n_stages - 1) // 2 + (n_stages if errors else 0)
+
+    @classmethod
+    def zeros(cls, n_stages: int, reps: int, *, discount: float | None, errors: bool = False) -> Counts:
+        """Zero counts (round 0) for ``reps`` streams."""
+        dtype = np.int64 if discount is None else np.float64
+        values = np.zeros((cls.width(n_stages, errors=errors), reps), dtype=dtype)
+        return cls(n_stages, np.zeros(reps, dtype=np.int64), values, errors=errors)
+
+    @classmethod
+    def of_stats(cls, stats: DisagreementStats) -> Counts:
+        """One stream starting from ``stats`` (a policy's :attr:`~uss_stream.policies.base.Policy.stats`)."""
+        counts = cls.zeros(stats.n_stages, 1, discount=stats.discount)
+        upper_i, upper_j = pair_order(stats.n_stages)
+        matrix = np.array(stats.disagreements, dtype=counts.values.dtype).reshape(stats.n_stages, -1)
+        counts.rounds[0] = stats.decisions
+        counts.queried[:, 0] = stats.queried
+        counts.disagreements[:, 0] = matrix[upper_i, upper_j]
+        return counts
+
+    def to_stats(self, stream: int, *, discount: float | None) -> DisagreementStats:
+        """Stream ``stream``'s counts as a :class:`~uss_stream.stats.DisagreementStats`."""
+        stats = DisagreementStats(self.n_stages, discount=discount)
+        upper_i, upper_j = pair_order(self.n_stages)
+        matrix = np.zeros((self.n_stages, self.n_stages), dtype=self.values.dtype)
+        matrix[upper_i, upper_j] = self.disagreements[:, stream]
+        stats.decisions = int(self.rounds[stream])
+        stats.queried = self.queried[:, stream].tolist()
+        stats.disagreements = matrix.tolist()
+        return stats
+
+    def check(self, n_stages: int, reps: int, *, discount: float | None, errors: bool) -> None:
+        """Raise ``ValueError`` unless these are counts of ``reps`` streams of a ``K``-stage policy."""
+        shape = (self.width(n_stages, errors=errors), reps)
+        if self.n_stages != n_stages or self.has_errors != errors or self.values.shape != shape:
+            raise ValueError(
+                f"counts must be {shape[0]} x {reps} (K = {n_stages}, error counts: {errors}), got "
+                f"{self.values.shape[0]} x {self.values.shape[1]} (K = {self.n_stages}, "
+                f"error counts: {self.has_errors})"
+            )
+        if self.rounds.shape != (reps,):
+            raise ValueError(f"counts.rounds must have shape ({reps},), got {self.rounds.shape}")
+        dtype = np.int64 if discount is None else np.float64
+        if self.values.dtype != dtype:
+            raise ValueError(f"counts must be {np.dtype(dtype)} for discount={discount!r}")
+
+    def decide(self, policy: Policy, rounds: np.ndarray, *, streams: np.ndarray | None = None) -> np.ndarray:
+        """``policy.decide_many`` on every stream's counts, through views of this layout.
+
+        Only the ``K x K`` matrix of ``D_ij`` the policies read is filled (a reused buffer).
+        """
+        reps = self.values.shape[1]
+        if self._matrix.shape[2] != reps:
+            self._matrix = np.zeros((self.n_stages, self.n_stages, reps), dtype=self.values.dtype)
+        upper_i, upper_j = pair_order(self.n_stages)
+        self._matrix[upper_i, upper_j] = self.disagreements
+        errors = self.errors
+        arguments = (
+            rounds,
+            self.queried.T,
+            self._matrix.transpose(2, 0, 1),
+            None if errors is None else errors.T,
+        )
+        if streams is None:
+            return policy.decide_many(*arguments)
+        return policy.decide_many(*arguments, streams=streams)
+
+
+class Reveal:
+    """What querying a log row to depth ``d`` adds to the counts, as a vector of :class:`Counts` rows.
+
+    Parameters
+    ----------
+    n_stages
+        ``K``.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs in :func:`pair_order`.
+    wrong
+        ``N x K`` 0/1 error indicators, for counts with errors; else ``None``.
+
+    Examples
+    --------
+    >>> reveal = Reveal(3, np.array([[1, 1, 0]]))
+    >>> reveal.step(np.array([0, 0]), np.array([1, 2])).tolist()  # n_1..n_3, D_01, D_02, D_12
+    [[1, 0, 0, 0, 0, 0], [1, 1, 0, 1, 0, 0]]
+    """
+
+    def __init__(self, n_stages: int, pairs: np.ndarray, wrong: np.ndarray | None = None) -> None:
+        n_pairs = n_stages * (n_stages - 1) // 2
+        width = Counts.width(n_stages, errors=wrong is not None)
+        _, upper_j = pair_order(n_stages)
+        self.full = np.zeros((len(pairs), width), dtype=np.int8)  # all K stages queried
+        self.full[:, :n_stages] = 1
+        self.full[:, n_stages : n_stages + n_pairs] = pairs[:, :n_pairs]
+        self.seen = np.zeros((n_stages + 1, width), dtype=np.int8)  # what depth d reveals
+        for depth in range(1, n_stages + 1):
+            self.seen[depth, :n_stages] = np.arange(n_stages) < depth
+            self.seen[depth, n_stages : n_stages + n_pairs] = upper_j < depth
+        if wrong is not None:
+            self.full[:, n_stages + n_pairs :] = wrong[:, :n_stages]
+            self.seen[:, n_stages + n_pairs :] = self.seen[:, :n_stages]
+
+    def step(self, rows: np.ndarray, depths: np.ndarray) -> np.ndarray:
+        """``(len(rows), width)`` int8: the counts each row adds when queried to its depth."""
+        step = self.full.take(rows, axis=0)
+        step &= self.seen.take(depths, axis=0)
+        return step
+
+
+def speculate(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+    *,
+    streams: np.ndarray | None = None,
+    counts_of: Counts | None = None,
+    guess: int | None = None,
+) -> np.ndarray:
+    """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
+
+    Parameters
+    ----------
+    policy
+        Evaluated through :meth:`~uss_stream.policies.base.Policy.decide_many` only; its own counts
+        are not used. Its ``discount`` (if any) is applied to the counts as the streaming
+        statistics do.
+    rows
+        ``(reps, horizon)`` indices into the log.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
+        :func:`pair_order` (``P = K(K-1)/2``).
+    wrong
+        ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
+    on_progress
+        Called with the number of rounds decided at each step.
+    streams
+        ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
+        passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
+        for deterministic policies (then ``streams`` is not passed at all).
+    counts_of
+        The counts each repetition starts from (default: zero counts at round 0); updated in place
+        to the counts after the last row.
+    guess
+        The depth speculated first (default ``K``); only speed depends on it.
+
+    Notes
+    -----
+    Each step takes the ``A`` unfinished repetitions and a window of ``B`` rounds (the same for
+    all; it grows while nearly all speculations hold and shrinks when many fail). A repetition whose
+    speculation fails after ``k > 0`` accepted rounds speculates its old depth again; one that fails
+    at once speculates the new depth. The ``A x B``
+    speculated states are laid out with the state index innermost (arrays ``(K, B, A)``, passed
+    to ``decide_many`` as transposed views), so every elementwise operation runs over long
+    contiguous loops. Speculated decisions beyond the accepted ones are written too and are
+    overwritten when those rounds are decided for real; rounds past the horizon write to a
+    spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1} = γ·x_k + step_k``
+    one round of the window at a time (the operations of the streaming statistics), instead of
+    cumulative sums.
+
+    """
+    reps, horizon = rows.shape
+    n_stages = policy.n_stages
+    n_pairs = n_stages * (n_stages - 1) // 2
+    upper_i, upper_j = pair_order(n_stages)
+    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
+    wrong_planes = None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8)
+    stage = np.arange(n_stages)
+    pair = np.arange(n_pairs)
+    pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
+    rows_flat = rows.ravel()
+    spare = reps * horizon
+    gamma = getattr(policy, "discount", None)
+    count_type = np.int64 if gamma is None else np.float64
+    if counts_of is None:
+        counts_of = Counts.zeros(n_stages, reps, discount=gamma, errors=wrong is not None)
+    counts_of.check(n_stages, reps, discount=gamma, errors=wrong is not None)
+    first_round = counts_of.rounds
+    queried, disagreements, errors = counts_of.queried, counts_of.disagreements, counts_of.errors
+    t = np.ones(reps, dtype=np.int64)  # 1 + the rounds of `rows` decided so far
+    guess = np.full(reps, n_stages if guess is None else guess, dtype=np.int64)
+    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
+    counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
+    active = np.arange(reps)
+    window = _FIRST_WINDOW
+
+    while active.size:
+        n_active = active.size
+        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
+        n_states = n_active * width
+        offset = np.arange(width)[:, None]
+        start = t[active]
+        remaining = horizon - start + 1
+        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
+        row = rows_flat.take(flat, mode="clip")
+        depth = guess[active]
+
+        # Counts before each speculated round, assuming depth `depth` from the step's first round.
+        observed = pair[:, None] < pairs_below[depth - 1]
+        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
+        for p in range(n_pairs):
+            np.multiply(pair_planes[p][row], observed[p], out=step[p])
+        asked = stage[:, None] < depth
+        step_e = None
+        if errors is not None:
+            step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
+            for k in range(n_stages):
+                np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
+        if gamma is None:
+            state_d = _before_each(step, disagreements[:, active])
+            state_q = queried[:, None, active] + offset * asked[:, None, :]
+            state_e = None if step_e is None else _before_each(step_e, errors[:, active])
+        else:
+            state_d = _discounted_before_each(step, disagreements[:, active], gamma)
+            constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
+            state_q = _discounted_before_each(constant, queried[:, active], gamma)
+            state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
+        if counts.shape[2] < n_states:
+            counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
+        for p in range(n_pairs):
+            counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
+        arguments = (
+            (first_round[active] + start + offset).ravel(),
+            state_q.reshape(n_stages, n_states).T,
+            counts[:, :, :n_states].transpose(2, 0, 1),
+            None if state_e is None else state_e.reshape(n_stages, n_states).T,
+        )
+        if streams is None:
+            decided = policy.decide_many(*arguments)
+        else:
+            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
+        decided = decided.reshape(width, n_active)
+        depths[flat] = decided
+
+        # Accept up to and including the first round whose decision differs from the guess.
+        first = np.where(decided != depth, offset, width).min(axis=0)
+        last = np.minimum(first, np.minimum(width, remaining) - 1)
+        column = np.arange(n_active)
+        new_depth = decided[last, column]
+        last_row = row[last, column]
+        asked = stage[:, None] < new_depth
+        observed = pair[:, None] < pairs_below[new_depth - 1]
+        kept_q, kept_d = state_q[:, last, column], state_d[:, last, column]
+        kept_e = None if state_e is None else state_e[:, last, column]
+        if gamma is not None:
+            kept_q, kept_d = gamma * kept_q, gamma * kept_d
+            kept_e = None if kept_e is None else gamma * kept_e
+        queried[:, active] = kept_q + asked
+        disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
+        if errors is not None:
+            errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
+        advanced = last + 1
+        t[active] += advanced
+        guess[active] = np.where(first == 0, new_depth, depth)
+        accepted = advanced.sum() / n_states
+        if accepted > 0.9:
+            window = min(2 * width, _MAX_WINDOW)
+        elif accepted < 0.6:
+            window = max(2, width // 2)
+        if on_progress is not None:
+            on_progress(int(advanced.sum()))
+        active = active[t[active] <= horizon]
+    counts_of.rounds += horizon
+    return depths[:spare].reshape(reps, horizon)
+
+
+def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Counts before each round of a window: ``start + step_0 + ... + step_{k-1}`` at offset ``k``."""
+    state = np.cumsum(step, axis=1, dtype=np.int64)
+    state -= step
+    state += start[:, None, :]
+    return state
+
+
+def _discounted_before_each(step: np.ndarray, start: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted counts before each round of a window: ``x_0 = start``, ``x_{k+1} = γ·x_k + step_k``."""
+    state = np.empty(step.shape, dtype=np.float64)
+    state[:, 0] = start
+    for k in range(1, step.shape[1]):
+        np.multiply(state[:, k - 1], gamma, out=state[:, k])
+        state[:, k] += step[:, k - 1]
+    return state
