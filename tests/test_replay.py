@@ -321,8 +321,12 @@ def test_summary_columns_and_confidence_interval() -> None:
         "depth_3",
         "mean_cost",
         "error_rate",
+        "labels_mean",
+        "wd_verdict",
+        "wd_best_depth",
     ]
     assert summary["policy"].tolist() == ["u", "d3"]
+    assert summary["labels_mean"].tolist() == [0.0, 0.0]  # label-free policies use no labels
     row = summary.iloc[0]
     final = result.cumulative_regret["u"][:, -1]
     half = 1.959963984540054 * final.std(ddof=1) / math.sqrt(6)

@@ -19,9 +19,11 @@ from river import base
 
 from uss_stream.feature_costs import FeatureCosts
 from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy
+from uss_stream.policies.label_evidence import LabelEvidence
 from uss_stream.policies.membership import set_membership
 from uss_stream.stage import Stage
 from uss_stream.validation import check_stage_costs
+from uss_stream.wd_monitor import WDMonitor, WDReport
 
 __all__ = ["CascadeClassifier", "CascadeSummary", "Decision"]
 
@@ -212,6 +214,13 @@ class CascadeClassifier(base.Classifier):
         self._last_x: Any = None
         self._last_decision: Decision | None = None
         self._served: set[str] = set()
+        # Labels: the request of the last stepped decision (policy's view of its outputs, mask),
+        # the labels the policy learned from, and every stepped event's label for the WD monitor.
+        self._last_request: tuple[list[Any], int] | None = None
+        self._last_stepped: list[Any] | None = None
+        self._labels_used = 0
+        self._evidence = LabelEvidence(len(stages))
+        self._monitor = WDMonitor(self._cumulative, name="CascadeClassifier")
 
     @property
     def _multiclass(self) -> bool:
@@ -227,6 +236,12 @@ class CascadeClassifier(base.Classifier):
     def stage_costs(self) -> tuple[float, ...]:
         """``c_1..c_K``, the costs the policy trades off (explicit or derived from features)."""
         return self._stage_costs
+
+    @property
+    def label_requested(self) -> bool:
+        """Whether the last decided event asked for its label (a label-asking policy such as
+        :class:`~uss_stream.policies.AuditedUSS`); the next :meth:`learn_one` on it delivers it."""
+        return self._last_request is not None
 
     @property
     def total_cost(self) -> float:
@@ -271,11 +286,18 @@ class CascadeClassifier(base.Classifier):
                     rates[i, j] = rates[j, i] = counts[i, j] / queried[j]
         t = stats.decisions + 1
         sequential = policy.sequential
-        next_depth = (
-            None
-            if sequential
-            else int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :])[0])
-        )
+        if sequential:
+            next_depth = None
+        elif getattr(policy, "asks_for_labels", False):
+            evidence = policy.evidence
+            labelled = [[evidence.labelled, evidence.deeper_right, evidence.shallower_right]]
+            next_depth = int(
+                policy.decide_many(
+                    np.array([t]), queried[None, :], counts[None, :, :], evidence=np.array(labelled)
+                )[0]
+            )
+        else:
+            next_depth = int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :])[0])
         if isinstance(policy, (USSUCB, USSKLUCB)):
             in_low, in_high = set_membership(self._cumulative, policy.upper_bounds())
             membership = {
@@ -299,7 +321,11 @@ class CascadeClassifier(base.Classifier):
             },
             index=pd.Index(self._names, name="stage"),
         )
+        label_free = policy.label_free_depth() if getattr(policy, "asks_for_labels", False) else next_depth
+        wd = self._monitor.report(list(queried), counts.tolist(), self._evidence, t, label_free)
         return CascadeSummary(
+            labels_used=self._labels_used,
+            wd=wd,
             events=self._n_events,
             warm_up_events=self._n_warm_up_events,
             learned=self._n_learned,
@@ -331,7 +357,24 @@ class CascadeClassifier(base.Classifier):
         return self._decision_for(x, "label").prediction
 
     def learn_one(self, x: dict[Hashable, Any], y: Any, **kwargs: Any) -> None:
-        """Train every stage on its view of ``x``; ``kwargs`` (e.g. ``w``) go to each stage."""
+        """Train every stage on its view of ``x``; ``kwargs`` (e.g. ``w``) go to each stage.
+
+        The first ``learn_one`` after a decision is taken as the label of the decided event (River's
+        progressive validation predicts, then learns the same event; inside a pipeline the event
+        arrives transformed anew, so it is matched by its feature names, not its values). If that
+        decision asked for its label (:attr:`label_requested`), ``y`` also goes to the policy; a
+        label of a stepped event is counted for the WD monitor (:meth:`summary`). Nothing else of
+        the selection sees labels.
+        """
+        if self._last_decision is not None and y is not None and self._same_keys(x):
+            if self._last_stepped is not None and len(self._last_stepped) > 1:
+                self._evidence.record(self._last_stepped, y)
+            if self._last_request is not None:
+                outputs, mask = self._last_request
+                self._policy.learn_label(outputs, y, mask)
+                self._labels_used += 1
+        self._last_request = None
+        self._last_stepped = None
         for model, features, provider in self._plan:
             model.learn_one(_view(x, features, provider), y, **kwargs)
         self._n_learned += 1
@@ -345,6 +388,13 @@ class CascadeClassifier(base.Classifier):
             decision = self.decide_one(x)
         self._served.add(method)
         return decision
+
+    def _same_keys(self, x: dict[Hashable, Any]) -> bool:
+        """Whether ``x`` can be the last decided event (plain dicts: the same feature names)."""
+        last = self._last_x
+        if type(x) is dict and type(last) is dict:
+            return x.keys() == last.keys()
+        return True
 
     def _is_last_event(self, x: dict[Hashable, Any]) -> bool:
         if type(x) is not dict:
@@ -379,8 +429,14 @@ class CascadeClassifier(base.Classifier):
             if stepped:
                 self._cancel_step()
             raise
+        self._last_request = None
+        self._last_stepped = None
         if stepped:
-            policy.update([_for_policy(label) for label in labels] if abstained else labels)
+            seen = [_for_policy(label) for label in labels] if abstained else labels
+            policy.update(seen)
+            self._last_stepped = seen
+            if getattr(policy, "asks_for_labels", False) and policy.label_request:
+                self._last_request = (seen, policy.label_request)
         else:
             self._n_warm_up_events += 1
         if len(proba) < 2 and not self._all_multiclass:
@@ -522,6 +578,12 @@ class CascadeSummary:
     disagreement
         ``K x K`` empirical disagreement rates ``p̂_ij`` of the policy's steps (NaN while a pair
         has not been observed).
+    labels_used
+        Labels the policy learned from (only a label-asking policy asks).
+    wd
+        The WD monitor (:mod:`uss_stream.wd_monitor`) on the labels of the stepped events seen by
+        :meth:`CascadeClassifier.learn_one`: best depth, agreement of the label-free choice,
+        verdict. ``None`` only for summaries built by hand.
     contexts
         For a sequential policy, one row per context (stage, confidence bin): its confidence
         range, events, how many stopped there and the depth mix of its events, and what its cost
@@ -536,6 +598,8 @@ class CascadeSummary:
     stages: pd.DataFrame
     disagreement: pd.DataFrame
     contexts: pd.DataFrame | None = None
+    labels_used: int = 0
+    wd: WDReport | None = None
 
     @property
     def mean_cost(self) -> float:
@@ -548,7 +612,9 @@ class CascadeSummary:
             f"mean cost {self.mean_cost:.4g}, next depth {self.next_depth}"
         )
         rates = self.disagreement.round(4).to_string()
-        text = f"{head}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
+        monitor = "" if self.wd is None else f"; {self.wd}"
+        labels = f"labels used by the policy: {self.labels_used}{monitor}"
+        text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
         if self.contexts is not None:
             text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
         return text

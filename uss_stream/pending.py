@@ -13,6 +13,14 @@ Decision identifiers are strings or integers: they are saved in the JSON state, 
 the last ``remember_reported`` reported or expired identifiers, so that after a restore an
 identifier can still not be decided twice. Other identifiers (tuples, floats, ``None``) are
 refused by :meth:`PendingDecisions.decide`; join the parts of a composite key into a string.
+
+**Late labels.** With a label-asking policy (``policy.asks_for_labels``, e.g.
+:class:`~uss_stream.policies.AuditedUSS`) a report may ask for the event's label
+(:meth:`PendingDecisions.label_requested`); the label is given later, by id, to
+:meth:`PendingDecisions.report_label`, which applies it, counts it, and rejects (with a
+:class:`RejectedReport`, counted in :attr:`PendingDecisions.label_counters`) a label for an unknown
+id, for a decision that did not ask, a second label, or one that expired (after
+``max_label_age_decisions`` later decisions).
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ STATE_FORMAT = "uss-stream/pending-decisions/v1"
 
 class RejectedReport(ValueError):
     """A report that cannot be applied; ``reason`` is one of ``unknown``, ``duplicate``,
-    ``expired``, ``too_many_outputs``, ``invalid``."""
+    ``expired``, ``too_many_outputs``, ``invalid`` (and ``not_requested`` for a label)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -59,6 +67,8 @@ class PendingDecisions:
         of an identifier + 3)`` bytes of JSON at the default.
     clock
         Seconds, monotonic; injectable for tests.
+    max_label_age_decisions
+        A requested label still missing after this many later decisions expires (``None``: never).
 
     Examples
     --------
@@ -87,6 +97,7 @@ class PendingDecisions:
         max_age_seconds: float | None = None,
         remember_reported: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        max_label_age_decisions: int | None = None,
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a uss_stream Policy, got {type(policy).__name__}")
@@ -108,6 +119,22 @@ class PendingDecisions:
         # decision id -> (depth, round t, time decided); insertion order is decision order.
         self._pending: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
         self._closed: OrderedDict[Hashable, str] = OrderedDict()
+        if max_label_age_decisions is not None and not max_label_age_decisions > 0:
+            raise ValueError(f"max_label_age_decisions must be > 0 or None, got {max_label_age_decisions!r}")
+        self.max_label_age_decisions = max_label_age_decisions
+        # decision id -> (outputs, request mask, round t) of reports that asked for their label.
+        self._awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+        self._labels_closed: OrderedDict[Hashable, str] = OrderedDict()
+        self.label_counters = {
+            "requested": 0,
+            "applied": 0,
+            "expired": 0,
+            "rejected_unknown": 0,
+            "rejected_not_requested": 0,
+            "rejected_duplicate": 0,
+            "rejected_expired": 0,
+            "rejected_invalid": 0,
+        }
         self.counters = {
             "decided": 0,
             "applied": 0,
@@ -140,6 +167,7 @@ class PendingDecisions:
         self._pending[decision_id] = (depth, t, self._clock())
         self.counters["decided"] += 1
         self.expire()
+        self._expire_labels()
         return depth
 
     def depth_of(self, decision_id: Hashable) -> int:
@@ -180,13 +208,92 @@ class PendingDecisions:
             values = check_outputs(outputs, count)
         except ValueError as error:
             self._reject("invalid", f"report of {decision_id!r}: {error}")
+        request = self.policy.request_label(entry[1], values) if self._asks_for_labels else 0
         try:
             self.policy.stats.record(values)
         except ValueError as error:
+            if request:
+                self.policy.withdraw_label_request()
             self._reject("invalid", f"report of {decision_id!r}: {error}")
+        if request:
+            self._awaiting[decision_id] = (values, request, entry[1])
+            self.label_counters["requested"] += 1
         del self._pending[decision_id]
         self._close(decision_id, "reported")
         self.counters["applied"] += 1
+
+    @property
+    def _asks_for_labels(self) -> bool:
+        return bool(getattr(self.policy, "asks_for_labels", False))
+
+    @property
+    def awaiting_labels(self) -> int:
+        """How many reported decisions await their requested label."""
+        return len(self._awaiting)
+
+    def label_requested(self, decision_id: Hashable) -> bool:
+        """Whether the report of ``decision_id`` asked for its label (and the label is still awaited)."""
+        return decision_id in self._awaiting
+
+    def report_label(self, decision_id: Hashable, label: Hashable) -> None:
+        """Apply the late label of a decision whose report asked for it.
+
+        >>> from uss_stream.policies import AuditedUSS
+        >>> book = PendingDecisions(AuditedUSS(stage_costs=[0.0, 0.5]))
+        >>> book.decide("e1")
+        2
+        >>> book.report("e1", ["cat", "dog"])       # the stages disagree: the label is asked for
+        >>> book.label_requested("e1")
+        True
+        >>> book.report_label("e1", "dog")
+        >>> book.policy.evidence.deeper_right, book.label_counters["applied"]
+        ([1], 1)
+        >>> book.report_label("e1", "dog")
+        Traceback (most recent call last):
+        ...
+        uss_stream.pending.RejectedReport: the label of decision 'e1' was already applied
+
+        """
+        entry = self._awaiting.get(decision_id)
+        if entry is None:
+            state = self._labels_closed.get(decision_id)
+            if state == "applied":
+                self._reject_label("duplicate", f"the label of decision {decision_id!r} was already applied")
+            if state == "expired":
+                self._reject_label("expired", f"the label of decision {decision_id!r} expired before it came")
+            if decision_id in self._pending or self._closed.get(decision_id) == "reported":
+                self._reject_label("not_requested", f"decision {decision_id!r} did not ask for its label")
+            self._reject_label("unknown", f"decision {decision_id!r} is unknown")
+        values, request, _ = entry
+        try:
+            self.policy.learn_label(values, label, request)
+        except ValueError as error:
+            self._reject_label("invalid", f"label of {decision_id!r}: {error}")
+        del self._awaiting[decision_id]
+        self._close_label(decision_id, "applied")
+        self.label_counters["applied"] += 1
+
+    def _expire_labels(self) -> None:
+        limit = self.max_label_age_decisions
+        if limit is None:
+            return
+        now_round = self.policy.stats.decisions
+        while self._awaiting:
+            decision_id, (_, _, t) = next(iter(self._awaiting.items()))
+            if now_round - t < limit:
+                break
+            del self._awaiting[decision_id]
+            self._close_label(decision_id, "expired")
+            self.label_counters["expired"] += 1
+
+    def _close_label(self, decision_id: Hashable, state: str) -> None:
+        self._labels_closed[decision_id] = state
+        while len(self._labels_closed) > self.remember_reported:
+            self._labels_closed.popitem(last=False)
+
+    def _reject_label(self, reason: str, message: str) -> None:
+        self.label_counters[f"rejected_{reason}"] += 1
+        raise RejectedReport(reason, message)
 
     def expire(self) -> list[Hashable]:
         """Expire the decisions past their age limits; returns their identifiers."""
@@ -231,6 +338,10 @@ class PendingDecisions:
                 "expired": [k for k, state in enumerate(self._closed.values()) if state == "expired"],
             },
             "counters": dict(self.counters),
+            "labels": {
+                "awaiting": [[i, list(v), mask, t] for i, (v, mask, t) in self._awaiting.items()],
+                "counters": dict(self.label_counters),
+            },
         }
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
@@ -288,10 +399,43 @@ class PendingDecisions:
                 raise ValueError(f"{where} has round {t}, beyond the {decisions} decisions of the policy")
             restored[decision_id] = (depth, t, now)
             last_round = t
+        awaiting, label_counters = self._restore_labels(document.get("labels"))
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
         self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
         self.counters = dict(counters)
+        self._awaiting = awaiting
+        self.label_counters = label_counters
+
+    def _restore_labels(self, labels: Any) -> tuple[OrderedDict, dict[str, int]]:
+        """The awaited labels and label counters of a state document (absent in older documents)."""
+        if labels is None:
+            return OrderedDict(), {key: 0 for key in self.label_counters}
+        if not isinstance(labels, dict):
+            raise ValueError("state field 'labels' must be an object")
+        awaiting_list = labels.get("awaiting")
+        counters = labels.get("counters")
+        if not isinstance(awaiting_list, list):
+            raise ValueError("state field 'labels.awaiting' must be a list")
+        if (
+            not isinstance(counters, dict)
+            or set(counters) != set(self.label_counters)
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
+        ):
+            raise ValueError(
+                f"state field 'labels.counters' must hold the counts {sorted(self.label_counters)}"
+            )
+        awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+        for k, item in enumerate(awaiting_list):
+            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):
+                raise ValueError(f"state field 'labels.awaiting[{k}]' must be [id, outputs, mask, t]")
+            decision_id, values, mask, t = item
+            if not isinstance(mask, int) or isinstance(mask, bool) or mask <= 0:
+                raise ValueError(f"state field 'labels.awaiting[{k}]' has request mask {mask!r}")
+            if not isinstance(t, int) or isinstance(t, bool) or t < 1:
+                raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
+            awaiting[decision_id] = (values, mask, t)
+        return awaiting, dict(counters)
 
 
 def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:

@@ -64,6 +64,7 @@ import pandas as pd
 from uss_stream._extras import require
 from uss_stream.instances import Instance
 from uss_stream.kernel import pair_order, speculate
+from uss_stream.label_replay import LabelledRun, simulate_labelled
 from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
@@ -113,6 +114,16 @@ class ReplayResult:
         used for the regret (``None`` if unknown) and the disagreement probabilities of the log.
     horizon, reps, seed, sampling
         The replay parameters.
+    labels_used
+        ``name -> (reps,)`` labels each repetition consumed: the requests of a label-asking policy
+        (:class:`~uss_stream.policies.AuditedUSS`; a request counts when made, also if its label
+        would arrive after the horizon), one per round for
+        :class:`~uss_stream.policies.SupervisedUCB`, 0 for label-free policies.
+    label_delay, label_cost
+        Rounds between a request and its label; the cost ``λ`` added to the regret per label.
+    wd_reports
+        ``name -> [WDReport per repetition]`` (:mod:`uss_stream.wd_monitor`) at the horizon, for
+        the label-asking policies.
 
     """
 
@@ -127,6 +138,11 @@ class ReplayResult:
         reps: int,
         seed: int | None,
         sampling: str,
+        labels_used: dict[str, np.ndarray] | None = None,
+        label_curves: dict[str, np.ndarray] | None = None,
+        label_delay: int = 0,
+        label_cost: float = 0.0,
+        wd_reports: dict[str, list[Any]] | None = None,
     ) -> None:
         self.names = list(depths)
         self.depths = depths
@@ -137,6 +153,11 @@ class ReplayResult:
         self.reps = reps
         self.seed = seed
         self.sampling = sampling
+        self.labels_used = labels_used or {name: np.zeros(reps, dtype=np.int64) for name in depths}
+        self._label_curves = label_curves or {}
+        self.label_delay = label_delay
+        self.label_cost = label_cost
+        self.wd_reports = wd_reports or {}
         self._regret: dict[str, np.ndarray] | None = None
 
     @property
@@ -146,13 +167,24 @@ class ReplayResult:
 
     @property
     def cumulative_regret(self) -> dict[str, np.ndarray]:
-        """``name -> (reps, horizon)`` cumulative pseudo-regret ``Σ_{s<=t} Δ_{I_s}``."""
+        """``name -> (reps, horizon)`` cumulative pseudo-regret ``Σ_{s<=t} Δ_{I_s}``, plus
+        ``λ`` times the labels requested up to ``t`` when ``label_cost=λ``."""
         if not self.has_regret:
             raise ValueError("regret needs error rates: pass labels= or error_rates= to replay()")
         if self._regret is None:
             gaps = self.instance.gaps
             self._regret = {name: np.cumsum(gaps[d - 1], axis=1) for name, d in self.depths.items()}
+            if self.label_cost:
+                for name, curve in self._label_curves.items():
+                    self._regret[name] = self._regret[name] + self.label_cost * curve
         return self._regret
+
+    def cumulative_labels(self, name: str) -> np.ndarray:
+        """``(reps, horizon)`` labels used up to each round (zeros for a label-free policy)."""
+        curve = self._label_curves.get(name)
+        if curve is None:
+            return np.zeros((self.reps, self.horizon), dtype=np.int64)
+        return np.asarray(curve)
 
     def final_regret(self, name: str) -> tuple[float, float]:
         """Mean over repetitions of the regret at the horizon, and the half-width of its 95% CI.
@@ -189,6 +221,10 @@ class ReplayResult:
                 row["error_rate"] = math.nan
             else:
                 row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
+            row["labels_mean"] = float(self.labels_used[name].mean())
+            reports = self.wd_reports.get(name)
+            row["wd_verdict"] = _most_common([r.verdict for r in reports]) if reports else ""
+            row["wd_best_depth"] = _most_common([r.best_depth for r in reports]) if reports else ""
             records.append(row)
         return pd.DataFrame.from_records(records)
 
@@ -239,6 +275,8 @@ def replay(
     error_rates: Sequence[float] | None = None,
     stage_costs: Sequence[float] | None = None,
     progress: bool = False,
+    label_delay: int = 0,
+    label_cost: float = 0.0,
 ) -> ReplayResult:
     """Replay policies on a logged cascade; see the module docstring for the protocol.
 
@@ -268,6 +306,13 @@ def replay(
         agree (policies built without costs, e.g. ``FixedDepth(2)``, are not consulted).
     progress
         Show a tqdm progress bar (on stderr).
+    label_delay
+        Rounds ``D >= 0`` between a label request of a label-asking policy
+        (:class:`~uss_stream.policies.AuditedUSS`) and its label (applied before the decision of
+        round ``s + D + 1``; :mod:`uss_stream.label_replay`). SupervisedUCB, the paper's
+        reference, still learns every label at once.
+    label_cost
+        ``λ >= 0`` added to the regret per label used (:attr:`ReplayResult.labels_used`).
 
     Returns
     -------
@@ -302,8 +347,13 @@ def replay(
             )
     else:
         gamma = None if wrong is None else wrong.mean(axis=0)
+    if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
+        raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
+    if isinstance(label_cost, bool) or not isinstance(label_cost, (int, float)) or not label_cost >= 0:
+        raise ValueError(f"label_cost must be a number >= 0, got {label_cost!r}")
     for name, policy in templates.items():
-        if isinstance(policy, SupervisedUCB) and wrong is None:
+        asks = getattr(policy, "asks_for_labels", False)
+        if (asks or isinstance(policy, SupervisedUCB)) and wrong is None:
             raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
     instance = Instance(
         cumulative_costs=cumulative,
@@ -312,9 +362,27 @@ def replay(
         sd_violation=None if wrong is None else _sd_violation(wrong),
     )
     rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
-    depths = _run_policies(templates, rows, pair_indicators(codes), wrong, progress)
+    pairs = pair_indicators(codes)
+    asking = {name: p for name, p in templates.items() if getattr(p, "asks_for_labels", False)}
+    others = {name: p for name, p in templates.items() if name not in asking}
+    depths = _run_policies(others, rows, pairs, wrong, progress) if others else {}
+    labelled = {
+        name: simulate_labelled(policy, rows, pairs, wrong, int(label_delay))
+        for name, policy in asking.items()
+    }
+    labels_used: dict[str, np.ndarray] = {}
+    curves: dict[str, np.ndarray] = {}
+    for name, policy in templates.items():
+        if name in labelled:
+            curves[name] = np.cumsum(labelled[name].requests, axis=1)
+            labels_used[name] = curves[name][:, -1].copy()
+        elif isinstance(policy, SupervisedUCB):
+            curves[name] = np.broadcast_to(np.arange(1, horizon + 1), (reps, horizon))
+            labels_used[name] = np.full(reps, horizon, dtype=np.int64)
+        else:
+            labels_used[name] = np.zeros(reps, dtype=np.int64)
     return ReplayResult(
-        depths=depths,
+        depths={name: labelled[name].depths if name in labelled else depths[name] for name in templates},
         rows=rows,
         instance=instance,
         wrong=wrong,
@@ -322,7 +390,54 @@ def replay(
         reps=reps,
         seed=seed,
         sampling=sampling,
+        labels_used=labels_used,
+        label_curves=curves,
+        label_delay=int(label_delay),
+        label_cost=float(label_cost),
+        wd_reports={
+            name: _wd_reports(asking[name], run, horizon, int(label_delay)) for name, run in labelled.items()
+        },
     )
+
+
+def _wd_reports(policy: Policy, run: LabelledRun, horizon: int, label_delay: int) -> list[Any]:
+    """The WD monitor's report of each repetition at the horizon."""
+    from uss_stream.policies.label_evidence import LabelEvidence
+    from uss_stream.wd_monitor import wd_report
+
+    n_stages = policy.n_stages
+    upper_i, upper_j = pair_order(n_stages)
+    reps = run.queried.shape[0]
+    matrix = np.zeros((reps, n_stages, n_stages), dtype=np.int64)
+    matrix[:, upper_i, upper_j] = run.pair_counts
+    rounds = np.full(reps, horizon + 1)
+    label_free = policy.label_free_depth_many(rounds, run.queried, matrix)
+    applied = run.requests[:, : max(horizon - label_delay, 0)].sum(axis=1)
+    reports = []
+    for r in range(reps):
+        evidence = LabelEvidence(n_stages)
+        evidence.labels = int(applied[r])
+        evidence.labelled, evidence.deeper_right, evidence.shallower_right = run.evidence[r].tolist()
+        reports.append(
+            wd_report(
+                policy.cumulative_costs,
+                run.queried[r].tolist(),
+                matrix[r].tolist(),
+                evidence,
+                horizon + 1,
+                int(label_free[r]),
+            )
+        )
+    return reports
+
+
+def _most_common(values: list[Any]) -> str:
+    """``"value (count/total)"`` of the most frequent value (the first one on ties)."""
+    counts: dict[Any, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    best = max(counts, key=counts.get)
+    return f"{best} ({counts[best]}/{len(values)})"
 
 
 def _run_policies(
@@ -483,6 +598,9 @@ def replay_piecewise(
         if codes.shape[1] != n_stages:
             raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
     templates = _check_policies(policies, n_stages)
+    for name, policy in templates.items():
+        if getattr(policy, "asks_for_labels", False):
+            raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
     instances, row_blocks, offset = [], [], 0

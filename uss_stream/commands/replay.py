@@ -10,7 +10,11 @@ columns, then the label column. Without ``--input`` it replays a bundled case of
 ``--policy`` specs::
 
     uss-ucb[:alpha=0.51]  alg2  fixed:depth=2  supervised[:alpha=0.51]  oracle
-    uss-ts[:seed=0]  uss-kl-ucb[:alpha=1]
+    uss-ts[:seed=0]  uss-kl-ucb[:alpha=1]  uee-ucb[:alpha=1]  audited[:label_budget=3,alpha=1]
+
+``audited`` (AuditedUSS) asks for a few labels, which arrive ``--label-delay`` rounds late;
+``--label-cost`` adds a cost per label used to the regret. The summary shows the labels each policy
+used and, for ``audited``, the WD monitor's verdict.
 
 Every learning policy (all but ``fixed`` and ``oracle``) also takes ``discount=G`` (``0 < G < 1``):
 discounted, drift-aware counts (:mod:`uss_stream.forgetting`), e.g. ``uss-kl-ucb:discount=0.999``.
@@ -42,9 +46,11 @@ from uss_stream.datasets.paper import PAPER_CASES, paper_case
 from uss_stream.io import matrix_layout, read_table
 from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import (
+    UEEUCB,
     USSKLUCB,
     USSTS,
     USSUCB,
+    AuditedUSS,
     FixedDepth,
     Hanawal2017WD,
     Oracle,
@@ -94,7 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="policies",
         metavar="SPEC",
         help="uss-ucb[:alpha=A] | alg2 | fixed:depth=D | supervised[:alpha=A] | oracle | uss-ts[:seed=S] | "
-        "uss-kl-ucb[:alpha=A]; learning policies also take discount=G; repeatable "
+        "uss-kl-ucb[:alpha=A] | uee-ucb[:alpha=A] | audited[:label_budget=C,alpha=A]; learning policies "
+        "but audited also take discount=G; repeatable "
         "(default: uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and supervised:alpha=0.51 "
         "when labels are given)",
     )
@@ -102,6 +109,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run_group.add_argument("--reps", type=int, default=100, help="repetitions (100)")
     run_group.add_argument("--seed", type=int, default=0, help="seed of the row sampling (0)")
     run_group.add_argument("--sampling", choices=SAMPLING_MODES, default="uniform", help="row sampling")
+    run_group.add_argument(
+        "--label-delay", type=int, default=0, help="rounds between a label request and its label (0)"
+    )
+    run_group.add_argument(
+        "--label-cost", type=float, default=0.0, help="cost added to the regret per label used (0)"
+    )
     run_group.add_argument("--out", default="out/replay", help="output folder (out/replay)")
     run_group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
     parser.set_defaults(handler=run)
@@ -111,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
     for name in ("horizon", "reps"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if args.label_delay < 0:
+        raise ValueError(f"--label-delay must be >= 0, got {args.label_delay}")
+    if not args.label_cost >= 0:
+        raise ValueError(f"--label-cost must be >= 0, got {args.label_cost}")
     out = Path(args.out)
     _check_writable(out)
     require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
@@ -149,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             error_rates=error_rates if labels is None else None,
             stage_costs=stage_costs,
             progress=not args.no_progress,
+            label_delay=args.label_delay,
+            label_cost=args.label_cost,
         )
         summary = result.summary()
     except MemoryError:
@@ -187,6 +206,10 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     ('uss-kl-ucb:discount=0.999', USSKLUCB(stage_costs=[0.0, 0.1], alpha=1.0, discount=0.999))
     >>> parse_policy("uss-ts", [0.0, 0.1], [0.3, 0.2])
     ('uss-ts:seed=0', USSTS(stage_costs=[0.0, 0.1], seed=0, discount=None))
+    >>> parse_policy("uee-ucb:alpha=0.5", [0.0, 0.1], [0.3, 0.2])
+    ('uee-ucb:alpha=0.5', UEEUCB(stage_costs=[0.0, 0.1], alpha=0.5, discount=None))
+    >>> parse_policy("audited", [0.0, 0.1], [0.3, 0.2])
+    ('audited', AuditedUSS(stage_costs=[0.0, 0.1], alpha=1.0, label_budget=3.0))
     >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
     Traceback (most recent call last):
     ...
@@ -208,6 +231,8 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
         "fixed": {"depth"},
         "uss-ts": {"seed", "discount"},
         "uss-kl-ucb": {"alpha", "discount"},
+        "uee-ucb": {"alpha", "discount"},
+        "audited": {"alpha", "label_budget"},
     }
     if kind not in allowed:
         raise ValueError(f"--policy {spec!r}: unknown policy {kind!r}; one of {', '.join(allowed)}")
@@ -236,6 +261,12 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
         if "alpha" in params:
             learning["alpha"] = _parse(params["alpha"], float, spec)
         return kind + (f":{given}" if given else ""), _build(spec, USSKLUCB, costs, **learning)
+    if kind in ("uee-ucb", "audited"):
+        for key in ("alpha", "label_budget"):
+            if key in params:
+                learning[key] = _parse(params[key], float, spec)
+        policy_class = UEEUCB if kind == "uee-ucb" else AuditedUSS
+        return kind + (f":{given}" if given else ""), _build(spec, policy_class, costs, **learning)
     if kind == "oracle":
         return "oracle", Oracle(costs, error_rates=list(error_rates))
     if "depth" not in params:

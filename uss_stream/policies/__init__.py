@@ -12,20 +12,24 @@ learning policy takes ``discount=`` for drift-aware counts (:mod:`uss_stream.for
 
 from __future__ import annotations
 
+from uss_stream.policies.audited_uss import AuditedUSS
 from uss_stream.policies.base import Policy
 from uss_stream.policies.fixed_depth import FixedDepth
 from uss_stream.policies.hanawal2017 import Hanawal2017WD
 from uss_stream.policies.oracle import Oracle
 from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
 from uss_stream.policies.supervised_ucb import SupervisedUCB
+from uss_stream.policies.uee_ucb import UEEUCB
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.policies.uss_ts import USSTS
 from uss_stream.policies.uss_ucb import USSUCB
 
 __all__ = [
+    "UEEUCB",
     "USSKLUCB",
     "USSTS",
     "USSUCB",
+    "AuditedUSS",
     "FixedDepth",
     "Hanawal2017WD",
     "Oracle",

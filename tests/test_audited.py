@@ -1,0 +1,335 @@
+"""AuditedUSS, its label evidence, the labelled replay, late labels in PendingDecisions and the WD monitor."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+
+import numpy as np
+import pytest
+from river import base as river_base
+
+from uss_stream import CascadeClassifier, Stage
+from uss_stream.datasets.bsc import generate_bsc
+from uss_stream.datasets.paper import paper_case
+from uss_stream.label_replay import simulate_labelled
+from uss_stream.pending import PendingDecisions, RejectedReport
+from uss_stream.policies import USSKLUCB, AuditedUSS
+from uss_stream.policies.label_evidence import LabelEvidence, e_bounds
+from uss_stream.replay import encode_log, pair_indicators, replay, sample_rows
+from uss_stream.wd_monitor import WDMonitor, wd_report
+
+
+# -- label evidence ---------------------------------------------------------------------------------
+def test_evidence_counts_only_disagreeing_pairs():
+    evidence = LabelEvidence(3)
+    evidence.record(["a", "b", "b"], "b")  # pairs (1,2), (1,3) disagree; the deeper stages are right
+    evidence.record(["a", "a", "c"], "c")  # pairs (1,3), (2,3) disagree; stage 3 right
+    evidence.record(["a", "b", "c"], "z")  # every pair disagrees, nobody right: w+ and w- unchanged
+    evidence.record(["a", "a"], "b")  # agreement: nothing counted but the label
+    # pair order (1,2), (1,3), (2,3)
+    assert evidence.labelled == [2, 3, 2]
+    assert evidence.deeper_right == [1, 2, 1]
+    assert evidence.shallower_right == [0, 0, 0]
+    assert evidence.labels == 4
+    assert LabelEvidence.from_dict(json.loads(json.dumps(evidence.to_dict()))) == evidence
+
+
+def test_evidence_rejects_a_mask_pair_that_agrees_and_bad_documents():
+    evidence = LabelEvidence(2)
+    with pytest.raises(ValueError, match="does not disagree"):
+        evidence.record([1, 1], 1, pairs=1)
+    with pytest.raises(ValueError, match="beyond"):
+        evidence.record([1, 0], 1, pairs=2)
+    document = evidence.to_dict()
+    document["deeper_right"] = [1]
+    with pytest.raises(ValueError, match="exceeds labelled"):
+        LabelEvidence.from_dict(document)
+
+
+@pytest.mark.parametrize(
+    ("m", "plus", "minus", "level"), [(10, 7, 3, 2.0), (40, 40, 0, 5.0), (25, 5, 15, 3.0)]
+)
+def test_e_bounds_are_the_kl_bounds(m, plus, minus, level):
+    # Independent computation: scan q on a fine grid for m·kl(x̄, q) <= level.
+    mean = (plus - minus + m) / (2 * m)
+
+    def kl(p, q):
+        total = p * math.log(p / q) if p > 0 else 0.0
+        return total + ((1 - p) * math.log((1 - p) / (1 - q)) if p < 1 else 0.0)
+
+    grid = np.linspace(1e-6, 1 - 1e-6, 200_001)
+    inside = [q for q in grid if m * kl(mean, q) <= level]
+    lower, upper = e_bounds(m, plus, minus, level)
+    assert lower == pytest.approx(2 * min(inside) - 1, abs=2e-5)
+    assert upper == pytest.approx(2 * max(inside) - 1, abs=2e-5) or (mean == 1 and upper == 1.0)
+    assert e_bounds(0, 0, 0, level) == (-1.0, 1.0)
+
+
+# -- the policy --------------------------------------------------------------------------------------
+def test_without_labels_it_decides_as_uss_kl_ucb():
+    outputs, _ = generate_bsc(3000, seed=3)
+    costs = [0.0, 0.11, 0.11]
+    assert np.array_equal(AuditedUSS(costs).run(outputs), USSKLUCB(costs).run(outputs))
+
+
+def test_request_rule_by_hand():
+    policy = AuditedUSS([0.0, 0.5], label_budget=0.5)
+    assert policy.select() == 2
+    policy.update([0, 1])  # t = 1: 0 requests < 0.5·sqrt(1), the pair disagrees and is open
+    assert policy.label_request == 1 and policy.labels_requested == 1
+    assert policy.select() == 2
+    policy.update([0, 1])  # t = 2: 1 request >= 0.5·sqrt(2) = 0.71: the budget is spent
+    assert policy.label_request == 0
+    fresh = AuditedUSS([0.0, 0.5])
+    fresh.select()
+    fresh.update([1, 1])  # the stages agree: a label would say nothing
+    assert fresh.label_request == 0 and fresh.labels_requested == 0
+
+
+def test_learn_label_checks_its_mask():
+    policy = AuditedUSS([0.0, 0.5])
+    with pytest.raises(ValueError, match="mask"):
+        policy.learn_label([0, 1], 1, 0)
+    policy.learn_label([0, 1], 1, 1)
+    assert policy.evidence.deeper_right == [1] and policy.labels_received == 1
+
+
+def test_state_round_trip_and_validation():
+    outputs, labels = generate_bsc(2000, seed=2)
+    policy = AuditedUSS([0.0, 0.11, 0.11])
+    policy.run(outputs, labels=labels, label_delay=5)
+    document = json.loads(json.dumps(policy.state_dict()))
+    twin = AuditedUSS([0.0, 0.11, 0.11])
+    twin.load_state_dict(document)
+    assert twin.state_dict() == policy.state_dict()
+    assert twin.select() == policy.select()
+    broken = dict(document, labels_requested=-1)
+    with pytest.raises(ValueError, match="labels_requested"):
+        twin.load_state_dict(broken)
+
+
+def test_weak_dominance_failure_is_corrected():
+    # BSC case 5: i* = 2, WD fails (p_23 > C_3 - C_2); label-free USS-KL-UCB stays at depth 3.
+    outputs, labels = generate_bsc(20_000, seed=1)
+    costs = [0.0, 0.11, 0.11]
+    plain = USSKLUCB(costs).run(outputs)
+    audited = AuditedUSS(costs)
+    depths = audited.run(outputs, labels=labels, label_delay=100)
+    assert (plain[-5000:] == 3).mean() > 0.9
+    assert (depths[-5000:] == 2).mean() > 0.9
+    assert audited.labels_requested <= 3.0 * math.sqrt(20_000)
+
+
+# -- the labelled replay equals the streaming loop ---------------------------------------------------
+@pytest.mark.parametrize(("name", "delay"), [("bsc-5", 100), ("heart-2", 0), ("synthetic1-5", 7)])
+def test_replay_equals_streaming(name, delay):
+    case = paper_case(name)
+    outputs, labels = case.log()
+    codes, label_codes = encode_log(outputs, labels)
+    rows = sample_rows(len(codes), horizon=2500, reps=3, seed=11)
+    template = AuditedUSS(case.stage_costs)
+    run = simulate_labelled(template, rows, pair_indicators(codes), codes != label_codes[:, None], delay)
+    for r in range(3):
+        policy = template.clone()
+        depths = policy.run(codes[rows[r]], labels=label_codes[rows[r]], label_delay=delay)
+        assert np.array_equal(depths, run.depths[r])
+        assert policy.labels_requested == run.requests[r].sum()
+        assert policy.evidence.labelled == run.evidence[r, 0].tolist()
+
+
+def test_replay_counts_labels_and_charges_them():
+    case = paper_case("bsc-5")
+    outputs, labels = case.log()
+    policies = {"audited": AuditedUSS(case.stage_costs), "kl": USSKLUCB(case.stage_costs)}
+    free = replay(outputs, labels, policies=policies, horizon=1500, reps=3, label_delay=20)
+    paid = replay(outputs, labels, policies=policies, horizon=1500, reps=3, label_delay=20, label_cost=0.5)
+    used = free.labels_used["audited"]
+    assert used.shape == (3,) and (used > 0).all()
+    assert (free.labels_used["kl"] == 0).all()
+    extra = paid.cumulative_regret["audited"][:, -1] - free.cumulative_regret["audited"][:, -1]
+    assert extra == pytest.approx(0.5 * used)
+    table = free.summary().set_index("policy")
+    assert table.loc["audited", "labels_mean"] == pytest.approx(used.mean())
+    assert table.loc["audited", "wd_verdict"].split(" ")[0] in ("holds", "violated", "unknown")
+    with pytest.raises(ValueError, match="label_delay"):
+        replay(outputs, labels, policies=policies, horizon=10, reps=1, label_delay=-1)
+    with pytest.raises(ValueError, match="learns from labels"):
+        replay(outputs, policies=policies, horizon=10, reps=1, error_rates=[0.4, 0.1, 0.05])
+
+
+# -- late labels through PendingDecisions -------------------------------------------------------------
+def test_pending_late_labels_match_the_streaming_loop():
+    outputs, labels = generate_bsc(1500, seed=4)
+    costs = [0.0, 0.11, 0.11]
+    delay = 30
+    reference = AuditedUSS(costs)
+    expected = reference.run(outputs, labels=labels, label_delay=delay)
+    book = PendingDecisions(AuditedUSS(costs))
+    depths = []
+    for t in range(len(outputs)):
+        depth = book.decide(t)
+        depths.append(depth)
+        book.report(t, outputs[t, :depth].tolist())
+        if t >= delay and book.label_requested(t - delay):
+            book.report_label(t - delay, int(labels[t - delay]))
+    assert depths == expected.tolist()
+    assert book.label_counters["applied"] == book.policy.labels_received == reference.labels_received
+
+
+def test_pending_rejects_bad_labels_and_expires_them():
+    book = PendingDecisions(AuditedUSS([0.0, 0.5]), max_label_age_decisions=2)
+    book.decide("a")
+    book.report("a", [0, 1])
+    book.decide("b")
+    book.report("b", [1, 1])  # agreement: no request
+    with pytest.raises(RejectedReport) as rejected:
+        book.report_label("b", 1)
+    assert rejected.value.reason == "not_requested"
+    with pytest.raises(RejectedReport) as rejected:
+        book.report_label("nope", 1)
+    assert rejected.value.reason == "unknown"
+    book.decide("c")  # "a" asked two decisions ago: its label expires
+    with pytest.raises(RejectedReport) as rejected:
+        book.report_label("a", 1)
+    assert rejected.value.reason == "expired"
+    assert book.label_counters["expired"] == 1
+    assert book.label_counters["rejected_not_requested"] == 1
+    assert book.label_counters["rejected_unknown"] == 1
+    restored = PendingDecisions(AuditedUSS([0.0, 0.5]))
+    restored.load_state_dict(json.loads(json.dumps(book.state_dict())))
+    assert restored.label_counters == book.label_counters
+
+
+# -- the WD monitor -----------------------------------------------------------------------------------
+def test_monitor_says_holds_when_every_depth_is_settled_and_warns_once_on_violation(caplog):
+    # WD holds: stage 1 is best (C + γ) and its disagreement rate with stage 2 (0.05) is below
+    # C_2 - C_1 = 0.3; the labels show stage 2 right on every disagreement.
+    evidence = LabelEvidence(2)
+    evidence.labelled, evidence.deeper_right, evidence.shallower_right = [100], [100], [0]
+    report = wd_report(
+        [0.0, 0.3], [10_000, 10_000], [[0, 500], [0, 0]], evidence, t=10_001, label_free_depth=1
+    )
+    assert (report.best_depth, report.best_depth_certain, report.agrees, report.verdict) == (
+        1,
+        True,
+        True,
+        "holds",
+    )
+    # Violated: stage 2 is best, yet it disagrees with stage 3 on 30% of the rounds, above C_3 - C_2.
+    violated = LabelEvidence(3)
+    violated.labelled = [200, 200, 300]
+    violated.deeper_right = [200, 200, 165]
+    violated.shallower_right = [0, 0, 135]
+    monitor = WDMonitor([0.0, 0.1, 0.3])
+    counts = [[0, 4000, 4000], [0, 0, 3000], [0, 0, 0]]
+    with caplog.at_level(logging.WARNING, logger="uss_stream.wd_monitor"):
+        first = monitor.report([10_000] * 3, counts, violated, 10_001, 3)
+        monitor.report([10_000] * 3, counts, violated, 10_001, 3)
+    assert (first.best_depth, first.verdict, first.agrees) == (2, "violated", False)
+    assert sum("weak dominance is violated" in r.message for r in caplog.records) == 1
+    unknown = wd_report([0.0, 0.3], [10, 10], [[0, 5], [0, 0]], LabelEvidence(2), t=11)
+    assert unknown.verdict == "unknown" and unknown.agrees is None
+
+
+@pytest.mark.parametrize("params", list(AuditedUSS._unit_test_params()))
+def test_vectorised_rule_equals_the_scalar_rule_on_random_states(params):
+    # Random counts and label evidence; decide_many must return what select() returns on each.
+    rng = np.random.default_rng(7)
+    template = AuditedUSS(**params)
+    k = template.n_stages
+    n_pairs = k * (k - 1) // 2
+    states = []
+    for _ in range(200):
+        t = int(rng.integers(2, 5000))
+        queried = np.sort(rng.integers(0, t, size=k))[::-1]
+        disagreements = np.zeros((k, k), dtype=np.int64)
+        evidence = np.zeros((3, n_pairs), dtype=np.int64)
+        for j in range(1, k):
+            for i in range(j):
+                d = int(rng.integers(0, queried[j] + 1))
+                disagreements[i, j] = d
+                pair = j * (j - 1) // 2 + i
+                m = int(rng.integers(0, min(d, 60) + 1)) if rng.random() < 0.7 else 0
+                plus = int(rng.integers(0, m + 1))
+                minus = int(rng.integers(0, m - plus + 1))
+                evidence[:, pair] = (m, plus, minus)
+        states.append((t, queried, disagreements, evidence))
+    vectorised = template.decide_many(
+        np.array([s[0] for s in states]),
+        np.array([s[1] for s in states]),
+        np.array([s[2] for s in states]),
+        evidence=np.array([s[3] for s in states]),
+    )
+    for (t, queried, disagreements, evidence), depth in zip(states, vectorised):
+        policy = template.clone()
+        document = policy.state_dict()
+        document["stats"].update(
+            decisions=t - 1, queried=queried.tolist(), disagreements=disagreements.tolist()
+        )
+        document["evidence"].update(
+            labelled=evidence[0].tolist(),
+            deeper_right=evidence[1].tolist(),
+            shallower_right=evidence[2].tolist(),
+            labels=int(evidence[0].max()),
+        )
+        document["labels_requested"] = int(evidence[0].max())
+        policy.load_state_dict(document)
+        assert policy.select() == depth
+
+
+# -- CascadeClassifier ---------------------------------------------------------------------------------
+class _Column(river_base.Classifier):
+    """A 'stage' that answers with one logged output column (learning does nothing)."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+
+    def learn_one(self, x, y, **kwargs):
+        return None
+
+    def predict_proba_one(self, x):
+        return {x[self.column]: 1.0}
+
+
+def test_cascade_feeds_requested_labels_to_the_policy_as_the_streaming_loop_does():
+    outputs, labels = generate_bsc(3000, seed=5)
+    costs = [0.0, 0.11, 0.11]
+    names = ("s1", "s2", "s3")
+    cascade = CascadeClassifier(
+        stages=[Stage(_Column(name), cost=c, name=name) for name, c in zip(names, costs)],
+        policy=AuditedUSS(costs),
+        warm_up=0,
+    )
+    depths = []
+    for row, y in zip(outputs.tolist(), labels.tolist()):
+        x = dict(zip(names, row))
+        depths.append(cascade.decide_one(x).depth)
+        cascade.learn_one(x, y)
+    reference = AuditedUSS(costs)
+    expected = reference.run(outputs, labels=labels, label_delay=0)
+    assert depths == expected.tolist()
+    summary = cascade.summary()
+    assert summary.labels_used == reference.labels_received > 0
+    assert summary.wd is not None and summary.wd.labels == 3000 - (np.array(depths) == 1).sum()
+    assert "labels used by the policy" in str(summary)
+    assert summary.next_depth == reference.select()
+
+
+def test_monitor_flags_a_violation_on_one_certified_pair_before_the_best_depth_is_certain():
+    # Stage 2 is best on the labels; stages 2 and 3 disagree on 30% of the rounds (above the cost
+    # gap 0.2) while the labels show stage 3 not worth it; stage 4 was seen 10 times only, so the
+    # best depth is not certain, yet the failure WD rules out is established at depth 2.
+    evidence = LabelEvidence(4)
+    evidence.labelled = [200, 200, 300, 0, 0, 0]
+    evidence.deeper_right = [200, 200, 165, 0, 0, 0]
+    evidence.shallower_right = [0, 0, 135, 0, 0, 0]
+    counts = [[0, 4000, 4000, 4], [0, 0, 3000, 3], [0, 0, 0, 3], [0, 0, 0, 0]]
+    report = wd_report([0.0, 0.1, 0.3, 0.5], [10_000, 10_000, 10_000, 10], counts, evidence, t=10_001)
+    assert (report.best_depth, report.best_depth_certain, report.verdict) == (2, False, "violated")
+    # The same counts without the labels of pair (2, 3): nothing is established.
+    evidence.labelled[2] = evidence.deeper_right[2] = evidence.shallower_right[2] = 0
+    assert wd_report(
+        [0.0, 0.1, 0.3, 0.5], [10_000, 10_000, 10_000, 10], counts, evidence, t=10_001
+    ).verdict == ("unknown")

@@ -1,0 +1,241 @@
+"""Replay of policies that ask for labels: all repetitions in lock-step, labels ``D`` rounds late.
+
+A label-asking policy (``policy.asks_for_labels``, :class:`~uss_stream.policies.AuditedUSS`)
+decides on its disagreement counts *and* on the labels that have arrived; a label requested in
+round ``s`` is applied just before the decision of round ``s + D + 1`` (as
+:meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Between two label arrivals,
+and within one confidence level (:func:`~uss_stream.policies.label_evidence.label_level` changes
+only at powers of two), the decision is a function of the round and the disagreement counts, so
+:func:`simulate_labelled` speculates as :func:`uss_stream.replay.simulate` does: each repetition
+guesses that it keeps its depth for a window of rounds, every speculated state is decided (and
+its label request computed) in one vectorised call, and a repetition accepts its rounds up to the
+first changed decision, the next label arrival (known from earlier requests, or from a request in
+the window) or the next level change. The depths and requests equal the streaming loop's
+(tested).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from uss_stream.policies.base import Policy
+from uss_stream.policies.label_evidence import e_bounds, label_level_many, pair_level
+from uss_stream.policies.selection_rule import select_depth_many_by
+
+__all__ = ["LabelledRun", "simulate_labelled"]
+
+_FIRST_WINDOW = 8
+_MAX_WINDOW = 4096
+_MAX_STATES = 1 << 14
+
+
+@dataclass
+class LabelledRun:
+    """What :func:`simulate_labelled` returns.
+
+    Attributes
+    ----------
+    depths
+        ``(reps, horizon)`` depths.
+    requests
+        ``(reps, horizon)`` booleans: the round asked for its label.
+    queried, pair_counts
+        Final label-free counts ``n_j`` ``(reps, K)`` and ``D_ij`` per pair ``(reps, P)``.
+    evidence
+        Final label counts ``(reps, 3, P)``: ``m``, ``w⁺``, ``w⁻`` per pair.
+    """
+
+    depths: np.ndarray
+    requests: np.ndarray
+    queried: np.ndarray
+    pair_counts: np.ndarray
+    evidence: np.ndarray
+
+
+def simulate_labelled(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray,
+    label_delay: int = 0,
+    on_progress: Callable[[int], Any] | None = None,
+) -> LabelledRun:
+    """Run a label-asking ``policy`` on each repetition's rows (see the module docstring).
+
+    Parameters
+    ----------
+    policy
+        A policy with ``asks_for_labels`` (``relations_many``, ``request_many``); its own state is
+        not used.
+    rows
+        ``(reps, horizon)`` indices into the log.
+    pairs
+        ``N x P`` disagreement indicators of the log (:func:`uss_stream.replay.pair_indicators`).
+    wrong
+        ``N x K`` error indicators of the log (from its labels).
+    label_delay
+        Rounds ``D >= 0`` between a request and its label.
+    on_progress
+        Called with the number of rounds decided at each step.
+    """
+    if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
+        raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
+    delay = int(label_delay)
+    reps, horizon = rows.shape
+    n_stages = policy.n_stages
+    n_pairs = n_stages * (n_stages - 1) // 2
+    upper_i, upper_j = policy._columns
+    pair_bool = np.asarray(pairs[:, :n_pairs], dtype=bool)
+    pair_planes = np.ascontiguousarray(pair_bool.T, dtype=np.int8)
+    wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
+    deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
+    shallower_right = ~wrong[:, upper_i] & wrong[:, upper_j]
+    stage = np.arange(n_stages)
+    pair = np.arange(n_pairs)
+    bits = np.left_shift(np.int64(1), pair.astype(np.int64))
+    pairs_below = stage * (stage + 1) // 2
+    rows_flat = rows.ravel()
+    spare = reps * horizon
+
+    t = np.ones(reps, dtype=np.int64)
+    queried = np.zeros((n_stages, reps), dtype=np.int64)
+    counts = np.zeros((n_pairs, reps), dtype=np.int64)
+    evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
+    e_lower = np.full((reps, n_pairs), -1.0)
+    e_upper = np.full((reps, n_pairs), 1.0)
+    e_level = np.zeros(reps)
+    waiting: list[deque[int]] = [deque() for _ in range(reps)]
+    requested = np.zeros(reps, dtype=np.int64)
+    guess = np.full(reps, n_stages, dtype=np.int64)
+    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
+    masks = np.zeros(spare + 1, dtype=np.int64)
+    memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
+    active = np.arange(reps)
+    window = _FIRST_WINDOW
+
+    while active.size:
+        start = t[active]
+        # Labels due before this decision: requests of rounds up to start - D - 1.
+        for r, first_round in zip(active.tolist(), start.tolist()):
+            queue = waiting[r]
+            while queue and queue[0] <= first_round - delay - 1:
+                s = queue.popleft()
+                bit_mask = int(masks[r * horizon + s - 1])
+                got = (bit_mask & bits) != 0
+                source = rows[r, s - 1]
+                evidence[r, 0] += got
+                evidence[r, 1] += got & deeper_right[source]
+                evidence[r, 2] += got & shallower_right[source]
+                e_level[r] = -1.0  # recompute this repetition's bounds below
+        level = label_level_many(start)
+        stale = active[e_level[active] != level]
+        for r, value in zip(stale.tolist(), level[e_level[active] != level].tolist()):
+            e_lower[r], e_upper[r] = _e_rows(evidence[r], value, n_stages, memo)
+            e_level[r] = value
+
+        n_active = active.size
+        remaining = horizon - start + 1
+        _, exponent = np.frexp((start - 1).astype(np.float64))
+        limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
+        arrival = np.array([waiting[r][0] if waiting[r] else horizon for r in active.tolist()])
+        limit = np.minimum(limit, arrival + delay + 1 - start)
+        # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
+        typical = int(np.percentile(limit, 75))
+        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
+        n_states = n_active * width
+        offset = np.arange(width)[:, None]
+        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
+        row = rows_flat.take(flat, mode="clip")
+        depth = guess[active]
+
+        observed = pair[:, None] < pairs_below[depth - 1]
+        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
+        for p in range(n_pairs):
+            np.multiply(pair_planes[p][row], observed[p], out=step[p])
+        asked_stage = stage[:, None] < depth
+        state_d = np.cumsum(step, axis=1, dtype=np.int64)
+        state_d -= step
+        state_d += counts[:, None, active]
+        state_q = queried[:, None, active] + offset * asked_stage[:, None, :]
+        rounds = (start + offset).ravel()
+        beats, worth = policy.relations_many(
+            rounds,
+            state_q.reshape(n_stages, n_states).T,
+            state_d.reshape(n_pairs, n_states).T,
+            np.tile(evidence[active, 0] > 0, (width, 1)),
+            np.tile(e_lower[active], (width, 1)),
+            np.tile(e_upper[active], (width, 1)),
+        )
+        decided = select_depth_many_by(beats, n_stages)
+        disagreeing = pair_bool[row.ravel()] & (upper_j[None, :] < decided[:, None])
+        # Every request is decided with the count of requests before the window: exact up to the
+        # window's second request, which is where the window is cut.
+        request = policy.request_many(
+            rounds, decided, disagreeing, beats, worth, np.tile(requested[active], width)
+        )
+        asks = (request * bits).sum(axis=1).reshape(width, n_active)
+        decided = decided.reshape(width, n_active)
+        depths[flat] = decided
+        masks[flat] = asks
+
+        first = np.where(decided != depth, offset, width).min(axis=0)
+        ask_positions = np.where(asks != 0, offset, width)
+        first_ask = ask_positions.min(axis=0)
+        second_ask = np.where(offset > first_ask, ask_positions, width).min(axis=0)
+        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
+        accept = np.minimum(accept, second_ask)
+        last = accept - 1
+        column = np.arange(n_active)
+        new_depth = decided[last, column]
+        last_row = row[last, column]
+        queried[:, active] = state_q[:, last, column] + (stage[:, None] < new_depth)
+        counts[:, active] = state_d[:, last, column] + pair_planes[:, last_row] * (
+            pair[:, None] < pairs_below[new_depth - 1]
+        )
+        t[active] += accept
+        asked_now = first_ask < accept
+        requested[active] += asked_now
+        for r, position in zip(active[asked_now].tolist(), (start + first_ask)[asked_now].tolist()):
+            waiting[r].append(position)
+        guess[active] = np.where(first == 0, new_depth, depth)
+        possible = np.minimum(limit, width).sum()
+        accepted = accept.sum() / possible
+        if accepted > 0.9:
+            window = min(2 * width, _MAX_WINDOW)
+        elif accepted < 0.6:
+            window = max(2, width // 2)
+        if on_progress is not None:
+            on_progress(int(accept.sum()))
+        active = active[t[active] <= horizon]
+    requests = masks[:spare].reshape(reps, horizon) != 0
+    # Labels still in flight at the horizon are requested (and paid for) but never applied.
+    return LabelledRun(
+        depths=depths[:spare].reshape(reps, horizon),
+        requests=requests,
+        queried=queried.T.copy(),
+        pair_counts=counts.T.copy(),
+        evidence=evidence,
+    )
+
+
+def _e_rows(
+    evidence: np.ndarray,
+    level: float,
+    n_stages: int,
+    memo: dict[tuple[int, int, int, float], tuple[float, float]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``e^L``, ``e^U`` of every pair of one repetition (memoised scalar :func:`e_bounds`)."""
+    lower = np.full(evidence.shape[1], -1.0)
+    upper = np.full(evidence.shape[1], 1.0)
+    for p in np.flatnonzero(evidence[0]).tolist():
+        key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
+        lower[p], upper[p] = found
+    return lower, upper

@@ -1,0 +1,398 @@
+"""AuditedUSS: USS-KL-UCB that asks for a few late labels where they pay, and trusts them over the proxy."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from uss_stream.policies.confidence import kl_beats, kl_beats_many, portable_log, portable_log_many
+from uss_stream.policies.label_evidence import (
+    LabelEvidence,
+    delta_bounds,
+    delta_bounds_many,
+    e_bounds,
+    label_level,
+    label_level_many,
+    pair_level,
+)
+from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
+from uss_stream.policies.uss_kl_ucb import USSKLUCB
+from uss_stream.validation import check_outputs, check_positive
+
+__all__ = ["AuditedUSS"]
+
+
+class AuditedUSS(USSKLUCB):
+    """Label-free selection (USS-KL-UCB) audited by a vanishing budget of late labels.
+
+    **Deciding.** Stage ``i`` *beats* a deeper stage ``j`` when USS-KL-UCB says so (``C_j - C_i``
+    above the KL upper bound of ``p_ij``) **or** when the labels say so: ``C_j - C_i > δ^U_ij``,
+    the upper confidence bound of ``δ_ij = γ_i - γ_j`` from the pair's labelled disagreement rounds
+    (:mod:`~uss_stream.policies.label_evidence`). The depth is the set test's
+    ``min(B^l ∩ B^h ∪ {K})`` on that relation. Without labels this is exactly USS-KL-UCB. As
+    ``δ_ij <= p_ij`` always, the label-free "beats" is sound with or without weak dominance; what WD
+    protects is ``B^l``, where the disagreement rate overstates what a deeper stage gains. A label
+    bound below the cost gap removes that overstatement for its pair: the label-free choice is then
+    contradicted and the policy decides on the label-informed relation, until the bounds say
+    otherwise.
+
+    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
+    asynchronous report) the policy asks for the event's label when (a) fewer than
+    ``label_budget·sqrt(t)`` labels were requested so far, and (b) a queried pair ``(i, j)``
+    disagrees on this event that is still *open*: stage ``i`` is *plausible* (no cheaper stage
+    beats it and no label bound shows a deeper stage to be worth its cost over it) and neither
+    "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is
+    established. The request is the bit mask of those open, disagreeing pairs; when the label
+    arrives (:meth:`learn_label`, any number of rounds later) it counts for exactly those pairs,
+    whose labelled rounds are then an unbiased sample of their disagreement rounds. A round whose
+    stages all agree is never labelled (it carries no information). Requests are a function of the
+    counts and ``t``, so the streaming loop and the replay engine request the same labels.
+
+    The budget ``label_budget·sqrt(T)`` bounds the labels of any run of ``T`` rounds; where every
+    open pair gets settled (WD holds, or fails with a margin) requests stop after ``O(log T)``
+    labels per pair. See ``docs/audited.md`` for the argument and its limits.
+
+    Parameters
+    ----------
+    stage_costs
+        Per-stage costs ``c_1..c_K >= 0``.
+    alpha
+        Scale of USS-KL-UCB's exploration level.
+    label_budget
+        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds.
+
+    Examples
+    --------
+    BSC case 5 (Table 1 of the paper): stage 2 is the best (``C + γ`` = 0.40, 0.21, 0.27), but
+    stages 2 and 3 disagree on 12% of the events, more than the 0.11 that stage 3 costs on top, so
+    the label-free USS-KL-UCB stays at depth 3. AuditedUSS, with labels 100 events late:
+
+    >>> import numpy as np
+    >>> from uss_stream.datasets.bsc import generate_bsc
+    >>> from uss_stream.policies import USSKLUCB, AuditedUSS
+    >>> outputs, labels = generate_bsc(20_000, seed=1)
+    >>> costs = [0.0, 0.11, 0.11]
+    >>> np.bincount(USSKLUCB(costs).run(outputs)[-5000:], minlength=4)[1:].tolist()
+    [0, 0, 5000]
+    >>> policy = AuditedUSS(costs)
+    >>> depths = policy.run(outputs, labels=labels, label_delay=100)
+    >>> np.bincount(depths[-5000:], minlength=4)[1:].tolist(), policy.labels_requested
+    ([0, 4864, 136], 264)
+
+    """
+
+    def __init__(
+        self,
+        stage_costs: Sequence[float],
+        alpha: float = 1.0,
+        label_budget: float = 3.0,
+    ) -> None:
+        super().__init__(stage_costs, alpha=alpha)
+        check_positive(label_budget, "label_budget")
+        self.label_budget = label_budget
+        self._evidence = LabelEvidence(self.n_stages)
+        self._requested = 0
+        self._last_request = 0
+        n_pairs = len(self._pairs)
+        # Per pair: (m, w+, w-, level) the cached bounds were computed for, and (e^L, e^U).
+        self._e_cache: list[tuple[int, int, int, float, float, float]] = [
+            (-1, 0, 0, 0.0, -1.0, 1.0)
+        ] * n_pairs
+        self._gap_matrix = [
+            [self._costs[j] - self._costs[i] for j in range(self.n_stages)] for i in range(self.n_stages)
+        ]
+
+    # -- capabilities and read-only views --------------------------------------------------------
+    @property
+    def asks_for_labels(self) -> bool:
+        """This policy requests labels (:meth:`update` sets :attr:`label_request`)."""
+        return True
+
+    @property
+    def evidence(self) -> LabelEvidence:
+        """The label counts per pair (a live reference: do not modify)."""
+        return self._evidence
+
+    @property
+    def labels_requested(self) -> int:
+        """Labels requested so far."""
+        return self._requested
+
+    @property
+    def labels_received(self) -> int:
+        """Labels learned from so far."""
+        return self._evidence.labels
+
+    @property
+    def label_request(self) -> int:
+        """The bit mask of pairs whose label the last :meth:`update` asked for (0: no request)."""
+        return self._last_request
+
+    # -- the decision ----------------------------------------------------------------------------
+    def _e(self, pair: int, level: float) -> tuple[float, float]:
+        evidence = self._evidence
+        m = evidence.labelled[pair]
+        plus = evidence.deeper_right[pair]
+        minus = evidence.shallower_right[pair]
+        cached = self._e_cache[pair]
+        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
+            lower, upper = e_bounds(m, plus, minus, pair_level(level, m, self.n_stages))
+            cached = self._e_cache[pair] = (m, plus, minus, level, lower, upper)
+        return cached[4], cached[5]
+
+    def _relations(self, t: int):
+        """``beats(i, j)`` (label-free or label-informed) and ``worth(i, j)`` (``δ^L_ij > C_j - C_i``)."""
+        queried = self._stats.queried
+        disagreements = self._stats.disagreements
+        gap = self._gap
+        alpha = self.alpha
+        labelled = self._evidence.labelled
+        level = label_level(t)
+        k = self.n_stages
+        log_horizon = None
+        levels: dict[int, float] = {}
+
+        def kl(i: int, j: int) -> bool:
+            nonlocal log_horizon
+            n = queried[j]
+            if not n > 0:
+                return False
+            x = levels.get(j)
+            if x is None:
+                if log_horizon is None:
+                    log_horizon = portable_log(self._horizon(t))
+                x = levels[j] = alpha * max(log_horizon - self._log_count(j, n), 0.0)
+            pair = j * (j - 1) // 2 + i
+            d = disagreements[i][j]
+            return kl_beats(d, n, gap[pair], x, lambda: self._divergence(pair, d, n))
+
+        def bounds(i: int, j: int) -> tuple[float, float] | None:
+            pair = j * (j - 1) // 2 + i
+            if not labelled[pair]:
+                return None
+            lower, upper = self._e(pair, level)
+            return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
+
+        def beats(i: int, j: int) -> bool:
+            if kl(i, j):
+                return True
+            found = bounds(i, j)
+            return found is not None and gap[j * (j - 1) // 2 + i] > found[1]
+
+        def worth(i: int, j: int) -> bool:
+            found = bounds(i, j)
+            return found is not None and found[0] > gap[j * (j - 1) // 2 + i]
+
+        return beats, worth
+
+    def _decide(self, t: int) -> int:
+        beats, _ = self._relations(t)
+        return select_depth_by(self.n_stages, beats)
+
+    def label_free_depth_many(
+        self, rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`label_free_depth` for ``M`` states (USS-KL-UCB's vectorised rule)."""
+        return USSKLUCB.decide_many(self, rounds, queried, disagreements)
+
+    def label_free_depth(self) -> int:
+        """The depth USS-KL-UCB would choose next on the same counts (what the audit checks)."""
+        return USSKLUCB._decide(self, self._stats.decisions + 1)
+
+    # -- asking for and learning from labels -----------------------------------------------------
+    def request_label(self, t: int, outputs: Sequence[Any]) -> int:
+        """Whether to ask for the label of round ``t``'s event with these outputs: the pair bit mask.
+
+        Decided on the current counts (before the outputs are recorded); a non-zero mask counts as
+        a requested label. :meth:`update` calls it; an asynchronous caller
+        (:class:`~uss_stream.pending.PendingDecisions`) calls it before recording the report.
+        """
+        depth = len(outputs)
+        if depth < 2 or not self._requested < self.label_budget * math.sqrt(t):
+            return 0
+        last = depth - 1
+        first = outputs[0]
+        if all(output == first for output in outputs[1:]):
+            return 0
+        beats, worth = self._relations(t)
+        k = self.n_stages
+        # The deepest stage answers for this depth only as a fall-back when a cheaper stage beats it.
+        fallback = depth == k and any(beats(h, last) for h in range(last))
+        plausible: dict[int, bool] = {}
+
+        def is_plausible(i: int) -> bool:
+            known = plausible.get(i)
+            if known is None:
+                known = plausible[i] = not any(beats(h, i) for h in range(i)) and not any(
+                    worth(i, j) for j in range(i + 1, k)
+                )
+            return known
+
+        mask = 0
+        for j in range(1, depth) if fallback else (last,):
+            for i in range(j):
+                if outputs[i] != outputs[j] and is_plausible(i) and not beats(i, j) and not worth(i, j):
+                    mask |= 1 << (j * (j - 1) // 2 + i)
+        if mask:
+            self._requested += 1
+        return mask
+
+    def withdraw_label_request(self) -> None:
+        """Take back the last request counted by :meth:`request_label` (its report was rejected)."""
+        if self._requested < 1:
+            raise RuntimeError("no label request to withdraw")
+        self._requested -= 1
+
+    def update(self, outputs: Sequence[Any]) -> None:
+        """Learn from the outputs of the last :meth:`select`; :attr:`label_request` says whether to
+        send its label to :meth:`learn_label` (with these outputs and the mask)."""
+        values = check_outputs(outputs, self._pending())
+        self._last_request = self.request_label(self._stats.decisions, values)
+        self._stats.record(values)
+        self._pending_depth = None
+
+    def learn_label(self, outputs: Sequence[Any], label: Hashable, pairs: int) -> None:
+        """Learn from the label of an event whose request was ``pairs`` (its outputs as reported)."""
+        if isinstance(pairs, bool) or not isinstance(pairs, (int, np.integer)) or pairs <= 0:
+            raise ValueError(f"pairs must be the non-zero request mask of the labelled event, got {pairs!r}")
+        self._evidence.record(list(outputs), label, int(pairs))
+
+    def run(self, outputs: Any, labels: Any = None, label_delay: int = 0) -> np.ndarray:  # type: ignore[override]
+        """The select/update loop over ``T x K`` outputs; a requested label arrives ``label_delay``
+        rounds later (applied just before the decision of round ``t + label_delay + 1``)."""
+        if labels is None:
+            return super().run(outputs)
+        if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
+            raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
+        rows = outputs.tolist() if hasattr(outputs, "tolist") else [list(r) for r in outputs]
+        truth = labels.tolist() if hasattr(labels, "tolist") else list(labels)
+        if len(truth) != len(rows):
+            raise ValueError(f"labels has {len(truth)} entries, outputs has {len(rows)} rows")
+        depths = np.empty(len(rows), dtype=np.int64)
+        waiting: dict[int, tuple[list[Any], int]] = {}
+        for t, row in enumerate(rows):
+            depth = self.select()
+            self.update(row[:depth])
+            depths[t] = depth
+            if self._last_request:
+                waiting[t + label_delay] = (row[:depth], self._last_request)
+            arrived = waiting.pop(t, None)
+            if arrived is not None:
+                self.learn_label(arrived[0], truth[t - label_delay], arrived[1])
+        return depths
+
+    # -- the vectorised rule (replay) ------------------------------------------------------------
+    def decide_many(
+        self,
+        rounds: np.ndarray,
+        queried: np.ndarray,
+        disagreements: np.ndarray,
+        errors: np.ndarray | None = None,
+        *,
+        streams: np.ndarray | None = None,
+        evidence: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """As USS-KL-UCB's, with ``evidence`` the ``M x 3 x P`` label counts ``(m, w⁺, w⁻)`` per pair
+        (``None``: no labels, which is USS-KL-UCB's rule)."""
+        upper_i, upper_j = self._columns
+        pair_counts = np.asarray(disagreements, dtype=np.float64)[:, upper_i, upper_j]
+        rounds = np.asarray(rounds)
+        if evidence is None:
+            evidence = np.zeros((rounds.size, 3, len(self._pairs)))
+        evidence = np.asarray(evidence)
+        lower = np.full(pair_counts.shape, -1.0)
+        upper = np.full(pair_counts.shape, 1.0)
+        for state, pair in zip(*np.nonzero(evidence[:, 0])):
+            m, plus, minus = (int(v) for v in evidence[state, :, pair])
+            level = pair_level(label_level(int(rounds[state])), m, self.n_stages)
+            lower[state, pair], upper[state, pair] = e_bounds(m, plus, minus, level)
+        beats, _ = self.relations_many(rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper)
+        return select_depth_many_by(beats, self.n_stages)
+
+    def relations_many(
+        self,
+        rounds: np.ndarray,
+        queried: np.ndarray,
+        pair_counts: np.ndarray,
+        has_labels: np.ndarray,
+        e_lower: np.ndarray,
+        e_upper: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``beats`` and ``worth`` (``M x P`` booleans) for ``M`` states, the pairs' ``e`` bounds given."""
+        _, upper_j = self._columns
+        n = np.asarray(queried, dtype=np.float64)
+        log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
+        log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
+        levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
+        gap, log_gap, log_rest = self._gap_arrays
+        n_pairs = n[:, upper_j]
+        beats = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        level = label_level_many(np.asarray(rounds))[:, None]
+        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages)
+        beats |= has_labels & (gap > upper)
+        worth = has_labels & (lower > gap)
+        return beats, worth
+
+    def request_many(
+        self,
+        rounds: np.ndarray,
+        depths: np.ndarray,
+        disagreeing: np.ndarray,
+        beats: np.ndarray,
+        worth: np.ndarray,
+        requested: np.ndarray,
+    ) -> np.ndarray:
+        """The ``M x P`` request masks of :meth:`request_label` for ``M`` states at once.
+
+        ``disagreeing`` marks the pairs that were queried and disagree on each state's event;
+        ``beats`` and ``worth`` come from :meth:`relations_many` on the counts before the event;
+        ``requested`` holds the labels requested before each state's round.
+        """
+        upper_i, upper_j = self._columns
+        k = self.n_stages
+        depths = np.asarray(depths)
+        budget = self.label_budget * np.sqrt(np.asarray(rounds, dtype=np.float64))
+        allowed = (depths >= 2) & (requested < budget)
+        plausible = np.ones((beats.shape[0], k), dtype=bool)
+        for p, (i, j) in enumerate(self._pairs):
+            plausible[:, j] &= ~beats[:, p]
+            plausible[:, i] &= ~worth[:, p]
+        fallback = (depths == k) & ~plausible[:, k - 1]
+        deepest = upper_j[None, :] == depths[:, None] - 1
+        pairs_asked = deepest | fallback[:, None]
+        return disagreeing & pairs_asked & allowed[:, None] & plausible[:, upper_i] & ~beats & ~worth
+
+    # -- state -----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        document = super().state_dict()
+        document["evidence"] = self._evidence.to_dict()
+        document["labels_requested"] = self._requested
+        return document
+
+    def load_state_dict(self, document: dict[str, Any]) -> None:
+        if not isinstance(document, dict):
+            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
+        evidence = LabelEvidence.from_dict(document.get("evidence"))
+        if evidence.n_stages != self.n_stages:
+            raise ValueError(
+                f"state field 'evidence' has {evidence.n_stages} stages, the policy has {self.n_stages}"
+            )
+        requested = document.get("labels_requested")
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < evidence.labels:
+            raise ValueError(
+                "state field 'labels_requested' must be an integer >= the labels received "
+                f"({evidence.labels}), "
+                f"got {requested!r}"
+            )
+        super().load_state_dict(document)
+        self._evidence = evidence
+        self._requested = requested
+        self._last_request = 0
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"stage_costs": [0.0, 0.1, 0.3]}
+        yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0}
