@@ -7,7 +7,7 @@ alternately, in the same process and on the same broker:
 
 * **passthrough**: a kafka-python consumer → producer loop that copies each record to an output
   topic (no decoding, no commits; one flush at the end), with the service's own client settings;
-* **service**: :class:`connectors.kafka.Application` with :class:`OutputsProcessor` (decode,
+* **service**: :class:`uss_stream_kafka.Application` with :class:`OutputsProcessor` (decode,
   validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
   checkpoints every five seconds).
 
@@ -36,9 +36,9 @@ import uuid
 
 import numpy as np
 
-from connectors.kafka import Application, ClientConfig, OutputsProcessor, Topics, create_topics
-from connectors.kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, create_topics
+from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 

@@ -18,8 +18,8 @@ import uuid
 import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from connectors.kafka import ClientConfig
-from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+from uss_stream_kafka import ClientConfig
+from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
 
 COSTS = [0.0, 0.15, 0.2]
 

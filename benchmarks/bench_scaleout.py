@@ -54,17 +54,17 @@ from typing import Any
 
 import numpy as np
 
-from connectors.kafka import Topics, create_topics
-from connectors.kafka.app import CONSUMER_DEFAULTS
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics, create_topics
+from uss_stream_kafka.app import CONSUMER_DEFAULTS
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 PARTITIONS = 4
 #: The first worker to join restores all 4 partitions and learns of the second one's join only at its
 #: next heartbeat (3 s): it must not stop idle before the group settles and the gate opens.
 IDLE_SECONDS = 10.0
-_RESTORED = re.compile(r"connectors\.kafka: restored (\S+)/(\d+):")
-_MOVED = re.compile(r"connectors\.kafka: (?:revoked|lost) (.+?)(?: \(group membership expired\).*)?$")
+_RESTORED = re.compile(r"uss_stream_kafka: restored (\S+)/(\d+):")
+_MOVED = re.compile(r"uss_stream_kafka: (?:revoked|lost) (.+?)(?: \(group membership expired\).*)?$")
 _EVENTS = re.compile(r"^kafka run: (\d+) events")
 
 

@@ -48,7 +48,7 @@ API_MODULES = (
     "uss_stream.feature_costs",
     "uss_stream.datasets.bsc",
     "uss_stream.datasets.paper",
-    "connectors.kafka",
+    "uss_stream_kafka",
 )
 
 #: Links of the generated pages that point into the repository, and the site page they become.

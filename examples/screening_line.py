@@ -1,7 +1,7 @@
 """A screening line on a real Kafka broker: requests, the orchestrator, and a simulated sensor service.
 
 Each event of the bundled BSC generator (case 2 costs) is a bag entering the line: its request goes
-to the requests topic; the :class:`~connectors.kafka.orchestration.Orchestrator` decides how many
+to the requests topic; the :class:`~uss_stream_kafka.orchestration.Orchestrator` decides how many
 sensors scan it; a simulated sensor service (a thread) reads the decisions and, after a random
 delay, reports the first ``depth`` sensor outputs (1% of the reports are lost). At the end the
 script prints the depth distribution, the mean cost and the regret against the best fixed depth.
@@ -25,9 +25,9 @@ import uuid
 import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from connectors.kafka import ClientConfig
-from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
+from uss_stream_kafka import ClientConfig
+from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
 
 
 def sensor_service(

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from connectors.kafka.batching import decide_batch
 from uss_stream.kernel import Counts, pair_order, speculate
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, Hanawal2017WD
 from uss_stream.stats import DisagreementStats
+from uss_stream_kafka.batching import decide_batch
 
 COSTS = [0.0, 0.15, 0.2]
 

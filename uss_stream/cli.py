@@ -18,11 +18,11 @@ __all__ = ["main", "build_parser"]
 #: Modules that contribute subcommands, in the order ``--help`` lists them.
 COMMAND_MODULES = (
     "uss_stream.commands.replay",
-    "connectors.kafka.cli",
+    "uss_stream_kafka.cli",
 )
 
 #: Subcommands that need an extra, by module: the name they are listed under when it is missing.
-OPTIONAL_COMMANDS = {"connectors.kafka.cli": "kafka"}
+OPTIONAL_COMMANDS = {"uss_stream_kafka.cli": "kafka"}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ one pair order (:func:`pair_order`), the one layout of the counts of many stream
 one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
 by :class:`Reveal` steps through :meth:`Counts.record`) and the speculative, discount-aware loop
 (:func:`speculate`):
-:func:`uss_stream.replay.simulate` runs it from zero counts, ``connectors.kafka.batching`` from a
+:func:`uss_stream.replay.simulate` runs it from zero counts, ``uss_stream_kafka.batching`` from a
 live policy's counts (:meth:`Counts.of_stats`, handed back with
 :meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
 of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from connectors.kafka import (
+from uss_stream.policies import USSUCB
+from uss_stream_kafka import (
     Application,
     Checkpoint,
     ClientConfig,
@@ -28,7 +29,6 @@ from connectors.kafka import (
     Topics,
     create_topics,
 )
-from uss_stream.policies import USSUCB
 
 COSTS = [0.0, 0.15, 0.2]
 CUMULATIVE = [0.0, 0.15, 0.35]

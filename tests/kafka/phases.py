@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from connectors.kafka.demo import demo_records, pima_cascade
+from uss_stream_kafka.demo import demo_records, pima_cascade
 
 
 @dataclass

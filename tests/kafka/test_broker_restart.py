@@ -23,8 +23,8 @@ import pytest
 from conftest import COSTS, checkpoints_of, policy_after, read_all, stream, trickle, wait_for_metadata
 from test_cli import Service, output_count
 
-from connectors.kafka import Topics, create_topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics, create_topics
 
 pytestmark = [
     pytest.mark.kafka,

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from conftest import COSTS, PROCESSES, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
 
-from connectors.kafka import Topics
 from uss_stream.cli import main
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics
 
 pytestmark = [
     pytest.mark.kafka,

@@ -25,8 +25,8 @@ from conftest import COSTS, new_app, read_all, run_app, stream
 from kafka import TopicPartition
 from test_cli import topic_options
 
-from connectors.kafka import DeadLetter, OutputsProcessor, Topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import DeadLetter, OutputsProcessor, Topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -258,7 +258,7 @@ def test_the_batch_behind_a_decoding_error_is_found(bootstrap_servers, make_topi
     import kafka.record.default_records as default_records
     from kafka import KafkaConsumer
 
-    from connectors.kafka.undecodable import undecodable_batch
+    from uss_stream_kafka.undecodable import undecodable_batch
 
     topics = make_topics()
     values, _ = stream(400, seed=6)

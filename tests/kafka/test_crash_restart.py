@@ -20,9 +20,9 @@ import pytest
 from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream
 from test_cli import output_count
 
-from connectors.kafka import ClientConfig, DeadLetter, OutputsProcessor
-from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import ClientConfig, DeadLetter, OutputsProcessor
+from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
 
 pytestmark = [
     pytest.mark.kafka,

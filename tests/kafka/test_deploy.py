@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from connectors.kafka.cli import ENVIRONMENT
 from uss_stream.cli import build_parser
+from uss_stream_kafka.cli import ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

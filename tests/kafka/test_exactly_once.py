@@ -24,8 +24,8 @@ from conftest import (
 )
 from test_cli import Service, committed_offset, output_count
 
-from connectors.kafka import OutputsProcessor
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import OutputsProcessor
 
 pytestmark = [
     pytest.mark.kafka,
@@ -83,7 +83,7 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
 ):
     from kafka import KafkaProducer
 
-    from connectors.kafka import DeliveryError
+    from uss_stream_kafka import DeliveryError
 
     topics = make_topics()
     values, outputs = stream(8_000)

@@ -1,7 +1,7 @@
 """Features mode remembers: exactly-once, three SIGKILLs, and the decisions of an uninterrupted run.
 
 The stage models are rebuilt on every restart by re-learning the labels log up to the position the
-last committed checkpoint records (``connectors/kafka/relearn.py``). Labels and events come in
+last committed checkpoint records (``connectors/uss_stream_kafka/relearn.py``). Labels and events come in
 phases (see ``phases.py``): each phase's labels are committed by the service before its events are
 produced, so the uninterrupted run is well defined, and :func:`phases.reference_decisions` is it.
 """
@@ -30,7 +30,7 @@ from conftest import (
 from phases import comparable, phases, reference_decisions
 from test_cli import Service, output_count
 
-from connectors.kafka import Topics
+from uss_stream_kafka import Topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -39,7 +39,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
-FACTORY = "connectors.kafka.demo:pima_cascade"
+FACTORY = "uss_stream_kafka.demo:pima_cascade"
 
 
 def committed(admin: Any, group: str, topic: str) -> int:
@@ -146,7 +146,7 @@ def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted
 def test_a_checkpoint_beyond_the_labels_partition_is_refused(bootstrap_servers, make_topics):
     from kafka import KafkaProducer
 
-    from connectors.kafka import Checkpoint, CheckpointError, FeaturesProcessor
+    from uss_stream_kafka import Checkpoint, CheckpointError, FeaturesProcessor
 
     topics = make_topics(labels=True)
     stream = phases(1, labels=5, events=5, seed=2)[0]
@@ -168,7 +168,7 @@ def test_a_checkpoint_beyond_the_labels_partition_is_refused(bootstrap_servers, 
 
 @pytest.mark.parametrize("labels_offset", [-1, 1.5, "7", True])
 def test_a_checkpoint_with_an_invalid_labels_offset_is_not_read(labels_offset):
-    from connectors.kafka import Checkpoint
+    from uss_stream_kafka import Checkpoint
 
     document = json.loads(Checkpoint(topic="in", partition=0, offset=3, state={}, labels_offset=2).to_bytes())
     document["labels_offset"] = labels_offset
@@ -182,7 +182,7 @@ def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
     from kafka import TopicPartition
     from kafka.errors import KafkaError
 
-    from connectors.kafka import FeaturesProcessor
+    from uss_stream_kafka import FeaturesProcessor
 
     topics = make_topics(labels=True)
     stream = phases(3, labels=40, events=200, seed=8)
@@ -241,7 +241,7 @@ def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
 def test_a_partition_moves_to_another_instance_with_its_stage_models(bootstrap_servers, make_topics, admin):
     from kafka import TopicPartition
 
-    from connectors.kafka import FeaturesProcessor
+    from uss_stream_kafka import FeaturesProcessor
 
     topics = make_topics(partitions=2, labels=True)
     streams = {p: phases(2, labels=40, events=150, seed=20 + p) for p in (0, 1)}

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.kafka import REASONS, DeadLetter, InvalidEvent, OutputsProcessor
-from connectors.kafka.events import FeaturesCodec, OutputsCodec, _parse
+from uss_stream_kafka import REASONS, DeadLetter, InvalidEvent, OutputsProcessor
+from uss_stream_kafka.events import FeaturesCodec, OutputsCodec, _parse
 
 CODEC = OutputsCodec(3, [0.0, 0.15, 0.35])
 

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
-from connectors.kafka.checkpoint import Checkpoint
-from connectors.kafka.config import ClientConfig
-from connectors.kafka.events import REASONS, FeaturesCodec, InvalidEvent
-from connectors.kafka.orchestration import (
+from uss_stream.pending import RejectedReport
+from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
+from uss_stream_kafka.checkpoint import Checkpoint
+from uss_stream_kafka.config import ClientConfig
+from uss_stream_kafka.events import REASONS, FeaturesCodec, InvalidEvent
+from uss_stream_kafka.orchestration import (
     ORCHESTRATION_CHECKPOINT_FORMAT,
     OrchestrationTopics,
     Orchestrator,
@@ -29,7 +30,6 @@ from connectors.kafka.orchestration import (
     parse_report,
     parse_request,
 )
-from uss_stream.pending import RejectedReport
 
 COSTS = [0.0, 0.15, 0.2]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -98,7 +98,7 @@ def test_features_codec_decodes_or_names_the_reason(value: bytes | None) -> None
 
 @pytest.fixture(scope="module")
 def features_learner() -> Any:
-    return FeaturesProcessor("connectors.kafka.demo:pima_cascade").new_learner()
+    return FeaturesProcessor("uss_stream_kafka.demo:pima_cascade").new_learner()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

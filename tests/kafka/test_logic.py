@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connectors.kafka import Checkpoint, CheckpointError, ClientConfig, OutputsProcessor, plan_restore
-from connectors.kafka.batching import MIN_BATCH, decide_batch
-from connectors.kafka.cli import ENVIRONMENT
-from connectors.kafka.metrics import LatencyHistogram
 from uss_stream.cli import build_parser
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Checkpoint, CheckpointError, ClientConfig, OutputsProcessor, plan_restore
+from uss_stream_kafka.batching import MIN_BATCH, decide_batch
+from uss_stream_kafka.cli import ENVIRONMENT
+from uss_stream_kafka.metrics import LatencyHistogram
 
 LABELS = {
     "ints": st.integers(0, 2),
@@ -230,9 +230,9 @@ class _ClosableProducer:
 def test_a_producer_that_fails_again_before_a_commit_is_fatal(monkeypatch):
     from kafka.errors import ProducerFencedError
 
-    from connectors.kafka import Application, Topics
-    from connectors.kafka.app import MAX_REPLACEMENTS, DeliveryError
-    from connectors.kafka.metrics import ServiceMetrics
+    from uss_stream_kafka import Application, Topics
+    from uss_stream_kafka.app import MAX_REPLACEMENTS, DeliveryError
+    from uss_stream_kafka.metrics import ServiceMetrics
 
     app = Application(
         ClientConfig("127.0.0.1:1"), group_id="g", topics=Topics("i", "o", "d", "s"),

@@ -18,8 +18,8 @@ from conftest import COSTS, end_offsets, produce, read_all, stream
 from test_broker_restart import restartable_broker  # noqa: F401  (the private broker fixture)
 from test_cli import Service, output_count
 
-from connectors.kafka import Topics, create_topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics, create_topics
 
 pytestmark = [
     pytest.mark.kafka,

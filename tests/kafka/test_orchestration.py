@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from conftest import PROCESSES, produce, read_all
 
-from connectors.kafka import ClientConfig
-from connectors.kafka.deadletter import DeadLetter
-from connectors.kafka.events import InvalidEvent
-from connectors.kafka.orchestration import (
+from uss_stream.stats import DisagreementStats
+from uss_stream_kafka import ClientConfig
+from uss_stream_kafka.deadletter import DeadLetter
+from uss_stream_kafka.events import InvalidEvent
+from uss_stream_kafka.orchestration import (
     OrchestrationSummary,
     OrchestrationTopics,
     Orchestrator,
@@ -29,7 +30,6 @@ from connectors.kafka.orchestration import (
     parse_report,
     parse_request,
 )
-from uss_stream.stats import DisagreementStats
 
 COSTS = [0.0, 0.1, 0.2]
 
@@ -280,7 +280,7 @@ def test_cli_orchestrate(
 ) -> None:
     topics = make_orchestration_topics()
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"b{i}"}).encode() for i in range(20)])
-    command = [sys.executable, "-m", "connectors.kafka.orchestration_cli"]
+    command = [sys.executable, "-m", "uss_stream_kafka.orchestration_cli"]
     service = subprocess.Popen(
         [
             *command,

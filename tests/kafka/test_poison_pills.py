@@ -26,15 +26,15 @@ from conftest import (
     stream,
 )
 
-from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
-from connectors.kafka.checkpoint import Checkpoint, checkpoint_key
-from connectors.kafka.config import ClientConfig
-from connectors.kafka.orchestration import (
+from uss_stream.policies import USSUCB
+from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
+from uss_stream_kafka.checkpoint import Checkpoint, checkpoint_key
+from uss_stream_kafka.config import ClientConfig
+from uss_stream_kafka.orchestration import (
     OrchestrationTopics,
     Orchestrator,
     create_orchestration_topics,
 )
-from uss_stream.policies import USSUCB
 
 pytestmark = [
     pytest.mark.kafka,
@@ -78,7 +78,7 @@ def test_nested_json_labels_are_dead_lettered(bootstrap_servers, make_topics):
     produce(bootstrap_servers, topics.input, [event, event])
     produce(bootstrap_servers, topics.labels, [label, NESTED, label])
     summary = run_app(
-        new_app(bootstrap_servers, topics), FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+        new_app(bootstrap_servers, topics), FeaturesProcessor("uss_stream_kafka.demo:pima_cascade")
     )
 
     (letter,) = letters_of(bootstrap_servers, topics.dead_letter, expected=1)
@@ -302,7 +302,7 @@ def test_orchestrate_checkpoint_stays_within_the_state_topic_limit_without_expir
     n = 8_000
     ids = [f"{i:06d}-" + "x" * 200 for i in range(n)]  # ~230 bytes per pending decision: 1 MB at ~4 500
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in ids])
-    with caplog.at_level("WARNING", logger="connectors.kafka.orchestration"):
+    with caplog.at_level("WARNING", logger="uss_stream_kafka.orchestration"):
         first = orchestrator(bootstrap_servers, topics, group, checkpoint_every=1_000).run()
 
     assert first.decisions == n

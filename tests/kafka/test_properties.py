@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connectors.kafka import InvalidEvent
-from connectors.kafka.batching import decide_batch
-from connectors.kafka.events import FeaturesCodec, OutputsCodec, _parse
 from uss_stream.policies import USSUCB, Hanawal2017WD
+from uss_stream_kafka import InvalidEvent
+from uss_stream_kafka.batching import decide_batch
+from uss_stream_kafka.events import FeaturesCodec, OutputsCodec, _parse
 
 SCALARS = (
     st.none()

@@ -14,9 +14,9 @@ import uuid
 import pytest
 from conftest import COSTS, new_app, produce, read_all, run_app, stream
 
-from connectors.kafka import OutputsProcessor
-from connectors.kafka.checkpoint import CheckpointError, checkpoint_key
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import OutputsProcessor
+from uss_stream_kafka.checkpoint import CheckpointError, checkpoint_key
 
 pytestmark = [
     pytest.mark.kafka,
@@ -54,7 +54,7 @@ def test_a_committed_offset_deleted_by_retention_resumes_by_the_reset_policy(
     commit(bootstrap_servers, group, topics.input, 10)  # decided up to 10, then the service was down
     delete_below(admin, topics.input, 60)
 
-    with caplog.at_level("WARNING", logger="connectors.kafka"):
+    with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         summary = run_app(
             new_app(bootstrap_servers, topics, group, auto_offset_reset=reset), OutputsProcessor(COSTS)
         )

@@ -20,8 +20,8 @@ import pytest
 from conftest import COSTS, checkpoints_of, end_offsets, read_all, stream, trickle
 from test_cli import Service
 
-from connectors.kafka import Topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -44,7 +44,7 @@ def owned_partitions(service: Service, topic: str) -> set[int]:
     """The input partitions a worker holds, from its log (``restored``/``revoked``/``lost`` lines)."""
     owned: set[int] = set()
     for line in service.lines:
-        if "connectors.kafka: " not in line:
+        if "uss_stream_kafka: " not in line:
             continue
         if " restored " in line:
             owned.update(int(p) for p in re.findall(rf"{re.escape(topic)}/(\d+):", line))

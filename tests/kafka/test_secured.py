@@ -25,8 +25,8 @@ from conftest import COSTS, stream
 from test_broker_restart import BROKER_SH, _free_port_pair
 from test_cli import topic_options
 
-from connectors.kafka import ClientConfig, Topics, create_topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import ClientConfig, Topics, create_topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -207,7 +207,7 @@ def test_a_security_failure_stops_the_service_at_once_with_one_line(
 )
 def test_the_check_itself_takes_one_round_trip(case, overrides, message, secured_broker, record_property):
     """The check without the process start: one connection, answered at once (figures recorded)."""
-    from connectors.kafka.security import SecurityCheckError, check_security
+    from uss_stream_kafka.security import SecurityCheckError, check_security
 
     started = time.monotonic()
     with pytest.raises(SecurityCheckError, match=message):

@@ -24,8 +24,8 @@ from conftest import (
 )
 from phases import Phase, comparable, phases, reference_decisions
 
-from connectors.kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 
 pytestmark = [
     pytest.mark.kafka,
@@ -185,7 +185,7 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
 
 
 def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_topics):
-    from connectors.kafka import CheckpointError
+    from uss_stream_kafka import CheckpointError
 
     topics = make_topics()
     values, _ = stream(100)
@@ -232,7 +232,7 @@ def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bo
     topics = make_topics(labels=True)
     stream_phases = phases(4, labels=40, events=120, seed=3)
     expected = reference_decisions(stream_phases)
-    processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+    processor = FeaturesProcessor("uss_stream_kafka.demo:pima_cascade")
     group = f"features-{uuid.uuid4().hex[:8]}"
 
     def feed(running: Running, phase: Phase, labels_before: int, events_before: int) -> None:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all, run_app, stream
 
-from connectors.kafka import OutputsProcessor
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import OutputsProcessor
 
 pytestmark = [
     pytest.mark.kafka,
@@ -73,11 +73,11 @@ def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, boot
 
 
 def test_shared_learning_is_refused_in_features_mode(bootstrap_servers, make_topics):
-    from connectors.kafka import FeaturesProcessor
+    from uss_stream_kafka import FeaturesProcessor
 
     app = new_app(bootstrap_servers, make_topics(), shared_learning=True)
     with pytest.raises(ValueError, match="shared_learning needs outputs mode"):
-        app.run(FeaturesProcessor("connectors.kafka.demo:pima_cascade"))
+        app.run(FeaturesProcessor("uss_stream_kafka.demo:pima_cascade"))
 
 
 def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
@@ -86,7 +86,7 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     """One instance holds both partitions; checkpoints of two more partitions are in the state topic."""
     from kafka import KafkaProducer
 
-    from connectors.kafka import Checkpoint
+    from uss_stream_kafka import Checkpoint
 
     topics = make_topics(partitions=2)
     group = f"shared-remote-{topics.input}"
@@ -111,7 +111,7 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     produce(bootstrap_servers, topics.input, values, partition=0)
 
     app = new_app(bootstrap_servers, topics, group, shared_learning=True, checkpoint_interval=0.2)
-    with caplog.at_level("WARNING", logger="connectors.kafka"):
+    with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         summary = run_app(app, OutputsProcessor(COSTS))
 
     assert summary.decisions == 1_000

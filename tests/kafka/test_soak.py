@@ -38,8 +38,8 @@ from test_broker_restart import RestartableBroker
 from test_cli import Service
 from test_scale_out import owned_partitions
 
-from connectors.kafka import Topics, create_topics
 from uss_stream.policies import USSUCB
+from uss_stream_kafka import Topics, create_topics
 
 EVENTS = int(os.environ.get("SOAK_EVENTS", "20000"))
 KILLS = int(os.environ.get("SOAK_KILLS", "2"))

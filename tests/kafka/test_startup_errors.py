@@ -1,5 +1,5 @@
 """Issue 16 item 11: startup and configuration errors of ``uss-stream kafka run`` are one line on
-stderr and a distinct exit code (see ``connectors/kafka/exit_codes.py`` and ``docs/kafka.md``).
+stderr and a distinct exit code (see ``connectors/uss_stream_kafka/exit_codes.py`` and ``docs/kafka.md``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import uuid
 import pytest
 from conftest import produce
 
-from connectors.kafka.checkpoint import Checkpoint
+from uss_stream_kafka.checkpoint import Checkpoint
 
 pytestmark = [
     pytest.mark.kafka,

@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["BROKER_DEFAULT_MAX_MESSAGE_BYTES", "PRODUCER_DEFAULT_MAX_REQUEST_SIZE", "record_limit"]
 
-log = logging.getLogger("connectors.kafka")
+log = logging.getLogger("uss_stream_kafka")
 
 #: The broker's default ``message.max.bytes`` (used when the topic's setting cannot be read).
 BROKER_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from connectors.kafka.exit_codes import StartupInterrupted, one_line_errors
+from uss_stream_kafka.exit_codes import StartupInterrupted, one_line_errors
 
 __all__ = ["ENVIRONMENT", "register"]
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_create_topics(commands)
     _add_demo_producer(commands)
     # Imported here: orchestration_cli reuses this module's option helpers.
-    from connectors.kafka.orchestration_cli import register as add_orchestrate
+    from uss_stream_kafka.orchestration_cli import register as add_orchestrate
 
     add_orchestrate(commands)
 
@@ -206,7 +206,7 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
 
 
 def _client_config(args: argparse.Namespace) -> Any:
-    from connectors.kafka.config import ClientConfig, merge_options
+    from uss_stream_kafka.config import ClientConfig, merge_options
 
     return ClientConfig(
         bootstrap_servers=args.bootstrap_servers,
@@ -273,7 +273,7 @@ def _add_topics(parser: argparse.ArgumentParser) -> None:
 
 
 def _topics(args: argparse.Namespace) -> Any:
-    from connectors.kafka.topics import Topics
+    from uss_stream_kafka.topics import Topics
 
     return Topics(
         input=args.input_topic,
@@ -458,11 +458,11 @@ def run(args: argparse.Namespace) -> int:
     """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop.
 
     Startup and configuration errors print one line and exit with the codes of
-    :mod:`connectors.kafka.exit_codes`.
+    :mod:`uss_stream_kafka.exit_codes`.
     """
-    from connectors.kafka.app import Application
-    from connectors.kafka.config import merge_options
-    from connectors.kafka.processing import FeaturesProcessor, OutputsProcessor
+    from uss_stream_kafka.app import Application
+    from uss_stream_kafka.config import merge_options
+    from uss_stream_kafka.processing import FeaturesProcessor, OutputsProcessor
 
     _setup_logging(args.log_level)
     if args.mode == "outputs":
@@ -506,13 +506,13 @@ def run(args: argparse.Namespace) -> int:
     def _stop(signum: int, frame: Any) -> None:
         if app.health()[1]["status"] in ("created", "starting"):
             raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
-        logging.getLogger("connectors.kafka").info(
+        logging.getLogger("uss_stream_kafka").info(
             "%s: finishing the batch, then stopping", signal.Signals(signum).name
         )
         app.stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    logging.getLogger("connectors.kafka").info("starting: connecting to %s", args.bootstrap_servers)
+    logging.getLogger("uss_stream_kafka").info("starting: connecting to %s", args.bootstrap_servers)
     try:
         summary = app.run(processor)
     finally:
@@ -530,7 +530,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _security_checked(client: Any) -> bool:
     """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
-    from connectors.kafka.security import SecurityCheckError, check_security
+    from uss_stream_kafka.security import SecurityCheckError, check_security
 
     try:
         check_security(client)
@@ -575,7 +575,7 @@ def create_topics_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
     from kafka import KafkaAdminClient
 
-    from connectors.kafka.topics import create_topics
+    from uss_stream_kafka.topics import create_topics
 
     topics = _topics(args)
     admin = KafkaAdminClient(**_client_config(args).kafka_kwargs("admin"))
@@ -642,7 +642,7 @@ def demo_producer_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka demo-producer``."""
     from kafka import KafkaProducer
 
-    from connectors.kafka.demo import pima_stage_costs, produce_demo
+    from uss_stream_kafka.demo import pima_stage_costs, produce_demo
 
     _setup_logging(args.log_level)
     if args.labels_topic and args.mode != "features":

@@ -76,8 +76,8 @@ def exit_code(error: BaseException) -> int | None:
     """
     from kafka import errors
 
-    from connectors.kafka.app import DeliveryError, MetricsEndpointError
-    from connectors.kafka.checkpoint import CheckpointError
+    from uss_stream_kafka.app import DeliveryError, MetricsEndpointError
+    from uss_stream_kafka.checkpoint import CheckpointError
 
     if isinstance(error, StartupInterrupted):
         return 128 + error.signum

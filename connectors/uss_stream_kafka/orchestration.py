@@ -10,8 +10,8 @@ that :meth:`~uss_stream.pending.PendingDecisions.report` joins to the pending de
 One :class:`Orchestrator` process holds the one learner of all partitions: a single consumer, in
 one group, subscribed to the requests and the reports topics, with manual commits. Every input
 record yields exactly one decision, one applied report, or one dead letter (the connector's
-:class:`~connectors.kafka.deadletter.DeadLetter` format, with the reasons of
-:data:`~connectors.kafka.events.REASONS`). Decisions and dead letters are flushed before the learner's
+:class:`~uss_stream_kafka.deadletter.DeadLetter` format, with the reasons of
+:data:`~uss_stream_kafka.events.REASONS`). Decisions and dead letters are flushed before the learner's
 checkpoint is written, and the checkpoint before the offsets are committed (at-least-once).
 Scale-out (several instances sharing the learner) is out of scope: the requests and the reports
 must reach the same learner. See ``docs/orchestration.md``.
@@ -30,17 +30,17 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener
 
-from connectors.kafka.app import DeliveryError
-from connectors.kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
-from connectors.kafka.config import ClientConfig, check_client_options
-from connectors.kafka.deadletter import DeadLetter
-from connectors.kafka.events import REASONS, InvalidEvent, json_scalar
-from connectors.kafka.limits import record_limit
-from connectors.kafka.progress import IdleGate
-from connectors.kafka.state_budget import StateBudget
-from connectors.kafka.topics import Topics, create_topics
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSUCB
+from uss_stream_kafka.app import DeliveryError
+from uss_stream_kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
+from uss_stream_kafka.config import ClientConfig, check_client_options
+from uss_stream_kafka.deadletter import DeadLetter
+from uss_stream_kafka.events import REASONS, InvalidEvent, json_scalar
+from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.progress import IdleGate
+from uss_stream_kafka.state_budget import StateBudget
+from uss_stream_kafka.topics import Topics, create_topics
 
 __all__ = [
     "ORCHESTRATION_CHECKPOINT_FORMAT",
@@ -53,7 +53,7 @@ __all__ = [
     "parse_request",
 ]
 
-log = logging.getLogger("connectors.kafka.orchestration")
+log = logging.getLogger("uss_stream_kafka.orchestration")
 
 ORCHESTRATION_CHECKPOINT_FORMAT = "uss-stream/orchestration-checkpoint/v1"
 
@@ -147,7 +147,7 @@ def parse_request(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | 
     >>> parse_request(b'{"id": true}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: wrong_type: 'id' must be a string or an integer, got True
+    uss_stream_kafka.events.InvalidEvent: wrong_type: 'id' must be a string or an integer, got True
 
     """
     document = _load_object(value, max_bytes)
@@ -164,11 +164,11 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
     >>> parse_report(b'{"id": 7}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: missing_field: report 7 has no 'outputs'
+    uss_stream_kafka.events.InvalidEvent: missing_field: report 7 has no 'outputs'
     >>> parse_report(b'{"id": 7, "outputs": [[1]]}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: report_invalid: outputs[0] of 7 must be a label, got array
+    uss_stream_kafka.events.InvalidEvent: report_invalid: outputs[0] of 7 must be a label, got array
 
     """
     document = _load_object(value, max_bytes)
@@ -190,7 +190,7 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
 def parse_checkpoint(value: bytes) -> dict[str, Any]:
     """The checkpoint document of a state record; ``ValueError`` if it is not one.
 
-    Raises :class:`~connectors.kafka.checkpoint.NewerFormatError` (a ``ValueError``) for a
+    Raises :class:`~uss_stream_kafka.checkpoint.NewerFormatError` (a ``ValueError``) for a
     checkpoint of a newer format version.
 
     >>> parse_checkpoint(b'{"format": "uss-stream/orchestration-checkpoint/v1", "state": {}}')["state"]
@@ -257,7 +257,7 @@ class Orchestrator:
         A pending decision expires after that many later decisions / seconds (``None``: never); its
         late report is then dead-lettered as ``report_expired``. Whatever they are, the
         checkpoint stays within the state topic's record limit: a warning at half of it, and past
-        90% the oldest pending decisions expire (see :mod:`connectors.kafka.state_budget`).
+        90% the oldest pending decisions expire (see :mod:`uss_stream_kafka.state_budget`).
     checkpoint_every, checkpoint_interval
         Checkpoint (and commit) after that many records / seconds, and at shutdown.
     exit_when_idle
@@ -272,7 +272,7 @@ class Orchestrator:
 
     Examples
     --------
-    >>> from connectors.kafka import ClientConfig
+    >>> from uss_stream_kafka import ClientConfig
     >>> topics = OrchestrationTopics("req", "rep", "dec", "dlq", "state")
     >>> orchestrator = Orchestrator(ClientConfig("127.0.0.1:9092"), group_id="g", topics=topics,
     ...                             stage_costs=[0.0, 0.1, 0.2], stage_names=["xray", "ct", "manual"])

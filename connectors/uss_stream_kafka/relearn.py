@@ -29,9 +29,9 @@ Examples
 The rebuild is the learner that learned the same labels in the same order (without a broker,
 replaying a list of values as the labels partition would):
 
->>> from connectors.kafka.processing import FeaturesProcessor
->>> from connectors.kafka.demo import demo_records
->>> processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+>>> from uss_stream_kafka.processing import FeaturesProcessor
+>>> from uss_stream_kafka.demo import demo_records
+>>> processor = FeaturesProcessor("uss_stream_kafka.demo:pima_cascade")
 >>> records = list(demo_records("features", 80, seed=1))
 >>> live, rebuilt = processor.new_learner(), processor.new_learner()
 >>> for _, label in records[:60]:
@@ -49,12 +49,12 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from connectors.kafka.checkpoint import CheckpointError
-from connectors.kafka.events import InvalidEvent
+from uss_stream_kafka.checkpoint import CheckpointError
+from uss_stream_kafka.events import InvalidEvent
 
 __all__ = ["LabelsLog", "learn_values"]
 
-log = logging.getLogger("connectors.kafka")
+log = logging.getLogger("uss_stream_kafka")
 
 
 def learn_values(learner: Any, values: Iterable[bytes | None], max_bytes: int) -> int:
@@ -97,7 +97,7 @@ class LabelsLog:
     def relearn(self, learner: Any, tp: Any, until: int) -> int:
         """Feed ``learner`` the labels of ``tp`` below offset ``until`` in order; returns how many it learned.
 
-        Raises :class:`~connectors.kafka.checkpoint.CheckpointError` if the partition ends before
+        Raises :class:`~uss_stream_kafka.checkpoint.CheckpointError` if the partition ends before
         ``until`` (the labels topic was recreated or truncated).
         """
         if until <= 0:

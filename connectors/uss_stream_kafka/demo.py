@@ -16,7 +16,7 @@ producer streams these rows as ``{"id": "pima-<row>", "outputs": [s1, s2, s3]}``
 seeded shuffle of the 768 rows.
 
 **Features mode** runs the cascade in the service: :func:`pima_cascade` is a factory for
-``--cascade-factory connectors.kafka.demo:pima_cascade`` (River logistic regressions on the same
+``--cascade-factory uss_stream_kafka.demo:pima_cascade`` (River logistic regressions on the same
 feature subsets, learning online from the labels topic).
 """
 

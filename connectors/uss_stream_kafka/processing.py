@@ -18,10 +18,10 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from connectors.kafka.batching import decide_batch
-from connectors.kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
 from uss_stream.policies import USSUCB
 from uss_stream.stats import DisagreementStats
+from uss_stream_kafka.batching import decide_batch
+from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
 
 __all__ = ["BatchResult", "FeaturesProcessor", "Learner", "OutputsProcessor", "Processor", "load_factory"]
 
@@ -247,11 +247,11 @@ class FeaturesProcessor:
     -----
     Checkpoints hold the cascade's policy counts (JSON). The stages' River models are not
     serialised (no pickle): a restored learner is rebuilt by re-learning the labels log up to the
-    position its checkpoint records (see :mod:`connectors.kafka.relearn`).
+    position its checkpoint records (see :mod:`uss_stream_kafka.relearn`).
 
     Examples
     --------
-    >>> processor = FeaturesProcessor("connectors.kafka.demo:pima_cascade")
+    >>> processor = FeaturesProcessor("uss_stream_kafka.demo:pima_cascade")
     >>> processor.n_stages
     3
     >>> learner = processor.new_learner()
@@ -368,12 +368,12 @@ def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:
 def load_factory(path: str) -> Callable[[], Any]:
     """Import ``"package.module:function"`` and return the function (code is imported, never unpickled).
 
-    >>> load_factory("connectors.kafka.demo:pima_cascade").__name__
+    >>> load_factory("uss_stream_kafka.demo:pima_cascade").__name__
     'pima_cascade'
-    >>> load_factory("connectors.kafka.demo")
+    >>> load_factory("uss_stream_kafka.demo")
     Traceback (most recent call last):
     ...
-    ValueError: cascade factory must look like 'package.module:function', got 'connectors.kafka.demo'
+    ValueError: cascade factory must look like 'package.module:function', got 'uss_stream_kafka.demo'
 
     """
     module_name, sep, attribute = str(path).partition(":")

@@ -25,7 +25,7 @@ committed offset (rebuilding the state from the log); without either, it starts 
 
 **Features mode** adds the position ``labels_offset`` in the co-partitioned labels partition up to
 which the learner's stage models have learned: the state is then the learner after the input records
-below ``offset`` *and* the labels below ``labels_offset`` (see :mod:`connectors.kafka.relearn`).
+below ``offset`` *and* the labels below ``labels_offset`` (see :mod:`uss_stream_kafka.relearn`).
 
 The checkpoint record: key ``"<input topic>/<partition>"`` (UTF-8), value a JSON :class:`Checkpoint`;
 a null value (tombstone) deletes the checkpoint.

@@ -42,7 +42,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from connectors.kafka.events import REASONS
+from uss_stream_kafka.events import REASONS
 
 __all__ = ["BATCH_BUCKETS", "LATENCY_BUCKETS", "LatencyHistogram", "ServiceMetrics"]
 

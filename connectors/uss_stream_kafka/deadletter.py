@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.kafka.events import REASONS
+from uss_stream_kafka.events import REASONS
 
 __all__ = ["DEAD_LETTER_FORMAT", "MAX_ERROR_CHARS", "DeadLetter"]
 

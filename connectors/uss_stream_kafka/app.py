@@ -1,7 +1,7 @@
 """The decision service: consume events, decide, produce decisions, checkpoint the learners.
 
 :class:`Application` owns the Kafka clients and the poll loop; a
-:class:`~connectors.kafka.processing.Processor` says what to do with each event. One learner per
+:class:`~uss_stream_kafka.processing.Processor` says what to do with each event. One learner per
 input partition; the loop, per batch of records returned by ``poll``:
 
 1. decides every record (or rejects it to the dead-letter topic) and sends the results,
@@ -12,7 +12,7 @@ input partition; the loop, per batch of records returned by ``poll``:
    compacted state topic and flushes it, *before* committing.
 
 On assignment the new partitions are paused; the loop then restores each learner from its
-checkpoint and positions the consumer as :func:`~connectors.kafka.checkpoint.plan_restore` says,
+checkpoint and positions the consumer as :func:`~uss_stream_kafka.checkpoint.plan_restore` says,
 and resumes them.
 
 With ``guarantee="exactly-once"`` the producer is transactional: everything sent between two
@@ -34,23 +34,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
-from connectors.kafka.config import ClientConfig, check_client_options
-from connectors.kafka.deadletter import DeadLetter
-from connectors.kafka.events import REASONS, InvalidEvent
-from connectors.kafka.http import HttpEndpoint
-from connectors.kafka.limits import record_limit
-from connectors.kafka.metrics import ServiceMetrics
-from connectors.kafka.processing import Processor
-from connectors.kafka.progress import IdleGate
-from connectors.kafka.relearn import LabelsLog
-from connectors.kafka.topics import Topics, check_state_topic
-from connectors.kafka.undecodable import undecodable_batch
 from uss_stream.stats import DisagreementStats
+from uss_stream_kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
+from uss_stream_kafka.config import ClientConfig, check_client_options
+from uss_stream_kafka.deadletter import DeadLetter
+from uss_stream_kafka.events import REASONS, InvalidEvent
+from uss_stream_kafka.http import HttpEndpoint
+from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.metrics import ServiceMetrics
+from uss_stream_kafka.processing import Processor
+from uss_stream_kafka.progress import IdleGate
+from uss_stream_kafka.relearn import LabelsLog
+from uss_stream_kafka.topics import Topics, check_state_topic
+from uss_stream_kafka.undecodable import undecodable_batch
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
-log = logging.getLogger("connectors.kafka")
+log = logging.getLogger("uss_stream_kafka")
 
 #: Consumer settings tuned for throughput (overridable with ``consumer_options``).
 CONSUMER_DEFAULTS: dict[str, Any] = {
@@ -186,7 +186,7 @@ class Application:
         Features mode: checkpoints record how far the stage models learned from the labels
         partition, and a restored (or rewound) learner re-learns the retained labels log up to
         there, so that its River models are those of an uninterrupted run (see
-        :mod:`connectors.kafka.relearn`). ``False``: the stages start as the factory builds them.
+        :mod:`uss_stream_kafka.relearn`). ``False``: the stages start as the factory builds them.
     shared_learning
         Outputs mode: every learner decides on its own counts plus the other input partitions'
         (their last checkpoints in the state topic, or the live counts of the partitions this
@@ -207,7 +207,7 @@ class Application:
 
     Examples
     --------
-    >>> from connectors.kafka import Application, ClientConfig, OutputsProcessor, Topics
+    >>> from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics
     >>> app = Application(
     ...     ClientConfig("127.0.0.1:9092"), group_id="uss",
     ...     topics=Topics(input="events", output="decisions", dead_letter="events-dlq", state="uss-state"),

@@ -176,15 +176,15 @@ class OutputsCodec:
     >>> codec.decode(b'{"id": "e2", "outputs": [1, NaN, 1]}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: missing_output: outputs[1] is NaN
+    uss_stream_kafka.events.InvalidEvent: missing_output: outputs[1] is NaN
     >>> codec.decode(b'{"id": "e3", "outputs": [1, 0]}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: wrong_output_count: 'outputs' must hold 3 stage outputs, got 2
+    uss_stream_kafka.events.InvalidEvent: wrong_output_count: 'outputs' must hold 3 stage outputs, got 2
     >>> codec.decode(b"[" * 100_000 + b"]" * 100_000)
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: invalid_json: value is JSON nested too deeply to decode
+    uss_stream_kafka.events.InvalidEvent: invalid_json: value is JSON nested too deeply to decode
 
     """
 
@@ -269,7 +269,7 @@ class FeaturesCodec:
     >>> codec.decode(b'{"id": 7, "features": [50, 33.6]}')
     Traceback (most recent call last):
     ...
-    connectors.kafka.events.InvalidEvent: wrong_type: 'features' must be an object, got array
+    uss_stream_kafka.events.InvalidEvent: wrong_type: 'features' must be an object, got array
 
     """
 

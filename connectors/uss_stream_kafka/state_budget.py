@@ -22,7 +22,7 @@ from typing import Any
 
 __all__ = ["TRIM_AT", "TRIM_TO", "WARN_AT", "StateBudget"]
 
-log = logging.getLogger("connectors.kafka.orchestration")
+log = logging.getLogger("uss_stream_kafka.orchestration")
 
 WARN_AT = 0.5
 TRIM_AT = 0.9

@@ -21,7 +21,7 @@ import ssl
 import struct
 from typing import Any
 
-from connectors.kafka.config import ClientConfig
+from uss_stream_kafka.config import ClientConfig
 
 __all__ = ["SecurityCheckError", "check_security", "scram_client_final"]
 

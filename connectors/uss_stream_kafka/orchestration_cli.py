@@ -1,7 +1,7 @@
 """``uss-stream kafka orchestrate``: run the orchestration-mode service (see ``docs/orchestration.md``).
 
-Until the subcommand is registered in :mod:`connectors.kafka.cli`, run it with
-``python -m connectors.kafka.orchestration_cli orchestrate ...``.
+Until the subcommand is registered in :mod:`uss_stream_kafka.cli`, run it with
+``python -m uss_stream_kafka.orchestration_cli orchestrate ...``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from connectors.kafka.cli import (
+from uss_stream_kafka.cli import (
     _add_connection,
     _add_consumer_options,
     _add_logging,
@@ -25,7 +25,7 @@ from connectors.kafka.cli import (
     _positive_int,
     _setup_logging,
 )
-from connectors.kafka.exit_codes import StartupInterrupted, one_line_errors
+from uss_stream_kafka.exit_codes import StartupInterrupted, one_line_errors
 
 __all__ = ["main", "orchestrate_command", "register"]
 
@@ -107,8 +107,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 @one_line_errors("orchestrate")
 def orchestrate_command(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT (or idle); print a summary; exit 0 after a clean stop."""
-    from connectors.kafka.config import merge_options
-    from connectors.kafka.orchestration import OrchestrationTopics, Orchestrator
+    from uss_stream_kafka.config import merge_options
+    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator
 
     _setup_logging(args.log_level)
     orchestrator = Orchestrator(
@@ -162,14 +162,14 @@ def orchestrate_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m connectors.kafka.orchestration_cli orchestrate ...``."""
-    parser = argparse.ArgumentParser(prog="python -m connectors.kafka.orchestration_cli")
+    """Stand-alone entry point: ``python -m uss_stream_kafka.orchestration_cli orchestrate ...``."""
+    parser = argparse.ArgumentParser(prog="python -m uss_stream_kafka.orchestration_cli")
     register(parser.add_subparsers(dest="kafka_command", required=True, metavar="SUBCOMMAND"))
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except ValueError as error:
-        logging.getLogger("connectors.kafka").error("%s", error)
+        logging.getLogger("uss_stream_kafka").error("%s", error)
         return 2
 
 
