@@ -45,18 +45,8 @@ from uss_stream._extras import require
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
 from uss_stream.io import matrix_layout, read_table
 from uss_stream.memory import check_replay_memory, replay_memory_estimate
-from uss_stream.policies import (
-    UEEUCB,
-    USSKLUCB,
-    USSTS,
-    USSUCB,
-    AuditedUSS,
-    FixedDepth,
-    Hanawal2017WD,
-    Oracle,
-    Policy,
-    SupervisedUCB,
-)
+from uss_stream.policies import Policy
+from uss_stream.policies.specs import parse_spec
 from uss_stream.replay import SAMPLING_MODES, encode_log, replay
 
 __all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
@@ -194,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[float]) -> tuple[str, Policy]:
-    """Build a policy from a ``--policy`` spec; returns its display name and the policy.
+    """Build a policy from a ``--policy`` spec (:mod:`uss_stream.policies.specs`, the parser every
+    command shares); returns its display name and the policy.
 
     ``fixed:depth=-1`` means the deepest stage; ``uss-ts`` without ``seed`` uses seed 0 (replays
     are reproducible). The display name is the spec with the parameters as given, plus ``alpha``
@@ -213,83 +204,11 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
     Traceback (most recent call last):
     ...
-    ValueError: --policy fixed needs depth=D
+    ValueError: --policy 'fixed': fixed needs depth=D
 
     """
-    kind, _, rest = spec.strip().partition(":")
-    params: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--policy {spec!r}: parameters are key=value, got {item!r}")
-        params[key.strip()] = value.strip()
-    allowed = {
-        "uss-ucb": {"alpha", "discount"},
-        "supervised": {"alpha", "discount"},
-        "alg2": {"discount"},
-        "oracle": set(),
-        "fixed": {"depth"},
-        "uss-ts": {"seed", "discount"},
-        "uss-kl-ucb": {"alpha", "discount"},
-        "uee-ucb": {"alpha", "discount"},
-        "audited": {"alpha", "label_budget"},
-    }
-    if kind not in allowed:
-        raise ValueError(f"--policy {spec!r}: unknown policy {kind!r}; one of {', '.join(allowed)}")
-    unknown = set(params) - allowed[kind]
-    if unknown:
-        raise ValueError(f"--policy {spec!r}: unknown parameter(s) {', '.join(sorted(unknown))}")
-    costs = list(stage_costs)
-    learning: dict[str, Any] = {}
-    if "discount" in params:
-        learning["discount"] = _parse(params["discount"], float, spec)
-    given = ",".join(f"{key}={value}" for key, value in params.items())
-    if kind in ("uss-ucb", "supervised"):
-        alpha = _parse(params.get("alpha", "0.51"), float, spec)
-        name = f"{kind}:alpha={params.get('alpha', '0.51')}" + (
-            f",discount={params['discount']}" if "discount" in params else ""
-        )
-        policy_class = USSUCB if kind == "uss-ucb" else SupervisedUCB
-        return name, _build(spec, policy_class, costs, alpha=alpha, **learning)
-    if kind == "alg2":
-        return kind + (f":{given}" if given else ""), _build(spec, Hanawal2017WD, costs, **learning)
-    if kind == "uss-ts":
-        seed = params.get("seed", "0")
-        name = f"uss-ts:seed={seed}" + (f",discount={params['discount']}" if "discount" in params else "")
-        return name, _build(spec, USSTS, costs, seed=_parse(seed, int, spec), **learning)
-    if kind == "uss-kl-ucb":
-        if "alpha" in params:
-            learning["alpha"] = _parse(params["alpha"], float, spec)
-        return kind + (f":{given}" if given else ""), _build(spec, USSKLUCB, costs, **learning)
-    if kind in ("uee-ucb", "audited"):
-        for key in ("alpha", "label_budget"):
-            if key in params:
-                learning[key] = _parse(params[key], float, spec)
-        policy_class = UEEUCB if kind == "uee-ucb" else AuditedUSS
-        return kind + (f":{given}" if given else ""), _build(spec, policy_class, costs, **learning)
-    if kind == "oracle":
-        return "oracle", Oracle(costs, error_rates=list(error_rates))
-    if "depth" not in params:
-        raise ValueError("--policy fixed needs depth=D")
-    depth = _parse(params["depth"], int, spec)
-    if depth == -1:
-        depth = len(costs)
-    return f"fixed:depth={depth}", FixedDepth(depth, costs)
-
-
-def _build(spec: str, policy_class: type[Policy], costs: list[float], **params: Any) -> Policy:
-    """``policy_class(costs, **params)``; a bad value is reported with the spec it came from."""
-    try:
-        return policy_class(costs, **params)
-    except ValueError as error:
-        raise ValueError(f"--policy {spec!r}: {error}") from None
-
-
-def _parse(text: str, kind: type, spec: str) -> Any:
-    try:
-        return kind(text)
-    except ValueError:
-        raise ValueError(f"--policy {spec!r}: {text!r} is not a valid {kind.__name__}") from None
+    parsed = parse_spec(spec)
+    return parsed.name(len(stage_costs)), parsed.build(stage_costs, error_rates)
 
 
 def _numbers(text: str | None, option: str, count: int) -> list[float] | None:
