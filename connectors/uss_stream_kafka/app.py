@@ -1135,6 +1135,7 @@ class Application:
             learner = self._processor.new_learner()
             if plan.use_checkpoint:
                 try:
+                    self._processor.check_checkpoint(checkpoint.processor)
                     learner.load_state_dict(checkpoint.state)
                 except ValueError as error:
                     raise CheckpointError(

@@ -11,7 +11,11 @@ first whose decision differs from ``d`` are accepted (that state is still exact)
 while speculations hold. The result is the sequential loop's depth sequence; in steady state a
 window of thousands of events costs one call. It is the replay engine's loop
 (:func:`uss_stream.kernel.speculate`) on a single stream that starts from the policy's current
-counts, discounted ones included.
+counts, discounted ones included: the counts go in and out as
+:class:`~uss_stream.kernel.Counts` (:meth:`~uss_stream.kernel.Counts.of_stats`,
+:meth:`~uss_stream.policies.base.Policy.load_stats`), never through JSON. Randomised policies
+(USS-TS) decide on their own stream, the one ``select`` uses. A policy that is not
+:attr:`~uss_stream.policies.base.Policy.vectorised` is stepped event by event.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
     Parameters
     ----------
     policy
-        A label-free policy; on return its counts include every event (as after the loop).
+        Any label-free policy; on return its counts include every event (as after the loop).
+        A :attr:`~uss_stream.policies.base.Policy.vectorised` policy is stepped by the kernel's
+        speculative loop, any other by its own ``select``/``update`` loop.
     outputs
         Validated outputs of all ``K`` stages of each event (no missing values), flat: event
         ``n``'s outputs are ``outputs[n*K:(n+1)*K]``.
@@ -60,7 +66,7 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
     n_stages = policy.n_stages
     if len(outputs) % n_stages:
         raise ValueError(f"outputs must hold {n_stages} values per event, got {len(outputs)} values")
-    if len(outputs) < MIN_BATCH * n_stages:
+    if not policy.vectorised or len(outputs) < MIN_BATCH * n_stages:
         return _loop(policy, outputs)
     indicators = _disagreements(outputs, n_stages)
     return _speculate(policy, indicators, n_stages if guess is None else guess)

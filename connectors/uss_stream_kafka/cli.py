@@ -155,6 +155,53 @@ def _port(text: str) -> int:
     return value
 
 
+def _spec(text: str) -> str:
+    """A ``--policy`` spec, checked by the library's one parser (:mod:`uss_stream.policies.specs`)."""
+    from uss_stream.policies.specs import parse_spec
+
+    try:
+        parse_spec(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--policy ")) from None
+    return text
+
+
+def _add_policy(group: argparse._ActionsContainer) -> None:
+    """``--policy`` and its shorthand ``--alpha`` (``run`` and ``orchestrate``)."""
+    from uss_stream.policies.specs import DEFAULT_POLICY
+
+    _option(
+        group,
+        "--policy",
+        "USS_KAFKA_POLICY",
+        convert=_spec,
+        help="the depth-selection policy, as uss-stream replay takes it: uss-kl-ucb[:alpha=A], "
+        "uss-ucb[:alpha=A], uss-ts[:seed=S], uee-ucb[:alpha=A], alg2, fixed:depth=D; the learning "
+        f"ones also take discount=G (default {DEFAULT_POLICY}, the library's default)",
+    )
+    _option(
+        group,
+        "--alpha",
+        "USS_KAFKA_ALPHA",
+        convert=_positive_float,
+        help="shorthand for --policy uss-ucb:alpha=ALPHA (> 0)",
+    )
+
+
+def _policy(args: argparse.Namespace) -> str:
+    """The policy spec of ``--policy`` / ``--alpha`` (default: the library's default policy)."""
+    from uss_stream.policies.specs import DEFAULT_POLICY
+
+    if args.policy is not None and args.alpha is not None:
+        raise ValueError(
+            f"give --policy or --alpha (shorthand for --policy uss-ucb:alpha=A), not both: "
+            f"got --policy {args.policy} and --alpha {args.alpha}"
+        )
+    if args.alpha is not None:
+        return f"uss-ucb:alpha={args.alpha!r}"
+    return args.policy or DEFAULT_POLICY
+
+
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection and security")
     _option(
@@ -309,7 +356,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "run",
         help="run the decision service",
-        description="Consume events, decide each event's depth (USS-UCB), produce decisions; "
+        description="Consume events, decide each event's depth (--policy), produce decisions; "
         "dead-letter invalid events; checkpoint the learners to the compacted state topic.",
     )
     _add_connection(parser)
@@ -325,14 +372,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         help="outputs: events carry the stage outputs; features: the service runs a cascade",
     )
     _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, help="c_1,...,c_K (outputs mode)")
-    _option(
-        job,
-        "--alpha",
-        "USS_KAFKA_ALPHA",
-        convert=_positive_float,
-        default=0.51,
-        help="USS-UCB exploration (> 0)",
-    )
+    _add_policy(job)
     _option(
         job,
         "--cascade-factory",
@@ -470,10 +510,20 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("outputs mode needs --stage-costs c_1,...,c_K")
         if args.cascade_factory:
             raise ValueError("--cascade-factory is for features mode (--mode features)")
-        processor: Any = OutputsProcessor(args.stage_costs, alpha=args.alpha)
+        processor: Any = OutputsProcessor(args.stage_costs, policy=_policy(args))
+        if args.shared_learning and processor.new_learner().policy.discount is not None:
+            raise ValueError(
+                f"--shared-learning pools plain counts; --policy {args.policy} discounts them: "
+                "give one or the other"
+            )
     else:
         if not args.cascade_factory:
             raise ValueError("features mode needs --cascade-factory package.module:function")
+        if args.policy is not None or args.alpha is not None:
+            raise ValueError(
+                "--policy and --alpha are for outputs mode: in features mode the cascade factory "
+                "builds the cascade and its policy (CascadeClassifier(policy=...))"
+            )
         processor = FeaturesProcessor(args.cascade_factory)
     client = _client_config(args)
     if not _security_checked(client):

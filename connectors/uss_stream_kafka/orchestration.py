@@ -31,13 +31,14 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from uss_stream.pending import PendingDecisions, RejectedReport
-from uss_stream.policies import USSUCB
+from uss_stream.policies.specs import parse_spec
 from uss_stream_kafka.app import DeliveryError
 from uss_stream_kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
 from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import REASONS, InvalidEvent, json_scalar
 from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.processing import label_free_policy
 from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.state_budget import StateBudget
 from uss_stream_kafka.topics import Topics, create_topics
@@ -252,7 +253,10 @@ class Orchestrator:
     stage_names
         Names of the stages in the decisions (default ``stage1`` ... ``stageK``).
     alpha
-        Exploration parameter of :class:`~uss_stream.policies.USSUCB`.
+        Shorthand for ``policy="uss-ucb:alpha=A"``; the policy when ``policy`` is not given.
+    policy
+        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-kl-ucb"``;
+        the checkpoint records it and a restart with another one is refused.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
         late report is then dead-lettered as ``report_expired``. Whatever they are, the
@@ -290,6 +294,7 @@ class Orchestrator:
         stage_costs: Sequence[float],
         stage_names: Sequence[str] | None = None,
         alpha: float = 0.51,
+        policy: str | None = None,
         max_age_decisions: int | None = None,
         max_age_seconds: float | None = None,
         checkpoint_every: int = 10_000,
@@ -311,8 +316,11 @@ class Orchestrator:
         if len(self.stage_names) != k or len(set(self.stage_names)) != k:
             raise ValueError(f"stage_names must be {k} distinct names, got {self.stage_names!r}")
         self.alpha = alpha
+        learner, self.policy = label_free_policy(
+            f"uss-ucb:alpha={alpha!r}" if policy is None else policy, self.stage_costs, "orchestration"
+        )
         self.book = PendingDecisions(
-            USSUCB(self.stage_costs, alpha=alpha),
+            learner,
             max_age_decisions=max_age_decisions,
             max_age_seconds=max_age_seconds,
         )
@@ -371,7 +379,7 @@ class Orchestrator:
             "group_id": self.group_id,
             "stage_costs": self.stage_costs,
             "stage_names": self.stage_names,
-            "alpha": self.alpha,
+            "policy": self.policy,
             "offsets": {
                 **self._restored_offsets,
                 **{f"{tp.topic}/{tp.partition}": offset for tp, offset in self._offsets.items()},
@@ -388,6 +396,14 @@ class Orchestrator:
             raise ValueError(
                 f"checkpoint is for stage costs {document.get('stage_costs')}, "
                 f"the service has {self.stage_costs}"
+            )
+        recorded = document.get("policy")
+        if recorded is None and "alpha" in document:  # written before the policy was recorded
+            recorded = parse_spec(f"uss-ucb:alpha={document['alpha']!r}").canonical(len(self.stage_costs))
+        if recorded is not None and recorded != self.policy:
+            raise ValueError(
+                f"checkpoint was written with --policy {recorded}, the service runs --policy "
+                f"{self.policy}: a restart must keep the policy (use a new state topic to change it)"
             )
         offsets = document.get("offsets")
         if not isinstance(offsets, dict) or not all(

@@ -17,10 +17,12 @@ from uss_stream_kafka.cli import (
     _add_connection,
     _add_consumer_options,
     _add_logging,
+    _add_policy,
     _client_config,
     _costs,
     _non_negative_float,
     _option,
+    _policy,
     _positive_float,
     _positive_int,
     _setup_logging,
@@ -53,7 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     _option(job, "--group-id", "USS_KAFKA_GROUP_ID", required=True, help="consumer group (checkpoint key)")
     _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, required=True, help="c_1,...,c_K")
     _option(job, "--stage-names", "USS_KAFKA_STAGE_NAMES", convert=_names, help="names (default stage1..K)")
-    _option(job, "--alpha", "USS_KAFKA_ALPHA", convert=_positive_float, default=0.51, help="USS-UCB alpha")
+    _add_policy(job)
     _option(
         job,
         "--max-age-decisions",
@@ -123,7 +125,7 @@ def orchestrate_command(args: argparse.Namespace) -> int:
         ),
         stage_costs=args.stage_costs,
         stage_names=args.stage_names,
-        alpha=args.alpha,
+        policy=_policy(args),
         max_age_decisions=args.max_age_decisions,
         max_age_seconds=args.max_age_seconds,
         checkpoint_every=args.checkpoint_every,

@@ -5,8 +5,9 @@ partition. A learner turns an input value into a decision value (:meth:`Learner.
 optionally learns from a labelled value (:meth:`Learner.learn`), and exposes its learned state as
 JSON (:meth:`Learner.state_dict` / :meth:`Learner.load_state_dict`) for the checkpoints.
 
-* :class:`OutputsProcessor` — the stage outputs arrive with the event; a :class:`~uss_stream.policies.USSUCB`
-  policy decides the depth and learns from the first ``depth`` outputs.
+* :class:`OutputsProcessor` — the stage outputs arrive with the event; a label-free policy given by
+  its spec (:mod:`uss_stream.policies.specs`, e.g. USS-UCB or USS-KL-UCB) decides the depth and
+  learns from the first ``depth`` outputs.
 * :class:`FeaturesProcessor` — the event carries features; a :class:`uss_stream.CascadeClassifier`
   built by a user factory (``"package.module:function"``, code, never a pickle) queries its stages
   and learns from a labels topic.
@@ -18,12 +19,21 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from uss_stream.policies import USSUCB
+from uss_stream.policies import Policy
+from uss_stream.policies.specs import parse_spec
 from uss_stream.stats import DisagreementStats
 from uss_stream_kafka.batching import decide_batch
 from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
 
-__all__ = ["BatchResult", "FeaturesProcessor", "Learner", "OutputsProcessor", "Processor", "load_factory"]
+__all__ = [
+    "BatchResult",
+    "FeaturesProcessor",
+    "Learner",
+    "OutputsProcessor",
+    "Processor",
+    "label_free_policy",
+    "load_factory",
+]
 
 
 class BatchResult(NamedTuple):
@@ -77,16 +87,26 @@ class Processor(Protocol):
     def describe(self) -> dict[str, Any]:
         """The configuration recorded with every checkpoint (JSON)."""
 
+    def check_checkpoint(self, description: dict[str, Any]) -> None:
+        """Raise ``ValueError`` if a checkpoint written with ``description`` must not be restored."""
+
 
 class OutputsProcessor:
-    """Outputs mode: decide depths with USS-UCB from the stage outputs carried by each event.
+    """Outputs mode: decide depths with a policy from the stage outputs carried by each event.
 
     Parameters
     ----------
     stage_costs
         Per-stage costs ``c_1..c_K`` (cheapest stage first).
     alpha
-        USS-UCB's exploration parameter.
+        Shorthand for ``policy="uss-ucb:alpha=A"`` (USS-UCB's exploration parameter); it is the
+        policy when ``policy`` is not given (default 0.51: this class's historical default).
+    policy
+        A ``--policy`` spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-kl-ucb"`` (the
+        library's default, :data:`~uss_stream.policies.specs.DEFAULT_POLICY`),
+        ``"uss-ts:seed=0"``, ``"fixed:depth=2"`` or ``"uss-kl-ucb:discount=0.999"``. Any policy
+        that decides without labels; label-asking (``audited``) and supervised policies are
+        refused, since the events carry no labels.
 
     Examples
     --------
@@ -108,25 +128,61 @@ class OutputsProcessor:
     >>> depths == USSUCB([0, 0.15, 0.2]).run(rows).tolist()
     True
 
+    Any policy by its spec; the checkpoints record it:
+
+    >>> OutputsProcessor([0, 0.15, 0.2], policy="uss-ts").describe()["policy"]
+    'uss-ts:seed=0'
+    >>> OutputsProcessor([0, 0.15, 0.2], policy="audited")
+    Traceback (most recent call last):
+    ...
+    ValueError: --policy 'audited': AuditedUSS asks for labels; outputs mode has none (use a label-free one)
+
     """
 
     mode = "outputs"
 
-    def __init__(self, stage_costs: Sequence[float], alpha: float = 0.51) -> None:
-        self._template = USSUCB(stage_costs=list(stage_costs), alpha=alpha)
+    def __init__(self, stage_costs: Sequence[float], alpha: float = 0.51, policy: str | None = None) -> None:
+        template, canonical = label_free_policy(
+            f"uss-ucb:alpha={alpha!r}" if policy is None else policy, stage_costs, "outputs mode"
+        )
+        self._template = template
         self.stage_costs = [float(c) for c in stage_costs]
         self.alpha = alpha
-        self.n_stages = self._template.n_stages
+        self.n_stages = template.n_stages
+        self.policy = canonical
 
     def new_learner(self) -> OutputsLearner:
         return OutputsLearner(self._template.clone())
 
     def describe(self) -> dict[str, Any]:
-        return {"mode": self.mode, "stage_costs": self.stage_costs, "alpha": self.alpha}
+        return {"mode": self.mode, "stage_costs": self.stage_costs, "policy": self.policy}
+
+    def check_checkpoint(self, description: dict[str, Any]) -> None:
+        """Raise ``ValueError`` if a checkpoint's processor ``description`` names another policy.
+
+        Checkpoints written before the policy was recorded name USS-UCB by its ``alpha``.
+
+        >>> processor = OutputsProcessor([0, 0.15, 0.2], policy="uss-kl-ucb")
+        >>> processor.check_checkpoint({"mode": "outputs", "policy": "uss-kl-ucb"})
+        >>> processor.check_checkpoint({"mode": "outputs", "alpha": 0.51})
+        Traceback (most recent call last):
+        ...
+        ValueError: it was written with --policy uss-ucb:alpha=0.51, this service runs --policy uss-kl-ucb: \
+a restart must keep the policy (use a new state topic to change it)
+
+        """
+        recorded = description.get("policy")
+        if recorded is None and "alpha" in description:
+            recorded = parse_spec(f"uss-ucb:alpha={description['alpha']!r}").canonical(self.n_stages)
+        if recorded is not None and recorded != self.policy:
+            raise ValueError(
+                f"it was written with --policy {recorded}, this service runs --policy {self.policy}: "
+                "a restart must keep the policy (use a new state topic to change it)"
+            )
 
 
 class OutputsLearner:
-    """One USS-UCB policy fed with the outputs carried by the events (see :class:`OutputsProcessor`).
+    """One policy fed with the outputs carried by the events (see :class:`OutputsProcessor`).
 
     :meth:`process_batch` decides a batch's valid events with :func:`~.batching.decide_batch`
     (exactly the ``select``/``update`` loop, vectorised).
@@ -152,14 +208,14 @@ class OutputsLearner:
 
     __slots__ = ("_codec", "_foreign", "_last_depth", "_policy")
 
-    def __init__(self, policy: USSUCB) -> None:
+    def __init__(self, policy: Policy) -> None:
         self._policy = policy
         self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
         self._last_depth = policy.n_stages
         self._foreign: DisagreementStats | None = None
 
     @property
-    def policy(self) -> USSUCB:
+    def policy(self) -> Policy:
         """The learner's policy."""
         return self._policy
 
@@ -293,6 +349,9 @@ class FeaturesProcessor:
     def describe(self) -> dict[str, Any]:
         return {"mode": self.mode, "factory": self.factory_path, "stage_costs": self.stage_costs}
 
+    def check_checkpoint(self, description: dict[str, Any]) -> None:
+        """Nothing to check here: the cascade's own policy refuses counts that do not fit it."""
+
 
 class FeaturesLearner:
     """One cascade (see :class:`FeaturesProcessor`)."""
@@ -359,6 +418,30 @@ class FeaturesLearner:
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         self._cascade.load_policy_state(document)
+
+
+def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tuple[Policy, str]:
+    """The policy of ``spec`` for ``stage_costs`` and its canonical spec; ``mode`` (where the
+    events carry no labels) refuses label-asking and supervised policies, naming ``--policy``.
+
+    >>> label_free_policy("uss-kl-ucb:alpha=1", [0, 0.1], "orchestration")
+    (USSKLUCB(stage_costs=[0, 0.1], alpha=1.0, discount=None), 'uss-kl-ucb:alpha=1.0')
+    >>> label_free_policy("supervised", [0, 0.1], "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: --policy 'supervised': SupervisedUCB learns from labels; X has none (use a label-free one)
+
+    """
+    parsed = parse_spec(spec)
+    policy = parsed.build(list(stage_costs))
+    asks = getattr(policy, "asks_for_labels", False)
+    if asks or policy._supervised:
+        needs = "asks for labels" if asks else "learns from labels"
+        raise ValueError(
+            f"--policy {parsed.text!r}: {type(policy).__name__} {needs}; {mode} has none "
+            "(use a label-free one)"
+        )
+    return policy, parsed.canonical(policy.n_stages)
 
 
 def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:

@@ -112,6 +112,11 @@ class AuditedUSS(USSKLUCB):
         return True
 
     @property
+    def vectorised(self) -> bool:
+        """``False``: its decisions also depend on the label evidence, outside the kernel's counts."""
+        return False
+
+    @property
     def evidence(self) -> LabelEvidence:
         """The label counts per pair (a live reference: do not modify)."""
         return self._evidence

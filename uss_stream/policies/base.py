@@ -69,6 +69,17 @@ class Policy(abc.ABC):
         return False
 
     @property
+    def vectorised(self) -> bool:
+        """Whether :meth:`decide_many` makes :meth:`select`'s decision from the round and the
+        label-free counts alone, so that the simulation kernel (:func:`uss_stream.kernel.speculate`)
+        can decide a stream's rounds in batches.
+
+        Capability flag read by the service's batch decider; ``False`` for sequential policies,
+        policies that learn from labels and label-asking ones (they step event by event).
+        """
+        return not (self.sequential or self._supervised)
+
+    @property
     def stats(self) -> DisagreementStats:
         """The learned counts (a live reference: do not modify)."""
         return self._stats
