@@ -31,7 +31,7 @@ from typing import Any
 from kafka import ConsumerRebalanceListener
 
 from uss_stream.pending import PendingDecisions, RejectedReport
-from uss_stream.policies.specs import parse_spec
+from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream_kafka.app import DeliveryError
 from uss_stream_kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
 from uss_stream_kafka.config import ClientConfig, check_client_options
@@ -399,7 +399,7 @@ class Orchestrator:
             )
         recorded = document.get("policy")
         if recorded is None and "alpha" in document:  # written before the policy was recorded
-            recorded = parse_spec(f"uss-ucb:alpha={document['alpha']!r}").canonical(len(self.stage_costs))
+            recorded = spec_of(parse_spec(f"uss-ucb:alpha={document['alpha']!r}").build(self.stage_costs))
         if recorded is not None and recorded != self.policy:
             raise ValueError(
                 f"checkpoint was written with --policy {recorded}, the service runs --policy "

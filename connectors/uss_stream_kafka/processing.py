@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from uss_stream.policies import Policy
-from uss_stream.policies.specs import parse_spec
+from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
 from uss_stream_kafka.batching import decide_batch
 from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
@@ -163,17 +163,16 @@ class OutputsProcessor:
         Checkpoints written before the policy was recorded name USS-UCB by its ``alpha``.
 
         >>> processor = OutputsProcessor([0, 0.15, 0.2], policy="uss-kl-ucb")
-        >>> processor.check_checkpoint({"mode": "outputs", "policy": "uss-kl-ucb"})
+        >>> processor.check_checkpoint({"mode": "outputs", "policy": "uss-kl-ucb:alpha=1.0"})
         >>> processor.check_checkpoint({"mode": "outputs", "alpha": 0.51})
         Traceback (most recent call last):
         ...
-        ValueError: it was written with --policy uss-ucb:alpha=0.51, this service runs --policy uss-kl-ucb: \
-a restart must keep the policy (use a new state topic to change it)
+        ValueError: it was written with --policy uss-ucb:alpha=0.51, this service runs --policy uss-kl-ucb...
 
         """
         recorded = description.get("policy")
         if recorded is None and "alpha" in description:
-            recorded = parse_spec(f"uss-ucb:alpha={description['alpha']!r}").canonical(self.n_stages)
+            recorded = spec_of(parse_spec(f"uss-ucb:alpha={description['alpha']!r}").build(self.stage_costs))
         if recorded is not None and recorded != self.policy:
             raise ValueError(
                 f"it was written with --policy {recorded}, this service runs --policy {self.policy}: "
@@ -441,7 +440,7 @@ def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tup
             f"--policy {parsed.text!r}: {type(policy).__name__} {needs}; {mode} has none "
             "(use a label-free one)"
         )
-    return policy, parsed.canonical(policy.n_stages)
+    return policy, spec_of(policy)
 
 
 def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:

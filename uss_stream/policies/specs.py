@@ -42,7 +42,7 @@ from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.policies.uss_ts import USSTS
 from uss_stream.policies.uss_ucb import USSUCB
 
-__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "PolicySpec", "parse_spec"]
+__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "PolicySpec", "parse_spec", "spec_of"]
 
 #: The library's default policy: the one :class:`uss_stream.CascadeClassifier` uses.
 DEFAULT_POLICY = "uss-kl-ucb"
@@ -85,9 +85,9 @@ class PolicySpec:
     ('uss-ucb', {'alpha': 0.5, 'discount': 0.999})
     >>> spec.build([0.0, 0.1])
     USSUCB(stage_costs=[0.0, 0.1], alpha=0.5, f=None, discount=0.999)
-    >>> spec.name(2), spec.canonical(2)
-    ('uss-ucb:alpha=.5,discount=0.999', 'uss-ucb:alpha=0.5,discount=0.999')
-    >>> parse_spec("fixed:depth=-1").canonical(3)
+    >>> spec.name(2)
+    'uss-ucb:alpha=.5,discount=0.999'
+    >>> parse_spec("fixed:depth=-1").name(3)
     'fixed:depth=3'
 
     """
@@ -122,17 +122,6 @@ class PolicySpec:
         shown = dict(_FAMILIES[self.kind].shown)
         shown.update(self.raw)
         return self._render({**dict.fromkeys(_FAMILIES[self.kind].shown), **shown})
-
-    def canonical(self, n_stages: int) -> str:
-        """The spec with its values normalised (``alpha=.5`` -> ``alpha=0.5``), every default
-        shown in :meth:`name` included: two specs of the same policy have the same canonical form.
-        """
-        if self.kind == "fixed":
-            return f"fixed:depth={self._depth(n_stages)}"
-        family = _FAMILIES[self.kind]
-        values = {key: family.params[key](text) for key, text in family.shown.items()}
-        values.update(self.values)
-        return self._render({key: repr(value) for key, value in sorted(values.items())})
 
     def _render(self, params: dict[str, str]) -> str:
         given = ",".join(f"{key}={value}" for key, value in params.items())
@@ -200,3 +189,30 @@ def parse_spec(spec: str) -> PolicySpec:
     if kind == "uss-ts" and "seed" not in values:
         values["seed"] = 0  # replays and services are reproducible
     return PolicySpec(spec.strip(), kind, tuple(raw.items()), values)
+
+
+def spec_of(policy: Policy) -> str:
+    """The canonical spec of a policy: its family and every parameter but the costs, normalised.
+
+    Two specs of the same policy (``uss-kl-ucb``, ``uss-kl-ucb:alpha=1``) build policies with the
+    same canonical spec; the service records it in its checkpoints.
+
+    >>> spec_of(parse_spec("uss-kl-ucb").build([0.0, 0.1]))
+    'uss-kl-ucb:alpha=1.0'
+    >>> spec_of(parse_spec("uss-ucb:discount=0.99,alpha=.5").build([0.0, 0.1]))
+    'uss-ucb:alpha=0.5,discount=0.99'
+    >>> spec_of(parse_spec("fixed:depth=-1").build([0.0, 0.1, 0.2]))
+    'fixed:depth=3'
+
+    """
+    kinds = {family.policy_class: kind for kind, family in _FAMILIES.items()}
+    kind = kinds.get(type(policy))
+    if kind is None:
+        raise ValueError(f"{type(policy).__name__} has no --policy spec")
+    params = policy._get_params()
+    shown = ",".join(
+        f"{key}={value!r}"
+        for key, value in sorted(params.items())
+        if key not in ("stage_costs", "error_rates") and value is not None
+    )
+    return kind + (f":{shown}" if shown else "")
