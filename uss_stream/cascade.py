@@ -21,6 +21,7 @@ from uss_stream.feature_costs import FeatureCosts
 from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy
 from uss_stream.policies.label_evidence import LabelEvidence
 from uss_stream.policies.membership import set_membership
+from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
 from uss_stream.stage import Stage
 from uss_stream.validation import check_stage_costs
 from uss_stream.wd_monitor import WDMonitor, WDReport
@@ -674,7 +675,7 @@ def _resolve_costs(
 
 def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
     if policy is None:
-        return USSKLUCB(stage_costs)
+        return parse_spec(DEFAULT_POLICY).build(stage_costs)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
     if policy._supervised:

@@ -160,6 +160,7 @@ def parse_spec(spec: str) -> PolicySpec:
     if not isinstance(spec, str):
         raise ValueError(f"--policy must be a spec string such as 'uss-ucb:alpha=0.51', got {spec!r}")
     name, _, rest = spec.strip().partition(":")
+    name = name.strip()
     kind = _ALIASES.get(name, name)
     if kind not in _FAMILIES:
         raise ValueError(f"--policy {spec!r}: unknown policy {name!r}; one of {', '.join(POLICY_NAMES)}")
