@@ -42,7 +42,7 @@ class Service:
         command = [
             sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
             *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-            "--metrics-port", "-1", *extra,
+            "--alpha", "0.51", "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         PROCESSES.append(self.process)

@@ -89,8 +89,8 @@ def service(broker: SecuredBroker, topics: Topics, group: str, *extra: str, pass
     command = [
         sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", broker.secured,
         *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-        "--metrics-port", "-1", "--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512",
-        "--sasl-username", USER, *extra,
+        "--alpha", "0.51", "--metrics-port", "-1", "--security-protocol", "SASL_SSL",
+        "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", USER, *extra,
     ]  # fmt: skip
     env = {**os.environ, "USS_KAFKA_SASL_PASSWORD": password}
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
