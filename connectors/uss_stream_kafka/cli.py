@@ -27,8 +27,38 @@ from uss_stream_kafka.exit_codes import StartupInterrupted, one_line_errors
 
 __all__ = ["ENVIRONMENT", "register"]
 
-#: Environment variable of each option, by ``argparse`` destination.
+#: Environment variable of each option, by ``argparse`` destination (:func:`env_name`).
 ENVIRONMENT: dict[str, str] = {}
+
+#: Variables read before the naming rule, still read when the ruled one is not set (by destination).
+LEGACY_ENVIRONMENT: dict[str, str] = {
+    "bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS",
+    "topic": "USS_KAFKA_INPUT_TOPIC",
+    "events": "USS_KAFKA_DEMO_EVENTS",
+    "rate": "USS_KAFKA_DEMO_RATE",
+    "seed": "USS_KAFKA_DEMO_SEED",
+}
+
+
+def env_name(flag: str) -> str:
+    """The environment variable of an option, one rule for every subcommand.
+
+    >>> env_name("--checkpoint-every")
+    'USS_KAFKA_CHECKPOINT_EVERY'
+
+    """
+    return "USS_KAFKA_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def _environment(flag: str) -> tuple[str, str, str | None]:
+    """``(dest, variable, its value)`` of ``flag``; the legacy variable's value if the ruled one is unset."""
+    dest = flag.lstrip("-").replace("-", "_")
+    env = env_name(flag)
+    ENVIRONMENT[dest] = env
+    raw = os.environ.get(env)
+    if not raw and dest in LEGACY_ENVIRONMENT:
+        raw = os.environ.get(LEGACY_ENVIRONMENT[dest])
+    return dest, env, raw
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,7 +82,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _option(
     parser: argparse._ActionsContainer,
     flag: str,
-    env: str,
     *,
     required: bool = False,
     convert: Callable[[str], Any] = str,
@@ -60,14 +89,12 @@ def _option(
     choices: tuple[str, ...] | None = None,
     help: str,
 ) -> None:
-    """An option that falls back to environment variable ``env``.
+    """An option that falls back to its environment variable (:func:`env_name`).
 
     The variable's text goes through the same conversion and checks as the option, when the
     subcommand is parsed (argparse converts string defaults).
     """
-    dest = flag.lstrip("-").replace("-", "_")
-    ENVIRONMENT[dest] = env
-    raw = os.environ.get(env)
+    dest, env, raw = _environment(flag)
     if raw:
         default = raw
     if choices is not None:
@@ -80,8 +107,12 @@ def _option(
         default=default,
         required=required and default is None,
         metavar=dest.upper() if choices is None else "{" + ",".join(choices) + "}",
-        help=f"{help} [env {env}]",
+        help=f"{help} [env {env}{_legacy(dest)}]",
     )
+
+
+def _legacy(dest: str) -> str:
+    return f" or {LEGACY_ENVIRONMENT[dest]}" if dest in LEGACY_ENVIRONMENT else ""
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
@@ -93,11 +124,10 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
     return convert
 
 
-def _flag(parser: argparse._ActionsContainer, flag: str, env: str, *, help: str) -> None:
-    """A boolean flag that environment variable ``env`` (``1/true/yes``) can also set."""
-    dest = flag.lstrip("-").replace("-", "_")
-    ENVIRONMENT[dest] = env
-    default = os.environ.get(env, "").strip().lower() in ("1", "true", "yes", "on")
+def _flag(parser: argparse._ActionsContainer, flag: str, *, help: str) -> None:
+    """A boolean flag that its environment variable (``1/true/yes``) can also set."""
+    dest, env, raw = _environment(flag)
+    default = (raw or "").strip().lower() in ("1", "true", "yes", "on")
     parser.add_argument(flag, dest=dest, action="store_true", default=default, help=f"{help} [env {env}]")
 
 
@@ -173,7 +203,6 @@ def _add_policy(group: argparse._ActionsContainer) -> None:
     _option(
         group,
         "--policy",
-        "USS_KAFKA_POLICY",
         convert=_spec,
         help="the depth-selection policy, as uss-stream replay takes it: uss-kl-ucb[:alpha=A], "
         "uss-ucb[:alpha=A], uss-ts[:seed=S], uee-ucb[:alpha=A], alg2, fixed:depth=D; the learning "
@@ -182,7 +211,6 @@ def _add_policy(group: argparse._ActionsContainer) -> None:
     _option(
         group,
         "--alpha",
-        "USS_KAFKA_ALPHA",
         convert=_positive_float,
         help="shorthand for --policy uss-ucb:alpha=ALPHA (> 0)",
     )
@@ -204,42 +232,36 @@ def _policy(args: argparse.Namespace) -> str:
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connection and security")
-    _option(
-        group, "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS", required=True, help="host:port[,host:port]"
-    )
-    _option(group, "--client-id", "USS_KAFKA_CLIENT_ID", default="uss-stream", help="client id prefix")
+    _option(group, "--bootstrap-servers", required=True, help="host:port[,host:port]")
+    _option(group, "--client-id", default="uss-stream", help="client id prefix")
     _option(
         group,
         "--security-protocol",
-        "USS_KAFKA_SECURITY_PROTOCOL",
         default="PLAINTEXT",
         choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
         help="protocol to talk to the brokers",
     )
-    _option(group, "--ssl-cafile", "USS_KAFKA_SSL_CAFILE", help="CA certificate (PEM) to verify the brokers")
-    _option(group, "--ssl-certfile", "USS_KAFKA_SSL_CERTFILE", help="client certificate (PEM) for mutual TLS")
-    _option(group, "--ssl-keyfile", "USS_KAFKA_SSL_KEYFILE", help="client private key (PEM)")
-    _option(group, "--ssl-password", "USS_KAFKA_SSL_PASSWORD", help="password of the private key")
-    _option(group, "--ssl-crlfile", "USS_KAFKA_SSL_CRLFILE", help="certificate revocation list (PEM)")
+    _option(group, "--ssl-cafile", help="CA certificate (PEM) to verify the brokers")
+    _option(group, "--ssl-certfile", help="client certificate (PEM) for mutual TLS")
+    _option(group, "--ssl-keyfile", help="client private key (PEM)")
+    _option(group, "--ssl-password", help="password of the private key")
+    _option(group, "--ssl-crlfile", help="certificate revocation list (PEM)")
     _flag(
         group,
         "--no-ssl-check-hostname",
-        "USS_KAFKA_NO_SSL_CHECK_HOSTNAME",
         help="skip host name verification",
     )
     _option(
         group,
         "--sasl-mechanism",
-        "USS_KAFKA_SASL_MECHANISM",
         choices=("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER"),
         help="SASL mechanism",
     )
-    _option(group, "--sasl-username", "USS_KAFKA_SASL_USERNAME", help="SASL user")
-    _option(group, "--sasl-password", "USS_KAFKA_SASL_PASSWORD", help="SASL password (prefer the variable)")
+    _option(group, "--sasl-username", help="SASL user")
+    _option(group, "--sasl-password", help="SASL password (prefer the variable)")
     _option(
         group,
         "--sasl-kerberos-service-name",
-        "USS_KAFKA_SASL_KERBEROS_SERVICE_NAME",
         default="kafka",
         help="Kerberos service name (GSSAPI)",
     )
@@ -281,13 +303,11 @@ def _add_consumer_options(
     _option(
         group,
         "--group-instance-id",
-        "USS_KAFKA_GROUP_INSTANCE_ID",
         help="static group membership id (a restart takes its partitions back at once)",
     )
     _option(
         group,
         "--session-timeout-ms",
-        "USS_KAFKA_SESSION_TIMEOUT_MS",
         convert=_positive_int,
         default=45_000,
         help="consumer group session timeout",
@@ -310,13 +330,11 @@ def _add_consumer_options(
 
 def _add_topics(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("topics")
-    _option(group, "--input-topic", "USS_KAFKA_INPUT_TOPIC", required=True, help="events to decide")
-    _option(group, "--output-topic", "USS_KAFKA_OUTPUT_TOPIC", required=True, help="decisions")
-    _option(group, "--dlq-topic", "USS_KAFKA_DLQ_TOPIC", required=True, help="dead letters")
-    _option(
-        group, "--state-topic", "USS_KAFKA_STATE_TOPIC", required=True, help="learner checkpoints (compacted)"
-    )
-    _option(group, "--labels-topic", "USS_KAFKA_LABELS_TOPIC", help="labelled events (features mode only)")
+    _option(group, "--input-topic", required=True, help="events to decide")
+    _option(group, "--output-topic", required=True, help="decisions")
+    _option(group, "--dlq-topic", required=True, help="dead letters")
+    _option(group, "--state-topic", required=True, help="learner checkpoints (compacted)")
+    _option(group, "--labels-topic", help="labelled events (features mode only)")
 
 
 def _topics(args: argparse.Namespace) -> Any:
@@ -335,7 +353,6 @@ def _add_logging(parser: argparse.ArgumentParser) -> None:
     _option(
         parser,
         "--log-level",
-        "USS_KAFKA_LOG_LEVEL",
         default="INFO",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="log level of the service (kafka-python logs at WARNING unless DEBUG)",
@@ -362,27 +379,24 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _add_connection(parser)
     _add_topics(parser)
     job = parser.add_argument_group("processing")
-    _option(job, "--group-id", "USS_KAFKA_GROUP_ID", required=True, help="consumer group")
+    _option(job, "--group-id", required=True, help="consumer group")
     _option(
         job,
         "--mode",
-        "USS_KAFKA_MODE",
         default="outputs",
         choices=("outputs", "features"),
         help="outputs: events carry the stage outputs; features: the service runs a cascade",
     )
-    _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, help="c_1,...,c_K (outputs mode)")
+    _option(job, "--stage-costs", convert=_costs, help="c_1,...,c_K (outputs mode)")
     _add_policy(job)
     _option(
         job,
         "--cascade-factory",
-        "USS_KAFKA_CASCADE_FACTORY",
         help="package.module:function returning a CascadeClassifier (features mode)",
     )
     _option(
         job,
         "--max-input-bytes",
-        "USS_KAFKA_MAX_INPUT_BYTES",
         convert=_positive_int,
         default=256 * 1024,
         help="larger input values are dead-lettered as oversize",
@@ -391,7 +405,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--guarantee",
-        "USS_KAFKA_GUARANTEE",
         default="at-least-once",
         choices=("at-least-once", "exactly-once"),
         help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
@@ -399,19 +412,16 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _flag(
         delivery,
         "--shared-learning",
-        "USS_KAFKA_SHARED_LEARNING",
         help="outputs mode: decide on the pooled counts of every input partition (from the checkpoints)",
     )
     _flag(
         delivery,
         "--no-rebuild-models",
-        "USS_KAFKA_NO_REBUILD_MODELS",
         help="features mode: do not re-learn the labels log on restore (the stages start untrained)",
     )
     _option(
         delivery,
         "--commit-interval",
-        "USS_KAFKA_COMMIT_INTERVAL",
         convert=_non_negative_float,
         default=1.0,
         help="seconds between commits (flush first); 0 = after every batch",
@@ -419,7 +429,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--commit-every",
-        "USS_KAFKA_COMMIT_EVERY",
         convert=_non_negative_int,
         default=0,
         help="also commit after this many records (0 = off)",
@@ -427,7 +436,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--checkpoint-interval",
-        "USS_KAFKA_CHECKPOINT_INTERVAL",
         convert=_non_negative_float,
         default=5.0,
         help="seconds between learner checkpoints (0 = off)",
@@ -435,7 +443,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--checkpoint-every",
-        "USS_KAFKA_CHECKPOINT_EVERY",
         convert=_non_negative_int,
         default=0,
         help="also checkpoint after this many records (0 = off)",
@@ -443,7 +450,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--max-poll-records",
-        "USS_KAFKA_MAX_POLL_RECORDS",
         convert=_positive_int,
         default=5000,
         help="records per batch",
@@ -451,7 +457,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--auto-offset-reset",
-        "USS_KAFKA_AUTO_OFFSET_RESET",
         default="earliest",
         choices=("earliest", "latest"),
         help="where a new consumer group starts",
@@ -459,7 +464,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--exit-when-idle",
-        "USS_KAFKA_EXIT_WHEN_IDLE",
         convert=_positive_float,
         help="exit 0 (after commit and checkpoint) once no record arrived for this many seconds "
         "after the partitions were assigned, and every one is read to its end offset",
@@ -467,7 +471,6 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         delivery,
         "--compression",
-        "USS_KAFKA_COMPRESSION",
         default="none",
         choices=COMPRESSIONS,
         help="compression of the produced records (decisions, dead letters, checkpoints)",
@@ -477,14 +480,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     _option(
         ops,
         "--metrics-host",
-        "USS_KAFKA_METRICS_HOST",
         default="0.0.0.0",
         help="address of /metrics, /healthz",
     )
     _option(
         ops,
         "--metrics-port",
-        "USS_KAFKA_METRICS_PORT",
         convert=_port,
         default=9108,
         help="port of /metrics and /healthz (0 = any free port, -1 = no endpoint)",
@@ -598,13 +599,10 @@ def _add_create_topics(commands: argparse._SubParsersAction) -> None:
     )
     _add_connection(parser)
     _add_topics(parser)
-    _option(
-        parser, "--partitions", "USS_KAFKA_PARTITIONS", convert=_positive_int, default=1, help="partitions"
-    )
+    _option(parser, "--partitions", convert=_positive_int, default=1, help="partitions")
     _option(
         parser,
         "--replication-factor",
-        "USS_KAFKA_REPLICATION_FACTOR",
         convert=_positive_int,
         default=1,
         help="replicas per partition",
@@ -612,7 +610,6 @@ def _add_create_topics(commands: argparse._SubParsersAction) -> None:
     _option(
         parser,
         "--state-partitions",
-        "USS_KAFKA_STATE_PARTITIONS",
         convert=_positive_int,
         default=1,
         help="partitions of the state topic",
@@ -654,22 +651,18 @@ def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
         "cost-ordered feature subsets). Features mode: the features (and labels to --labels-topic).",
     )
     _add_connection(parser)
-    _option(parser, "--topic", "USS_KAFKA_INPUT_TOPIC", required=True, help="topic to write the events to")
+    _option(parser, "--topic", required=True, help="topic to write the events to")
     _option(
         parser,
         "--mode",
-        "USS_KAFKA_MODE",
         default="outputs",
         choices=("outputs", "features"),
         help="what the events carry",
     )
-    _option(
-        parser, "--labels-topic", "USS_KAFKA_LABELS_TOPIC", help="features mode: write labelled copies here"
-    )
+    _option(parser, "--labels-topic", help="features mode: write labelled copies here")
     _option(
         parser,
         "--events",
-        "USS_KAFKA_DEMO_EVENTS",
         convert=_non_negative_int,
         default=10_000,
         help="how many",
@@ -677,12 +670,11 @@ def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
     _option(
         parser,
         "--rate",
-        "USS_KAFKA_DEMO_RATE",
         convert=_non_negative_float,
         default=0.0,
         help="events per second (0 = as fast as possible)",
     )
-    _option(parser, "--seed", "USS_KAFKA_DEMO_SEED", convert=int, default=0, help="shuffle seed")
+    _option(parser, "--seed", convert=int, default=0, help="shuffle seed")
     _add_logging(parser)
     parser.set_defaults(handler=demo_producer_command)
 

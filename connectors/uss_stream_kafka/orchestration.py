@@ -263,7 +263,8 @@ class Orchestrator:
         checkpoint stays within the state topic's record limit: a warning at half of it, and past
         90% the oldest pending decisions expire (see :mod:`uss_stream_kafka.state_budget`).
     checkpoint_every, checkpoint_interval
-        Checkpoint (and commit) after that many records / seconds, and at shutdown.
+        Checkpoint (and commit) after that many records / seconds (0: off, as in
+        :class:`~uss_stream_kafka.app.Application`), and at shutdown.
     exit_when_idle
         Stop after that many seconds without records (``None``: run until :meth:`stop`), counted
         from the assignment of the partitions, and only once they are read to their end offsets.
@@ -325,8 +326,8 @@ class Orchestrator:
             max_age_seconds=max_age_seconds,
         )
         self._cumulative = [sum(self.stage_costs[: d + 1]) for d in range(k)]
-        if checkpoint_every < 1 or not checkpoint_interval > 0:
-            raise ValueError("checkpoint_every must be >= 1 and checkpoint_interval > 0")
+        if checkpoint_every < 0 or not checkpoint_interval >= 0:
+            raise ValueError("checkpoint_every and checkpoint_interval must be >= 0 (0: off)")
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
         self.exit_when_idle = exit_when_idle
@@ -492,8 +493,9 @@ class Orchestrator:
                         break
                     log.info("idle but not caught up: not stopping")
                     last_batch = now
-            if since_checkpoint >= self.checkpoint_every or (
-                since_checkpoint and now - last_checkpoint >= self.checkpoint_interval
+            every, interval = self.checkpoint_every, self.checkpoint_interval
+            if (every and since_checkpoint >= every) or (
+                interval and since_checkpoint and now - last_checkpoint >= interval
             ):
                 self._checkpoint()
                 last_checkpoint, since_checkpoint = time.monotonic(), 0

@@ -21,6 +21,7 @@ from uss_stream_kafka.cli import (
     _client_config,
     _costs,
     _non_negative_float,
+    _non_negative_int,
     _option,
     _policy,
     _positive_float,
@@ -46,57 +47,51 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     _add_connection(parser)
     topics = parser.add_argument_group("topics")
-    _option(topics, "--requests-topic", "USS_KAFKA_REQUESTS_TOPIC", required=True, help="requests")
-    _option(topics, "--reports-topic", "USS_KAFKA_REPORTS_TOPIC", required=True, help="sensor reports")
-    _option(topics, "--decisions-topic", "USS_KAFKA_DECISIONS_TOPIC", required=True, help="decisions")
-    _option(topics, "--dlq-topic", "USS_KAFKA_DLQ_TOPIC", required=True, help="dead letters")
-    _option(topics, "--state-topic", "USS_KAFKA_STATE_TOPIC", required=True, help="checkpoints (compacted)")
+    _option(topics, "--requests-topic", required=True, help="requests")
+    _option(topics, "--reports-topic", required=True, help="sensor reports")
+    _option(topics, "--decisions-topic", required=True, help="decisions")
+    _option(topics, "--dlq-topic", required=True, help="dead letters")
+    _option(topics, "--state-topic", required=True, help="checkpoints (compacted)")
     job = parser.add_argument_group("orchestration")
-    _option(job, "--group-id", "USS_KAFKA_GROUP_ID", required=True, help="consumer group (checkpoint key)")
-    _option(job, "--stage-costs", "USS_KAFKA_STAGE_COSTS", convert=_costs, required=True, help="c_1,...,c_K")
-    _option(job, "--stage-names", "USS_KAFKA_STAGE_NAMES", convert=_names, help="names (default stage1..K)")
+    _option(job, "--group-id", required=True, help="consumer group (checkpoint key)")
+    _option(job, "--stage-costs", convert=_costs, required=True, help="c_1,...,c_K")
+    _option(job, "--stage-names", convert=_names, help="names (default stage1..K)")
     _add_policy(job)
     _option(
         job,
         "--max-age-decisions",
-        "USS_KAFKA_MAX_AGE_DECISIONS",
         convert=_positive_int,
         help="expire a pending decision after that many later decisions",
     )
     _option(
         job,
         "--max-age-seconds",
-        "USS_KAFKA_MAX_AGE_SECONDS",
         convert=_positive_float,
         help="expire a pending decision after that many seconds",
     )
     _option(
         job,
         "--checkpoint-every",
-        "USS_KAFKA_CHECKPOINT_EVERY",
-        convert=_positive_int,
+        convert=_non_negative_int,
         default=10_000,
-        help="checkpoint and commit every N records",
+        help="checkpoint and commit after this many records (0 = off)",
     )
     _option(
         job,
         "--checkpoint-interval",
-        "USS_KAFKA_CHECKPOINT_INTERVAL",
-        convert=_positive_float,
+        convert=_non_negative_float,
         default=5.0,
-        help="checkpoint and commit every S seconds",
+        help="seconds between checkpoints and commits (0 = off; with both off, only at the stop)",
     )
     _option(
         job,
         "--exit-when-idle",
-        "USS_KAFKA_EXIT_WHEN_IDLE",
-        convert=_non_negative_float,
+        convert=_positive_float,
         help="stop after S seconds without records, once the partitions are assigned and read to their end",
     )
     _option(
         job,
         "--max-input-bytes",
-        "USS_KAFKA_MAX_INPUT_BYTES",
         convert=_positive_int,
         default=1 << 20,
         help="larger requests and reports are dead-lettered as oversize",
