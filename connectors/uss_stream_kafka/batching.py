@@ -20,6 +20,7 @@ counts, discounted ones included: the counts go in and out as
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,10 +29,14 @@ import numpy as np
 from uss_stream.kernel import Counts, pair_order, speculate
 from uss_stream.policies.base import Policy
 
-__all__ = ["MIN_BATCH", "decide_batch"]
+__all__ = ["MAX_PROBE_AFTER", "MIN_BATCH", "PROBE_AFTER", "BatchDecider", "decide_batch"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
+#: Events after which :class:`BatchDecider` measures again the path it does not take, times the
+#: square of how much slower that path was (capped at :data:`MAX_PROBE_AFTER`).
+PROBE_AFTER = 20_000
+MAX_PROBE_AFTER = 1_000_000
 
 
 def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
@@ -63,13 +68,69 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
     True
 
     """
-    n_stages = policy.n_stages
-    if len(outputs) % n_stages:
-        raise ValueError(f"outputs must hold {n_stages} values per event, got {len(outputs)} values")
-    if not policy.vectorised or len(outputs) < MIN_BATCH * n_stages:
-        return _loop(policy, outputs)
-    indicators = _disagreements(outputs, n_stages)
-    return _speculate(policy, indicators, n_stages if guess is None else guess)
+    return BatchDecider().decide(policy, outputs, guess)
+
+
+class BatchDecider:
+    """:func:`decide_batch` for one learner's stream of batches, on the cheaper of its exact paths.
+
+    The kernel's speculation pays when decisions hold for many events; when they change every few
+    events (as discounted counts near a cost gap make them) the ``select``/``update`` loop is
+    cheaper. The decider times both on the batches (seconds per event), takes the cheaper, and
+    times the other again after :data:`PROBE_AFTER` events, more rarely the slower it was. Both
+    paths give the same depths and
+    counts: only speed depends on the choice.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from uss_stream.policies import USSUCB
+    >>> rng = np.random.default_rng(0)
+    >>> truth = rng.integers(0, 2, 4000)
+    >>> rows = np.stack([truth ^ (rng.random(4000) < 0.3), truth ^ (rng.random(4000) < 0.2), truth], axis=1)
+    >>> decider, batched = BatchDecider(), USSUCB([0, 0.15, 0.2], discount=0.99)
+    >>> batches = [rows[start : start + 500].ravel().tolist() for start in range(0, 4000, 500)]
+    >>> depths = [d for batch in batches for d in decider.decide(batched, batch)]
+    >>> depths == USSUCB([0, 0.15, 0.2], discount=0.99).run(rows).tolist()
+    True
+
+    """
+
+    __slots__ = ("_cost", "_probe_in")
+
+    def __init__(self) -> None:
+        self._cost: dict[str, float | None] = {"kernel": None, "loop": None}  # seconds per event
+        self._probe_in = PROBE_AFTER  # events until the other path is timed again
+
+    def decide(self, policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
+        """The depths of one batch (see :func:`decide_batch`)."""
+        n_stages = policy.n_stages
+        if len(outputs) % n_stages:
+            raise ValueError(f"outputs must hold {n_stages} values per event, got {len(outputs)} values")
+        n_events = len(outputs) // n_stages
+        if not policy.vectorised or n_events < MIN_BATCH:
+            return _loop(policy, outputs)
+        path = self._choose(n_events)
+        started = time.perf_counter()
+        if path == "loop":
+            depths = _loop(policy, outputs)
+        else:
+            indicators = _disagreements(outputs, n_stages)
+            depths = _speculate(policy, indicators, n_stages if guess is None else guess)
+        self._cost[path] = (time.perf_counter() - started) / n_events
+        return depths
+
+    def _choose(self, n_events: int) -> str:
+        kernel, loop = self._cost["kernel"], self._cost["loop"]
+        if kernel is None or loop is None:
+            return "kernel" if kernel is None else "loop"
+        cheaper, other = ("kernel", "loop") if kernel <= loop else ("loop", "kernel")
+        self._probe_in -= n_events
+        if self._probe_in > 0:
+            return cheaper
+        slower = max(kernel, loop) / max(min(kernel, loop), 1e-12)
+        self._probe_in = int(min(PROBE_AFTER * slower**2, MAX_PROBE_AFTER))
+        return other
 
 
 def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
