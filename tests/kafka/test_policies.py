@@ -22,7 +22,7 @@ from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all,
 from uss_stream.cli import main
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, FixedDepth, Hanawal2017WD, Policy
 from uss_stream_kafka import CheckpointError, OutputsProcessor
-from uss_stream_kafka.batching import MIN_BATCH, decide_batch
+from uss_stream_kafka.batching import MIN_BATCH, BatchDecider, decide_batch
 
 FILTERS = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 
@@ -293,3 +293,23 @@ def test_the_cli_runs_the_librarys_default_policy_and_records_it(
     assert main([*command, "--alpha", "0.51"]) == 5
     err = capsys.readouterr().err
     assert "written with --policy uss-kl-ucb:alpha=1.0, this service runs --policy uss-ucb:alpha=0.51" in err
+
+
+@pytest.mark.parametrize("spec", ["uss-kl-ucb:discount=0.99", "uss-ts:seed=3", "uss-ucb"])
+def test_the_decider_hands_the_counts_over_between_its_two_paths(spec):
+    """Whichever path each batch takes (forced here, alternately), the depths and counts are the loop's."""
+    build = {**FAMILIES, **DISCOUNTED, "uss-ucb": lambda: USSUCB(COSTS)}[spec]
+    outputs = drifting(4_000, seed=3)
+    policy, decider = build(), BatchDecider()
+    depths: list[int] = []
+    chosen = []
+    for number, start in enumerate(range(0, 4_000, 400)):
+        slow, fast = (1.0, 0.0) if number % 2 else (0.0, 1.0)
+        decider._cost = {"kernel": slow, "loop": fast}  # the cheaper one (cost 0) is taken
+        depths.extend(decider.decide(policy, outputs[start : start + 400].ravel().tolist()))
+        (taken,) = [path for path, cost in decider._cost.items() if cost not in (0.0, 1.0)]
+        chosen.append(taken)
+    reference = build()
+    assert depths == reference.run(outputs).tolist()
+    assert policy.state_dict() == reference.state_dict()
+    assert chosen == ["kernel", "loop"] * 5  # each batch took the path forced cheaper
