@@ -21,6 +21,7 @@ from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all,
 
 from uss_stream.cli import main
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, FixedDepth, Hanawal2017WD, Policy
+from uss_stream.policies.specs import spec_of
 from uss_stream_kafka import CheckpointError, OutputsProcessor
 from uss_stream_kafka.batching import MIN_BATCH, BatchDecider, decide_batch
 
@@ -313,3 +314,61 @@ def test_the_decider_hands_the_counts_over_between_its_two_paths(spec):
     assert depths == reference.run(outputs).tolist()
     assert policy.state_dict() == reference.state_dict()
     assert chosen == ["kernel", "loop"] * 5  # each batch took the path forced cheaper
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(300)
+@FILTERS
+@pytest.mark.parametrize("spec", ["uss-kl-ucb:discount=0.99", "uss-ts:seed=3", "fixed:depth=2"])
+def test_orchestrate_decides_with_its_policy_as_in_process(spec, bootstrap_servers, admin):
+    """Requests, then their reports, then more requests: the orchestrator's decisions are those of
+    the spec's policy stepped in process on the same rounds and the same reports, in order."""
+    from test_orchestration import Serving
+
+    from uss_stream_kafka import ClientConfig
+    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+
+    run = uuid.uuid4().hex[:10]
+    topics = OrchestrationTopics(*(f"o-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
+    create_orchestration_topics(admin, topics)
+    orchestrator = Orchestrator(
+        ClientConfig(bootstrap_servers), group_id=f"g-{run}", topics=topics, stage_costs=COSTS, policy=spec
+    )
+    serving = Serving(orchestrator)
+    try:
+        assert orchestrator.ready.wait(60)
+        outputs = drifting(600, seed=8)
+        reference = {**FAMILIES, **DISCOUNTED}[spec]()
+        expected: dict[str, int] = {}
+
+        def decide(ids: range) -> None:
+            for i in ids:
+                t = reference.stats.decisions + 1
+                expected[f"r{i}"] = reference._decide(t)
+                reference.stats.decisions = t
+
+        def requests(ids: range) -> None:
+            produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"r{i}"}).encode() for i in ids])
+            serving.wait_for(lambda s: s.decisions == ids.stop, timeout=90)
+
+        requests(range(300))
+        decide(range(300))
+        reports = [
+            json.dumps({"id": f"r{i}", "outputs": outputs[i, : expected[f"r{i}"]].tolist()}).encode()
+            for i in range(300)
+        ]
+        for i in range(300):
+            reference.stats.record(outputs[i, : expected[f"r{i}"]].tolist())
+        produce(bootstrap_servers, topics.reports, reports)
+        serving.wait_for(lambda s: s.applied == 300, timeout=90)
+        requests(range(300, 600))
+        decide(range(300, 600))
+        serving.stop()
+        records = read_all(bootstrap_servers, topics.decisions)
+        decided = {d["id"]: d["depth"] for d in (json.loads(r.value) for r in records)}
+        assert decided == expected
+        assert len(set(expected.values())) > 1 or spec.startswith("fixed")  # the reports changed decisions
+        assert json.loads(read_all(bootstrap_servers, topics.state)[-1].value)["policy"] == spec_of(reference)
+    finally:
+        orchestrator.stop()
+        admin.delete_topics(list(topics.all()))
