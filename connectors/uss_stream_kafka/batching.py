@@ -20,7 +20,6 @@ counts, discounted ones included: the counts go in and out as
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,14 +28,19 @@ import numpy as np
 from uss_stream.kernel import Counts, pair_order, speculate
 from uss_stream.policies.base import Policy
 
-__all__ = ["MAX_PROBE_AFTER", "MIN_BATCH", "PROBE_AFTER", "BatchDecider", "decide_batch"]
+__all__ = ["MIN_BATCH", "MIN_RUN", "PROBE_AFTER", "PROBE_EVENTS", "BatchDecider", "decide_batch"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
-#: Events after which :class:`BatchDecider` measures again the path it does not take, times the
-#: square of how much slower that path was (capped at :data:`MAX_PROBE_AFTER`).
+#: The kernel pays while its speculation accepts at least this many events per step; below
+#: (decisions that change every few events, as discounted counts near a cost gap make them) the
+#: ``select``/``update`` loop is cheaper.
+MIN_RUN = 32
+#: Events of a batch on which :class:`BatchDecider` measures the kernel's run before it decides
+#: the rest of the batch with the kernel or the loop.
+PROBE_EVENTS = 512
+#: Events a :class:`BatchDecider` steps with the loop before it tries the kernel again.
 PROBE_AFTER = 20_000
-MAX_PROBE_AFTER = 1_000_000
 
 
 def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
@@ -76,10 +80,11 @@ class BatchDecider:
 
     The kernel's speculation pays when decisions hold for many events; when they change every few
     events (as discounted counts near a cost gap make them) the ``select``/``update`` loop is
-    cheaper. The decider times both on the batches (seconds per event), takes the cheaper, and
-    times the other again after :data:`PROBE_AFTER` events, more rarely the slower it was. Both
-    paths give the same depths and
-    counts: only speed depends on the choice.
+    cheaper. The decider runs the kernel on the first :data:`PROBE_EVENTS` events of a batch and
+    counts the events it accepts per speculation step: from :data:`MIN_RUN` on, the kernel decides
+    the rest of the batch and the next ones; below, the loop does, for :data:`PROBE_AFTER` events,
+    before the kernel is tried again. A count, not a clock: the choice is the same on a busy
+    machine. Both paths give the same depths and counts; only speed depends on the choice.
 
     Examples
     --------
@@ -96,11 +101,11 @@ class BatchDecider:
 
     """
 
-    __slots__ = ("_cost", "_probe_in")
+    __slots__ = ("_loop_for", "_probing")
 
     def __init__(self) -> None:
-        self._cost: dict[str, float | None] = {"kernel": None, "loop": None}  # seconds per event
-        self._probe_in = PROBE_AFTER  # events until the other path is timed again
+        self._loop_for = 0  # events to step with the loop before the kernel is tried again
+        self._probing = True  # the kernel's run is not known: measure it on the next batch's head
 
     def decide(self, policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
         """The depths of one batch (see :func:`decide_batch`)."""
@@ -108,29 +113,24 @@ class BatchDecider:
         if len(outputs) % n_stages:
             raise ValueError(f"outputs must hold {n_stages} values per event, got {len(outputs)} values")
         n_events = len(outputs) // n_stages
-        if not policy.vectorised or n_events < MIN_BATCH:
+        if not policy.vectorised or n_events < MIN_BATCH or self._loop_for > 0:
+            self._loop_for = max(0, self._loop_for - n_events)
+            self._probing = self._probing or self._loop_for == 0
             return _loop(policy, outputs)
-        path = self._choose(n_events)
-        started = time.perf_counter()
-        if path == "loop":
-            depths = _loop(policy, outputs)
-        else:
-            indicators = _disagreements(outputs, n_stages)
-            depths = _speculate(policy, indicators, n_stages if guess is None else guess)
-        self._cost[path] = (time.perf_counter() - started) / n_events
+        guess = n_stages if guess is None else guess
+        if not self._probing:
+            depths, steps = _speculate(policy, _disagreements(outputs, n_stages), guess)
+            self._probing = n_events < MIN_RUN * steps
+            return depths
+        head = min(n_events, PROBE_EVENTS) * n_stages
+        depths, steps = _speculate(policy, _disagreements(outputs[:head], n_stages), guess)
+        if head // n_stages < MIN_RUN * steps:
+            self._loop_for = PROBE_AFTER
+            return depths + _loop(policy, outputs[head:])
+        self._probing = False
+        if head < len(outputs):
+            depths += _speculate(policy, _disagreements(outputs[head:], n_stages), depths[-1])[0]
         return depths
-
-    def _choose(self, n_events: int) -> str:
-        kernel, loop = self._cost["kernel"], self._cost["loop"]
-        if kernel is None or loop is None:
-            return "kernel" if kernel is None else "loop"
-        cheaper, other = ("kernel", "loop") if kernel <= loop else ("loop", "kernel")
-        self._probe_in -= n_events
-        if self._probe_in > 0:
-            return cheaper
-        slower = max(kernel, loop) / max(min(kernel, loop), 1e-12)
-        self._probe_in = int(min(PROBE_AFTER * slower**2, MAX_PROBE_AFTER))
-        return other
 
 
 def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
@@ -164,10 +164,12 @@ def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
     return indicators
 
 
-def _speculate(policy: Policy, indicators: np.ndarray, guess: int) -> list[int]:
-    """The kernel's speculative loop on one stream, from and back to the policy's counts."""
+def _speculate(policy: Policy, indicators: np.ndarray, guess: int) -> tuple[list[int], int]:
+    """The kernel's speculative loop on one stream, from and back to the policy's counts; returns
+    the depths and the number of speculation steps it took."""
     counts = Counts.of_stats(policy.stats)
     rows = np.arange(len(indicators))[None, :]
-    depths = speculate(policy, rows, indicators, counts_of=counts, guess=guess)
+    steps: list[int] = []
+    depths = speculate(policy, rows, indicators, on_progress=steps.append, counts_of=counts, guess=guess)
     policy.load_stats(counts.to_stats(0, discount=policy.discount))
-    return depths[0].tolist()
+    return depths[0].tolist(), len(steps)
