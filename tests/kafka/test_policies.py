@@ -23,7 +23,7 @@ from uss_stream.cli import main
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, FixedDepth, Hanawal2017WD, Policy
 from uss_stream.policies.specs import spec_of
 from uss_stream_kafka import CheckpointError, OutputsProcessor
-from uss_stream_kafka.batching import MIN_BATCH, BatchDecider, decide_batch
+from uss_stream_kafka.batching import MIN_BATCH, MIN_RUN, BatchDecider, decide_batch
 
 FILTERS = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 
@@ -298,22 +298,37 @@ def test_the_cli_runs_the_librarys_default_policy_and_records_it(
 
 @pytest.mark.parametrize("spec", ["uss-kl-ucb:discount=0.99", "uss-ts:seed=3", "uss-ucb"])
 def test_the_decider_hands_the_counts_over_between_its_two_paths(spec):
-    """Whichever path each batch takes (forced here, alternately), the depths and counts are the loop's."""
+    """Whichever path each batch takes (forced here, in turn: loop, kernel, kernel on the head then
+    the measured choice), the depths and counts are the loop's."""
     build = {**FAMILIES, **DISCOUNTED, "uss-ucb": lambda: USSUCB(COSTS)}[spec]
-    outputs = drifting(4_000, seed=3)
+    outputs = drifting(4_800, seed=3)
     policy, decider = build(), BatchDecider()
     depths: list[int] = []
-    chosen = []
-    for number, start in enumerate(range(0, 4_000, 400)):
-        slow, fast = (1.0, 0.0) if number % 2 else (0.0, 1.0)
-        decider._cost = {"kernel": slow, "loop": fast}  # the cheaper one (cost 0) is taken
-        depths.extend(decider.decide(policy, outputs[start : start + 400].ravel().tolist()))
-        (taken,) = [path for path, cost in decider._cost.items() if cost not in (0.0, 1.0)]
-        chosen.append(taken)
+    for number, start in enumerate(range(0, 4_800, 800)):
+        mode = number % 3
+        decider._loop_for = 10**9 if mode == 0 else 0
+        decider._probing = mode == 2
+        depths.extend(decider.decide(policy, outputs[start : start + 800].ravel().tolist()))
+        if mode == 0:
+            assert decider._loop_for == 10**9 - 800  # the loop decided the batch
     reference = build()
     assert depths == reference.run(outputs).tolist()
     assert policy.state_dict() == reference.state_dict()
-    assert chosen == ["kernel", "loop"] * 5  # each batch took the path forced cheaper
+
+
+def test_the_decider_takes_the_loop_where_decisions_change_every_few_events_and_the_kernel_elsewhere():
+    """A count, not a clock: USS-UCB with a 0.999 discount changes its decision every ~5 events on
+    this stream (so the kernel accepts few per step); undiscounted, it settles."""
+    outputs = stream(20_000)[1]
+    flipping = USSUCB(COSTS, discount=0.999)
+    changes = np.count_nonzero(np.diff(USSUCB(COSTS, discount=0.999).run(outputs)[5_000:]))
+    assert changes > 15_000 / MIN_RUN  # decisions hold for fewer than MIN_RUN events on average
+    settled = USSUCB(COSTS)
+    for policy, loops in ((flipping, True), (settled, False)):
+        decider = BatchDecider()
+        for start in range(0, 20_000, 5_000):
+            decider.decide(policy, outputs[start : start + 5_000].ravel().tolist())
+        assert (decider._loop_for > 0) == loops, policy
 
 
 @pytest.mark.kafka
