@@ -78,12 +78,14 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
 class BatchDecider:
     """:func:`decide_batch` for one learner's stream of batches, on the cheaper of its exact paths.
 
-    The kernel's speculation pays when decisions hold for many events; when they change every few
-    events (as discounted counts near a cost gap make them) the ``select``/``update`` loop is
-    cheaper. The decider runs the kernel on the first :data:`PROBE_EVENTS` events of a batch and
-    counts the events it accepts per speculation step: from :data:`MIN_RUN` on, the kernel decides
-    the rest of the batch and the next ones; below, the loop does, for :data:`PROBE_AFTER` events,
-    before the kernel is tried again. A count, not a clock: the choice is the same on a busy
+    With plain counts the kernel is the cheaper path (its speculated states advance by cumulative
+    sums): it decides every batch. With discounted counts each speculated state costs a step of
+    the streaming arithmetic, and where decisions change every few events (discounted counts near
+    a cost gap) the ``select``/``update`` loop is cheaper. For them the decider runs the kernel on
+    the first :data:`PROBE_EVENTS` events of a batch and counts the events it accepts per
+    speculation step: from :data:`MIN_RUN` on, the kernel decides the rest of the batch and the
+    next ones; below, the loop does, for :data:`PROBE_AFTER` events, before the kernel is tried
+    again. A count, not a clock: the choice is the same on a busy
     machine. Both paths give the same depths and counts; only speed depends on the choice.
 
     Examples
@@ -118,7 +120,7 @@ class BatchDecider:
             self._probing = self._probing or self._loop_for == 0
             return _loop(policy, outputs)
         guess = n_stages if guess is None else guess
-        if not self._probing:
+        if policy.discount is None or not self._probing:
             depths, steps = _speculate(policy, _disagreements(outputs, n_stages), guess)
             self._probing = n_events < MIN_RUN * steps
             return depths
