@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from uss_stream.policies import Policy
 from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
-from uss_stream_kafka.batching import BatchDecider
+from uss_stream_kafka.batching import decide_batch
 from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
 
 __all__ = [
@@ -183,7 +183,7 @@ class OutputsProcessor:
 class OutputsLearner:
     """One policy fed with the outputs carried by the events (see :class:`OutputsProcessor`).
 
-    :meth:`process_batch` decides a batch's valid events with a :class:`~.batching.BatchDecider`
+    :meth:`process_batch` decides a batch's valid events with :func:`~.batching.decide_batch`
     (exactly the ``select``/``update`` loop: vectorised by the library's kernel where that pays).
 
     Shared learning: :meth:`share` adds the other partitions' counts to the policy's, which then
@@ -205,14 +205,13 @@ class OutputsLearner:
 
     """
 
-    __slots__ = ("_codec", "_decider", "_foreign", "_last_depth", "_policy")
+    __slots__ = ("_codec", "_foreign", "_last_depth", "_policy")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
         self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
         self._last_depth = policy.n_stages
         self._foreign: DisagreementStats | None = None
-        self._decider = BatchDecider()
 
     @property
     def policy(self) -> Policy:
@@ -252,7 +251,7 @@ class OutputsLearner:
             keep_id(event_id)
             keep_outputs(row)
         if positions:
-            decided = self._decider.decide(self._policy, outputs, guess=self._last_depth)
+            decided = decide_batch(self._policy, outputs, guess=self._last_depth)
             self._last_depth = decided[-1]
             encode = self._codec.encode
             n_stages = self._policy.n_stages

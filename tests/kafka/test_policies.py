@@ -23,7 +23,7 @@ from uss_stream.cli import main
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, FixedDepth, Hanawal2017WD, Policy
 from uss_stream.policies.specs import spec_of
 from uss_stream_kafka import CheckpointError, OutputsProcessor
-from uss_stream_kafka.batching import MIN_BATCH, MIN_RUN, BatchDecider, decide_batch
+from uss_stream_kafka.batching import MIN_BATCH, decide_batch
 
 FILTERS = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 
@@ -296,39 +296,21 @@ def test_the_cli_runs_the_librarys_default_policy_and_records_it(
     assert "written with --policy uss-kl-ucb:alpha=1.0, this service runs --policy uss-ucb:alpha=0.51" in err
 
 
-@pytest.mark.parametrize("spec", ["uss-kl-ucb:discount=0.99", "uss-ts:seed=3", "uss-ucb"])
-def test_the_decider_hands_the_counts_over_between_its_two_paths(spec):
-    """Whichever path each batch takes (forced here, in turn: loop, kernel, kernel on the head then
-    the measured choice), the depths and counts are the loop's."""
-    build = {**FAMILIES, **DISCOUNTED, "uss-ucb": lambda: USSUCB(COSTS)}[spec]
-    outputs = drifting(4_800, seed=3)
-    policy, decider = build(), BatchDecider()
-    depths: list[int] = []
-    for number, start in enumerate(range(0, 4_800, 800)):
-        mode = number % 3
-        decider._loop_for = 10**9 if mode == 0 else 0
-        decider._probing = mode == 2
-        depths.extend(decider.decide(policy, outputs[start : start + 800].ravel().tolist()))
-        if mode == 0:
-            assert decider._loop_for == 10**9 - 800  # the loop decided the batch
+@pytest.mark.parametrize("spec", [*FAMILIES, *DISCOUNTED])
+def test_the_kernel_path_decides_every_vectorised_policy_exactly(spec):
+    """The kernel on one stream from a live policy's counts (what decide_batch runs for plain
+    counts), for discounted counts too: the loop's depths and counts, to the bit."""
+    from uss_stream_kafka.batching import _disagreements, _speculate
+
+    build = {**FAMILIES, **DISCOUNTED}[spec]
+    outputs = drifting(3_000, seed=4)
+    policy, depths = build(), []
+    for start in range(0, 3_000, 600):
+        batch = outputs[start : start + 600].ravel().tolist()
+        depths.extend(_speculate(policy, _disagreements(batch, 3), 3))
     reference = build()
     assert depths == reference.run(outputs).tolist()
     assert policy.state_dict() == reference.state_dict()
-
-
-def test_the_decider_takes_the_loop_where_decisions_change_every_few_events_and_the_kernel_elsewhere():
-    """A count, not a clock: USS-UCB with a 0.999 discount changes its decision every ~5 events on
-    this stream (so the kernel accepts few per step); undiscounted, it settles."""
-    outputs = stream(20_000)[1]
-    flipping = USSUCB(COSTS, discount=0.999)
-    changes = np.count_nonzero(np.diff(USSUCB(COSTS, discount=0.999).run(outputs)[5_000:]))
-    assert changes > 15_000 / MIN_RUN  # decisions hold for fewer than MIN_RUN events on average
-    settled = USSUCB(COSTS)
-    for policy, loops in ((flipping, True), (settled, False)):
-        decider = BatchDecider()
-        for start in range(0, 20_000, 5_000):
-            decider.decide(policy, outputs[start : start + 5_000].ravel().tolist())
-        assert (decider._loop_for > 0) == loops, policy
 
 
 @pytest.mark.kafka
