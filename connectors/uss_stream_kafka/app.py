@@ -35,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uss_stream.stats import DisagreementStats
-from uss_stream_kafka.checkpoint import Checkpoint, CheckpointError, CheckpointStore, plan_restore
+from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore
 from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import REASONS, InvalidEvent
+from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
 from uss_stream_kafka.http import HttpEndpoint
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.metrics import ServiceMetrics
@@ -81,14 +82,6 @@ REACHABLE_TIMEOUT = 300.0
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
-
-
-class MetricsEndpointError(RuntimeError):
-    """The ``/metrics`` and ``/healthz`` endpoint cannot be served (port in use, bad host)."""
-
-
-class DeliveryError(RuntimeError):
-    """The broker did not acknowledge some records: nothing at or after them is committed."""
 
 
 @dataclass
