@@ -1,37 +1,27 @@
 """The decision service: consume events, decide, produce decisions, checkpoint the learners.
 
-:class:`Application` wires the layers of the service and runs the poll loop; a
-:class:`~uss_stream_kafka.processing.Processor` says what to do with each event. One learner per
-input partition; the loop, per batch of records returned by ``poll``:
-
-1. restores the learners of newly assigned partitions (:mod:`~uss_stream_kafka.recovery`),
-2. decides every record (or rejects it to the dead-letter topic) and sends the results
-   (:mod:`~uss_stream_kafka.dispatch`),
-3. at a commit point (every ``commit_interval`` seconds / ``commit_every`` records) commits, with a
-   checkpoint of the learners every ``checkpoint_interval`` seconds / ``checkpoint_every`` records,
-   on a revocation and on shutdown (:mod:`~uss_stream_kafka.checkpointing`: the commit and
-   transaction protocol of both guarantees); an aborted transaction rewinds every learner and
-   position to the last committed one,
-4. with ``shared_learning``, refreshes the counts each learner shares (:mod:`~uss_stream_kafka.shared`).
-
-The layers work on one :class:`~uss_stream_kafka.context.RunContext`; the exceptions are in
-:mod:`~uss_stream_kafka.exceptions`. See ``docs/kafka.md`` for the delivery guarantees.
+:class:`Application` wires the layers and runs the poll loop; a
+:class:`~uss_stream_kafka.processing.Processor` says what to do with each event (one learner per
+input partition). Per batch returned by ``poll``, the loop restores newly assigned partitions
+(:mod:`~uss_stream_kafka.recovery`), decides or dead-letters every record
+(:mod:`~uss_stream_kafka.dispatch`) and, when one is due, runs a commit point
+(:mod:`~uss_stream_kafka.checkpointing`: the commit and transaction protocol of both guarantees;
+an aborted transaction rewinds to the last committed one), then refreshes the shared counts
+(:mod:`~uss_stream_kafka.shared`). See ``docs/kafka.md`` for the delivery guarantees.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from uss_stream_kafka.checkpoint import CheckpointStore
 from uss_stream_kafka.checkpointing import (
-    MAX_REPLACEMENTS,
+    MAX_REPLACEMENTS,  # noqa: F401 (re-exported)
     PRODUCER_DEFAULTS,
-    REACHABLE_TIMEOUT,
-    REPLACEMENT_WINDOW,
-    SERVICE_PRODUCER_SETTINGS,
+    CommitSchedule,
     Committer,
     transactional_id,
 )
@@ -39,28 +29,17 @@ from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.context import RunContext, RunSummary
 from uss_stream_kafka.dispatch import Dispatcher
 from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
-from uss_stream_kafka.http import HttpEndpoint
-from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.http import HttpEndpoint, serve
 from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.processing import Processor
 from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.relearn import LabelsLog
 from uss_stream_kafka.shared import SharedLearning
-from uss_stream_kafka.topics import Topics, check_state_topic
+from uss_stream_kafka.startup import check_topics
+from uss_stream_kafka.topics import Topics
 
-__all__ = [
-    "CONSUMER_DEFAULTS",
-    "GUARANTEES",
-    "MAX_REPLACEMENTS",
-    "PRODUCER_DEFAULTS",
-    "REACHABLE_TIMEOUT",
-    "REPLACEMENT_WINDOW",
-    "Application",
-    "DeliveryError",
-    "MetricsEndpointError",
-    "RunSummary",
-]
+__all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -214,12 +193,6 @@ class Application:
         self.producer_options = dict(producer_options or {})
         check_client_options("consumer", self.consumer_options, "consumer_options")
         check_client_options("producer", self.producer_options, "producer_options")
-        owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(self.producer_options))
-        if owned:
-            raise ValueError(
-                f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "
-                "transactions) for its delivery guarantee and cannot be overridden"
-            )
         self.http_host = http_host
         self.http_port = http_port
         self.health_timeout = float(health_timeout)
@@ -231,10 +204,9 @@ class Application:
             self.producer_options,
             exactly_once=self.exactly_once,
             transactional_id=self.transactional_id,
-            commit_interval=self.commit_interval,
-            commit_every=commit_every,
-            checkpoint_interval=self.checkpoint_interval,
-            checkpoint_every=checkpoint_every,
+            schedule=CommitSchedule(
+                self.commit_interval, commit_every, self.checkpoint_interval, checkpoint_every
+            ),
         )
         self._http: HttpEndpoint | None = None
         self._status = "created"
@@ -379,33 +351,14 @@ class Application:
         topics = self.topics
         admin = KafkaAdminClient(**self.client.kafka_kwargs("admin"))
         try:
-            partitions = _partition_counts(admin, topics.all())
-            self._check_state_topic(admin)
-            producer_settings = {**PRODUCER_DEFAULTS, **self.producer_options}
-            dead_letter_bytes = record_limit(admin, topics.dead_letter, producer_settings)
+            partitions, dead_letter_bytes = check_topics(
+                admin, topics, {**PRODUCER_DEFAULTS, **self.producer_options}
+            )
         finally:
             admin.close()
-        if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
-            raise ValueError(
-                f"labels topic {topics.labels!r} has {partitions[topics.labels]} partitions and input topic "
-                f"{topics.input!r} {partitions[topics.input]}: they must be co-partitioned"
-            )
         context.metrics = ServiceMetrics(context.processor.n_stages)
         if self.http_port is not None:
-            try:
-                self._http = HttpEndpoint(
-                    context.metrics.registry, self.health, self.http_host, self.http_port
-                )
-            except OSError as error:  # port in use, host not resolvable or not local
-                raise MetricsEndpointError(
-                    f"cannot serve /metrics on {self.http_host}:{self.http_port} "
-                    f"({error.strerror or error}): is another instance using the port? "
-                    "Pick another --metrics-port (0: any free port) "
-                    "or -1 to disable the endpoint"
-                ) from error
-            self._http.start()
-            log.info("metrics and health on http://%s:%d/metrics, /healthz", self.http_host, self._http.port)
-
+            self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
         self._committer.start()
         # read_committed: checkpoints of aborted transactions are never restored.
         self._store = CheckpointStore(
@@ -460,14 +413,6 @@ class Application:
             topics.state,
         )
         return consumer
-
-    def _check_state_topic(self, admin: Any) -> None:
-        try:
-            check_state_topic(admin, self.topics.state)
-        except ValueError:
-            raise
-        except Exception as error:  # e.g. DescribeConfigs not authorised: not fatal, but say so
-            log.warning("could not check that state topic %r is compacted: %s", self.topics.state, error)
 
     def _loop(self) -> None:
         from kafka.errors import KafkaError
@@ -528,8 +473,9 @@ class Application:
     # -- commit points ---------------------------------------------------------------------------
     def _maybe_commit(self) -> None:
         now = time.monotonic()
-        checkpoint = self._committer.checkpoint_due(now)
-        if checkpoint or self._committer.commit_due(now):
+        schedule = self._committer.schedule
+        checkpoint = schedule.checkpoint_due(now)
+        if checkpoint or schedule.commit_due(now):
             self._commit_point(checkpoint=checkpoint)
 
     def _commit_point(self, checkpoint: bool) -> bool:
@@ -539,7 +485,7 @@ class Application:
             self._recovery.rewind()
         elif self._sharing is not None:
             self._sharing.share()
-        self._committer.committed_now()
+        self._committer.schedule.committed()
         return committed
 
     # -- teardown --------------------------------------------------------------------------------
@@ -559,22 +505,3 @@ class Application:
         if self._http is not None:
             self._http.close()
             self._http = None
-
-
-def _partition_counts(admin: Any, names: Iterable[str]) -> dict[str, int]:
-    names = list(names)
-    described = admin.describe_topics(names)
-    counts = {}
-    missing = []
-    for entry in described:
-        if entry.get("error_code", 0) != 0 or not entry.get("partitions"):
-            missing.append(entry.get("name"))
-        else:
-            counts[entry["name"]] = len(entry["partitions"])
-    missing += [name for name in names if name not in counts and name not in missing]
-    if missing:
-        raise ValueError(
-            f"topic(s) {', '.join(sorted(set(missing)))} do not exist; create them first "
-            "(uss-stream kafka create-topics ...)"
-        )
-    return counts

@@ -16,8 +16,7 @@ in its ``ProcessingContext`` and ``Checkpoint``; the application only asks for a
   :data:`MAX_REPLACEMENTS` - 1 times within :data:`REPLACEMENT_WINDOW` seconds and once between
   two commits.
 
-When a commit point is due is counted here too (:meth:`~Committer.checkpoint_due`,
-:meth:`~Committer.commit_due`).
+When a commit point is due is counted by a :class:`CommitSchedule`.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ __all__ = [
     "REACHABLE_TIMEOUT",
     "REPLACEMENT_WINDOW",
     "SERVICE_PRODUCER_SETTINGS",
+    "CommitSchedule",
     "Committer",
     "transactional_id",
 ]
@@ -71,6 +71,72 @@ def transactional_id(group_id: str, group_instance_id: str | None) -> str:
     return f"uss-stream.{group_id}.{group_instance_id or socket.gethostname()}"
 
 
+class CommitSchedule:
+    """When the next commit point is due, and whether it writes the checkpoints.
+
+    Parameters
+    ----------
+    commit_interval, commit_every
+        A commit point every ``commit_interval`` seconds and/or every ``commit_every`` records
+        (``0`` disables the count).
+    checkpoint_interval, checkpoint_every
+        Checkpoint (and commit) every ``checkpoint_interval`` seconds and/or ``checkpoint_every``
+        records (``0`` disables either).
+
+    Examples
+    --------
+    >>> schedule = CommitSchedule(commit_interval=60.0, commit_every=100, checkpoint_interval=0.0,
+    ...                           checkpoint_every=250)
+    >>> schedule.count(100)
+    >>> now = time.monotonic()
+    >>> schedule.checkpoint_due(now), schedule.commit_due(now)
+    (False, True)
+    >>> schedule.committed()
+    >>> schedule.count(150)
+    >>> schedule.checkpoint_due(now), schedule.commit_due(now)
+    (True, True)
+    """
+
+    def __init__(
+        self, commit_interval: float, commit_every: int, checkpoint_interval: float, checkpoint_every: int
+    ) -> None:
+        self.commit_interval = commit_interval
+        self.commit_every = commit_every
+        self.checkpoint_interval = checkpoint_interval
+        self.checkpoint_every = checkpoint_every
+        self._since_commit = self._since_checkpoint = 0
+        self._last_commit = self._last_checkpoint = time.monotonic()
+
+    def count(self, events: int) -> None:
+        """Count ``events`` records processed towards the next commit point and checkpoint."""
+        self._since_commit += events
+        self._since_checkpoint += events
+
+    def checkpoint_due(self, now: float) -> bool:
+        """Whether the next commit point writes the checkpoints (``checkpoint_every`` / ``_interval``)."""
+        return bool(
+            (self.checkpoint_every and self._since_checkpoint >= self.checkpoint_every)
+            or (self.checkpoint_interval and now - self._last_checkpoint >= self.checkpoint_interval)
+        )
+
+    def commit_due(self, now: float) -> bool:
+        """Whether a commit point is due (``commit_every`` records or ``commit_interval`` seconds)."""
+        return bool(
+            (self.commit_every and self._since_commit >= self.commit_every)
+            or now - self._last_commit >= self.commit_interval
+        )
+
+    def committed(self) -> None:
+        """Restart the commit clock and count (at the end of a commit point)."""
+        self._last_commit = time.monotonic()
+        self._since_commit = 0
+
+    def checkpointed(self, now: float) -> None:
+        """Restart the checkpoint clock and count (the checkpoints were written at ``now``)."""
+        self._last_checkpoint = now
+        self._since_checkpoint = 0
+
+
 class Committer:
     """The commit / transaction protocol of one run (see the module's docstring).
 
@@ -81,26 +147,22 @@ class Committer:
     client
         Connection settings of the producer.
     producer_options
-        Extra kafka-python producer settings.
+        Extra kafka-python producer settings (not those of :data:`SERVICE_PRODUCER_SETTINGS`).
     exactly_once
         Transactions (``True``) or at-least-once commits.
     transactional_id
         The producer's transactional id (exactly-once only).
-    commit_interval, commit_every, checkpoint_interval, checkpoint_every
-        When a commit point (a checkpoint) is due, as in :class:`~uss_stream_kafka.app.Application`.
+    schedule
+        When a commit point (a checkpoint) is due; :meth:`write_checkpoints` restarts its checkpoint clock.
 
     Examples
     --------
     >>> from uss_stream_kafka.topics import Topics
     >>> context = RunContext(Topics("i", "o", "d", "s"), group_id="g")
     >>> committer = Committer(context, ClientConfig("127.0.0.1:9092"), {}, exactly_once=True,
-    ...                       transactional_id="uss-stream.g.w1", commit_interval=1.0, commit_every=100,
-    ...                       checkpoint_interval=0.0, checkpoint_every=0)
+    ...                       transactional_id="uss-stream.g.w1", schedule=CommitSchedule(1.0, 0, 5.0, 0))
     >>> committer.flush_timeout   # half kafka-python's default transaction timeout
     30.0
-    >>> committer.count(100)
-    >>> committer.checkpoint_due(time.monotonic()), committer.commit_due(time.monotonic())
-    (False, True)
     """
 
     def __init__(
@@ -111,20 +173,20 @@ class Committer:
         *,
         exactly_once: bool,
         transactional_id: str | None,
-        commit_interval: float,
-        commit_every: int,
-        checkpoint_interval: float,
-        checkpoint_every: int,
+        schedule: CommitSchedule,
     ) -> None:
+        owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(producer_options))
+        if owned:
+            raise ValueError(
+                f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "
+                "transactions) for its delivery guarantee and cannot be overridden"
+            )
         self.context = context
         self.client = client
         self.producer_options = dict(producer_options)
         self.exactly_once = exactly_once
         self.transactional_id = transactional_id
-        self.commit_interval = commit_interval
-        self.commit_every = commit_every
-        self.checkpoint_interval = checkpoint_interval
-        self.checkpoint_every = checkpoint_every
+        self.schedule = schedule
         self.producer: Any = None
         # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
         self.in_transaction = False
@@ -136,8 +198,6 @@ class Committer:
         # collections, which costs more than the errback.)
         self._delivery_errors: list[BaseException] = []
         self.on_delivery_error = self._delivery_errors.append
-        self._since_commit = self._since_checkpoint = 0
-        self._last_commit = self._last_checkpoint = time.monotonic()
 
     @property
     def flush_timeout(self) -> float | None:
@@ -243,31 +303,6 @@ class Committer:
                 self.producer.close(timeout=10)
             except Exception as error:
                 log.warning("closing the producer: %s", error)
-
-    # -- when -------------------------------------------------------------------------------------
-    def count(self, events: int) -> None:
-        """Count ``events`` records processed towards the next commit point and checkpoint."""
-        self._since_commit += events
-        self._since_checkpoint += events
-
-    def checkpoint_due(self, now: float) -> bool:
-        """Whether the next commit point writes the checkpoints (``checkpoint_every`` / ``_interval``)."""
-        return bool(
-            (self.checkpoint_every and self._since_checkpoint >= self.checkpoint_every)
-            or (self.checkpoint_interval and now - self._last_checkpoint >= self.checkpoint_interval)
-        )
-
-    def commit_due(self, now: float) -> bool:
-        """Whether a commit point is due (``commit_every`` records or ``commit_interval`` seconds)."""
-        return bool(
-            (self.commit_every and self._since_commit >= self.commit_every)
-            or now - self._last_commit >= self.commit_interval
-        )
-
-    def committed_now(self) -> None:
-        """Restart the commit clock and count (at the end of a commit point)."""
-        self._last_commit = time.monotonic()
-        self._since_commit = 0
 
     # -- commit points ---------------------------------------------------------------------------
     def begin(self) -> None:
@@ -417,8 +452,7 @@ class Committer:
                 state.labels_checkpointed = state.labels_offset
             context.summary.checkpoints += len(changed)
             context.metrics.checkpointed(len(changed))
-        self._last_checkpoint = now
-        self._since_checkpoint = 0
+        self.schedule.checkpointed(now)
         return written
 
     @staticmethod

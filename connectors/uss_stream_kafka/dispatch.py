@@ -90,7 +90,7 @@ class Dispatcher:
             depths[depth] = 0
         self._timings.clear()
         summary.events += events
-        self.committer.count(events)
+        self.committer.schedule.count(events)
 
     def _decide(self, state: PartitionState, records: list[Any]) -> int:
         """Decide (or replay, or reject) a partition's records; returns how many were consumed."""
