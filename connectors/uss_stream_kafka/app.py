@@ -36,22 +36,12 @@ from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.relearn import LabelsLog
 from uss_stream_kafka.shared import SharedLearning
-from uss_stream_kafka.startup import check_topics
+from uss_stream_kafka.startup import CONSUMER_DEFAULTS, check_topics, new_consumer  # noqa: F401 (re-exported)
 from uss_stream_kafka.topics import Topics
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
 log = logging.getLogger("uss_stream_kafka")
-
-#: Consumer settings tuned for throughput (overridable with ``consumer_options``).
-CONSUMER_DEFAULTS: dict[str, Any] = {
-    "fetch_max_bytes": 64 * 1024 * 1024,
-    "max_partition_fetch_bytes": 8 * 1024 * 1024,
-    "fetch_max_wait_ms": 100,
-    "isolation_level": "read_committed",
-    "session_timeout_ms": 45_000,
-    "heartbeat_interval_ms": 3_000,
-}
 
 #: The delivery guarantees :class:`Application` offers.
 GUARANTEES = ("at-least-once", "exactly-once")
@@ -380,39 +370,28 @@ class Application:
             n_output=partitions[topics.output],
             n_dlq=partitions[topics.dead_letter],
         )
-        context.consumer = self._new_consumer()
-
-    def _new_consumer(self) -> Any:
-        """The consumer, subscribed to the input (and labels) topics with the rebalance listener."""
-        from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-
-        topics = self.topics
-        consumer_settings = {
-            **CONSUMER_DEFAULTS,
-            **self.consumer_options,
-            "group_id": self.group_id,
-            "group_instance_id": self.group_instance_id,
-            "enable_auto_commit": False,
-            "auto_offset_reset": self.auto_offset_reset,
-            "max_poll_records": self.max_poll_records,
-            "allow_auto_create_topics": False,
-            # Range keeps partition p of the input and labels topics on the same member.
-            "partition_assignment_strategy": [RangePartitionAssignor()],
-        }
-        consumer = KafkaConsumer(**{**self.client.kafka_kwargs("consumer"), **consumer_settings})
         subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
-        consumer.subscribe(subscribed, listener=self._recovery.listener())
+        context.consumer = new_consumer(
+            self.client,
+            subscribed,
+            self._recovery.listener(),
+            {
+                **self.consumer_options,
+                "group_id": self.group_id,
+                "group_instance_id": self.group_instance_id,
+                "auto_offset_reset": self.auto_offset_reset,
+                "max_poll_records": self.max_poll_records,
+            },
+        )
         log.info(
             "%s mode, group %r: %s -> %s (dead letters %s, state %s)",
-            self._context.processor.mode,
+            context.processor.mode,
             self.group_id,
             "+".join(subscribed),
             topics.output,
             topics.dead_letter,
             topics.state,
         )
-        return consumer
 
     def _loop(self) -> None:
         from kafka.errors import KafkaError

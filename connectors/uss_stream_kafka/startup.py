@@ -1,4 +1,8 @@
-"""The checks of the topics before the service starts: they exist, fit together, and what they accept.
+"""Starting the service: the checks of its topics, and its consumer.
+
+:func:`check_topics` checks that the topics exist, fit together, and what they accept;
+:func:`new_consumer` is the one place the service's consumer is created (the producer's is
+:meth:`Committer.new_producer <uss_stream_kafka.checkpointing.Committer.new_producer>`).
 
 Examples
 --------
@@ -19,12 +23,48 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.topics import Topics, check_state_topic
 
-__all__ = ["check_topics", "partition_counts"]
+__all__ = ["CONSUMER_DEFAULTS", "check_topics", "new_consumer", "partition_counts"]
 
 log = logging.getLogger("uss_stream_kafka")
+
+#: Consumer settings tuned for throughput (overridable with ``consumer_options``).
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "fetch_max_bytes": 64 * 1024 * 1024,
+    "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    "fetch_max_wait_ms": 100,
+    "isolation_level": "read_committed",
+    "session_timeout_ms": 45_000,
+    "heartbeat_interval_ms": 3_000,
+}
+
+
+def new_consumer(
+    client: ClientConfig, subscribe: list[str], listener: Any, settings: Mapping[str, Any]
+) -> Any:
+    """The service's consumer, subscribed to the topics ``subscribe`` with the rebalance ``listener``.
+
+    ``settings`` (the group, ``consumer_options``, ...) override :data:`CONSUMER_DEFAULTS`; the
+    offsets are committed by the service only, and the range assignor keeps partition ``p`` of the
+    input and labels topics on the same member.
+    """
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    consumer_settings = {
+        **CONSUMER_DEFAULTS,
+        **settings,
+        "enable_auto_commit": False,
+        "allow_auto_create_topics": False,
+        # Range keeps partition p of the input and labels topics on the same member.
+        "partition_assignment_strategy": [RangePartitionAssignor()],
+    }
+    consumer = KafkaConsumer(**{**client.kafka_kwargs("consumer"), **consumer_settings})
+    consumer.subscribe(subscribe, listener=listener)
+    return consumer
 
 
 def check_topics(
