@@ -254,13 +254,17 @@ def test_unit_test_params_build_clone_and_repr(params):
     rng = np.random.default_rng(0)
     outputs = rng.integers(0, 2, (50, policy.n_stages))
     depths = policy.run(outputs, rng.random((50, policy.n_stages)))
-    assert depths.min() >= 1 and depths.max() <= policy.n_stages
     assert policy.stats.decisions == 50
     # every event passes stage 1: 50 plain counts, fewer once each cell forgets
     if policy.discount is None:
         assert policy.stats.queried[0] == 50
+        # the depths returned are the depths learned: stage 1's contexts hold each event once
+        first = policy.contexts().query("stage == 1")
+        learned = [int(first[f"depth_{d}"].sum()) for d in range(1, policy.n_stages + 1)]
+        assert learned == np.bincount(depths, minlength=policy.n_stages + 1)[1:].tolist()
     else:
         assert 0 < policy.stats.queried[0] < 50
+        assert set(depths.tolist()) <= set(range(1, policy.n_stages + 1))
 
 
 def test_bins_are_regrouped_on_the_documented_schedule():
