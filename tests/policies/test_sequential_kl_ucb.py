@@ -127,9 +127,12 @@ def test_bins_adapt_and_each_bin_decides_on_its_own_counts():
     assert table["events"].sum() == n
     assert table.loc[table["bin"] == 0, "next"].item() == "continue to 2"
     assert table.loc[table["bin"] == 1, "next"].item() == "stop"
-    # the depth mix of each context adds up to its events
-    assert (table["depth_1"] + table["depth_2"] == table["events"]).all()
-    assert (table["stopped"] == table["depth_1"]).all()
+    # each context's events and depth mix are those of the events whose stage-1 confidence it
+    # holds (bin 0: the unsure ones, bin 1: the sure ones), counted here from the run's depths
+    for bin_, events in ((0, unsure), (1, ~unsure)):
+        row = table.loc[table["bin"] == bin_].iloc[0]
+        mix = np.bincount(depths[events], minlength=3)[1:].tolist()
+        assert [row["events"], row["stopped"], row["depth_1"], row["depth_2"]] == [events.sum(), mix[0], *mix]
 
 
 def test_a_context_with_a_cheap_deep_stage_matches_uss_kl_ucb():
