@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -48,19 +49,32 @@ def orchestration_topics(admin: Any) -> Iterator[OrchestrationTopics]:
 
 
 class Process:
-    """A subprocess that is killed (SIGKILL) at the end of the test whatever happens."""
+    """A subprocess that is killed (SIGKILL) at the end of the test whatever happens.
+
+    Its output is read as it comes (a full pipe would stall it) and kept in :attr:`log`.
+    """
 
     def __init__(self, command: list[str]) -> None:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self._reader.start()
 
-    def wait_for_line(self, text: str) -> None:
-        for line in self.process.stdout:
-            if text in line:
-                return
-        raise AssertionError(f"the process exited (code {self.process.wait()}) before printing {text!r}")
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for_line(self, text: str, timeout: float = 120.0) -> None:
+        wait_until(lambda: text in self.log, f"{text!r} in the output", timeout=timeout, alive=self.alive)
 
     def alive(self) -> None:
-        assert self.process.poll() is None, f"the process exited early:\n{self.process.stdout.read()[-3000:]}"
+        assert self.process.poll() is None, f"the process exited early:\n{self.log[-3000:]}"
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the exit; returns its code, with the whole output read."""
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -221,6 +235,6 @@ def test_orchestrate_takes_static_membership_and_session_options_like_run(
     second = processes(
         orchestrate_command(bootstrap_servers, topics, group, *static, "--exit-when-idle", "1")
     )
-    assert second.process.wait(60) == 0, second.process.stdout.read()
+    assert second.finish(60) == 0, second.log[-3000:]
     ids = [json.loads(r.value)["id"] for r in read_all(bootstrap_servers, topics.decisions)]
     assert set(range(200)) <= set(ids)

@@ -23,8 +23,9 @@ def wait_until(
 ) -> float:
     """Poll ``condition()`` until it is true; returns the seconds waited.
 
-    ``alive()``, called before each poll, should raise (an ``AssertionError`` with the process's
-    log) if what the test waits on died, so that the test fails at once instead of at the deadline.
+    ``alive()``, called after each poll that found the condition false, should raise (an
+    ``AssertionError`` with the process's log) if what the test waits on died, so that the test
+    fails at once instead of at the deadline.
     Fails with ``what`` in the message after ``timeout`` seconds.
 
     >>> seen = []
@@ -39,10 +40,10 @@ def wait_until(
     """
     started = time.monotonic()
     while True:
-        if alive is not None:
-            alive()
         if condition():
             return time.monotonic() - started
+        if alive is not None:
+            alive()
         if time.monotonic() - started >= timeout:
             raise AssertionError(f"{what} not reached in {timeout}s")
         time.sleep(every)  # the polling interval, not a wait for the condition
