@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream
+from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream, wait_for_metadata
 from test_cli import output_count
 from waiting import wait_until
 
@@ -44,6 +44,8 @@ def orchestration_topics(admin: Any) -> Iterator[OrchestrationTopics]:
         state=f"c-{run}-state",
     )
     create_orchestration_topics(admin, topics)
+    # A group that joins before the broker serves the topics' metadata is assigned nothing.
+    wait_for_metadata(admin.config["bootstrap_servers"], dict.fromkeys(topics.all(), 1))
     yield topics
     admin.delete_topics(list(topics.all()))
 
