@@ -115,8 +115,11 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
     )  # fmt: skip
     wait_until(
         lambda: output_count(bootstrap_servers, topics.decisions) >= n,
-        "a decision for every request",
+        lambda: (
+            f"{output_count(bootstrap_servers, topics.decisions)} of {n} decisions:\n{service.log[-3000:]}"
+        ),
         alive=service.alive,
+        every=0.2,
     )
     service.kill()  # before its first checkpoint: nothing is committed
     assert end_offsets(bootstrap_servers, topics.state) == {0: 0}
@@ -227,9 +230,10 @@ def test_orchestrate_takes_static_membership_and_session_options_like_run(
     first.wait_for_line("reading the reports")
     wait_until(
         lambda: output_count(bootstrap_servers, topics.decisions) >= 100,
-        "100 decisions",
+        lambda: f"{output_count(bootstrap_servers, topics.decisions)} of 100 decisions:\n{first.log[-3000:]}",
         timeout=60,
         alive=first.alive,
+        every=0.2,
     )
     first.kill()
 

@@ -15,7 +15,7 @@ from typing import Any
 
 def wait_until(
     condition: Callable[[], Any],
-    what: str,
+    what: str | Callable[[], str],
     *,
     timeout: float = 120.0,
     alive: Callable[[], Any] | None = None,
@@ -26,7 +26,9 @@ def wait_until(
     ``alive()``, called after each poll that found the condition false, should raise (an
     ``AssertionError`` with the process's log) if what the test waits on died, so that the test
     fails at once instead of at the deadline.
-    Fails with ``what`` in the message after ``timeout`` seconds.
+    Fails after ``timeout`` seconds with ``what`` in the message (a callable: called then, so that
+    the message can say how far things got). A condition that asks the broker is cheap for the
+    test, not for a loaded machine: poll it every few tenths of a second, not every few hundredths.
 
     >>> seen = []
     >>> waited = wait_until(lambda: seen.append(1) or len(seen) >= 3, "three polls", every=0.0)
@@ -45,5 +47,5 @@ def wait_until(
         if alive is not None:
             alive()
         if time.monotonic() - started >= timeout:
-            raise AssertionError(f"{what} not reached in {timeout}s")
+            raise AssertionError(f"{what() if callable(what) else what} not reached in {timeout}s")
         time.sleep(every)  # the polling interval, not a wait for the condition
