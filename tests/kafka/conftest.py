@@ -215,7 +215,7 @@ def trickle(
                     producer.send(topic, value, partition=partition)
                     sent += 1
             producer.flush()
-            time.sleep(sent / per_second)
+            time.sleep(sent / per_second)  # the rate is the scenario (a live stream), not a wait
         producer.close()
 
     thread = threading.Thread(target=run, daemon=True)
@@ -253,7 +253,7 @@ def read_all(
     bootstrap_servers: str,
     topic: str,
     expected: int | None = None,
-    timeout: float = 30.0,
+    timeout: float = 120.0,
     isolation_level: str = "read_uncommitted",
 ) -> list[Any]:
     """Every record of ``topic`` (all partitions, each in offset order), as ``isolation_level`` sees it.
