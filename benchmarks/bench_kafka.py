@@ -5,15 +5,21 @@ Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``
 The input topic (one partition, outputs mode, K = 3) is written once with a fast producer. Then,
 alternately, in the same process and on the same broker:
 
-* **passthrough**: a kafka-python consumer → producer loop that copies each record to an output
-  topic (no decoding, no commits; one flush at the end), with the service's own client settings;
+* **passthrough, per client**: a consumer → producer loop that copies each record to an output
+  topic (no decoding, no commits; one flush at the end), with the service's own client settings:
+  bare kafka-python, bare confluent-kafka (librdkafka), and each through the client seam
+  (:mod:`uss_stream_kafka.clients`), whose overhead over the bare library is reported;
 * **service**: :class:`uss_stream_kafka.Application` with :class:`OutputsProcessor` (decode,
   validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
   checkpoints every five seconds).
 
-Both are timed the same way, from the output topic: events / (CreateTime of the last output
-record − CreateTime of the first), so start-up (group join, restore) is excluded for both. The
-figure of merit is the ratio service / passthrough (median of the rounds' ratios); the service's decisions
+All are timed the same way, from the output topic, whose records carry the broker's append time
+(``message.timestamp.type=LogAppendTime``): events / (append time of the last output record −
+append time of the first), so start-up (group join, restore) is excluded for all, and delivery is
+included (the time a record was created is not: librdkafka creates records far ahead of their
+delivery). The
+figure of merit is the ratio service / passthrough of the same client (median of the rounds'
+ratios; the service runs on kafka-python today); the service's decisions
 are checked against ``USSUCB.run`` on the same stream. Also reported: p50/p99 of the per-event
 decide latency (raw bytes → encoded decision) and whether kafka-python uses the C ``crc32c``.
 
@@ -33,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +88,16 @@ def _read_output(bootstrap: str, topic: str, n: int, timeout: float = 300.0) -> 
     return records
 
 
+def _output_topic(admin: Any, name: str) -> None:
+    """Create topic ``name`` (one partition) with the broker's append time as its records' timestamp."""
+    spec = {
+        "num_partitions": 1,
+        "replication_factor": 1,
+        "configs": {"message.timestamp.type": "LogAppendTime"},
+    }
+    admin.create_topics({name: spec}, wait_for_metadata=True)
+
+
 def _rate(records: list) -> float:
     span_ms = records[-1].timestamp - records[0].timestamp
     return len(records) / max(span_ms / 1000.0, 1e-3)
@@ -109,6 +126,68 @@ def _passthrough(bootstrap: str, source: str, target: str, n: int, max_poll_reco
                 send(target, record.value, key=record.key, partition=tp.partition)
             copied += len(records)
     producer.flush()
+    producer.close()
+    consumer.close()
+
+
+def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max_poll_records: int) -> None:
+    """The same loop on bare confluent-kafka: ``consume()`` batches, one ``produce()`` per record."""
+    from confluent_kafka import Consumer, Producer
+
+    from uss_stream_kafka.clients.confluent import librdkafka_config
+
+    consumer = Consumer(
+        {
+            **librdkafka_config({**CONSUMER_DEFAULTS, "bootstrap_servers": bootstrap}),
+            "group.id": f"bench-pass-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([source])
+    producer = Producer(
+        librdkafka_config(
+            {**PRODUCER_DEFAULTS, "bootstrap_servers": bootstrap, "acks": "all", "enable_idempotence": True}
+        )
+    )
+    copied = 0
+    while copied < n:
+        messages = consumer.consume(max_poll_records, 0.5)
+        produce = producer.produce
+        for message in messages:
+            produce(target, message.value(), message.key(), message.partition())
+        copied += len(messages)
+        producer.poll(0)
+    producer.flush()
+    consumer.close()
+
+
+def _passthrough_seam(
+    client: str, bootstrap: str, source: str, target: str, n: int, max_poll_records: int
+) -> None:
+    """The same loop through the client seam: a column batch per partition, ``send_many``."""
+    from uss_stream_kafka import clients
+
+    consumer = clients.consumer(
+        client,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        max_poll_records=max_poll_records,
+        **CONSUMER_DEFAULTS,
+    )
+    consumer.subscribe([source])
+    producer = clients.producer(
+        client, bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
+    )
+    copied = 0
+    while copied < n:
+        for tp, records in consumer.poll(0.5).items():
+            producer.send_many(target, records.values, records.keys, tp.partition)
+            copied += len(records)
+    producer.flush()
+    if producer.take_errors():
+        raise SystemExit(f"{client} seam passthrough: records not delivered")
     producer.close()
     consumer.close()
 
@@ -165,14 +244,29 @@ def main() -> None:
         flush=True,
     )
 
-    passthrough_rates, service_rates, eos_rates, latencies = [], [], [], []
+    passthroughs = {
+        "kafka-python": lambda target: _passthrough(bootstrap, source, target, n, args.max_poll_records),
+        "confluent": lambda target: _passthrough_confluent(
+            bootstrap, source, target, n, args.max_poll_records
+        ),
+        "kafka-python seam": lambda target: _passthrough_seam(
+            "kafka-python", bootstrap, source, target, n, args.max_poll_records
+        ),
+        "confluent seam": lambda target: _passthrough_seam(
+            "confluent", bootstrap, source, target, n, args.max_poll_records
+        ),
+    }
+    pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
+    service_rates, eos_rates, latencies = [], [], []
     for r in range(args.rounds):
-        target = f"bench-pass-{run_id}-{r}"
-        admin.create_topics({target: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
-        made.append(target)
-        _passthrough(bootstrap, source, target, n, args.max_poll_records)
-        passthrough_rates.append(_rate(_read_output(bootstrap, target, n)))
-        gc.collect()  # the records read back must not slow the next run's garbage collections
+        for i, (name, copy) in enumerate(passthroughs.items()):
+            target = f"bench-pass-{run_id}-{r}-{i}"
+            _output_topic(admin, target)
+            made.append(target)
+            copy(target)
+            pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
+            gc.collect()  # the records read back must not slow the next run's garbage collections
+        passthrough_rates = pass_rates["kafka-python"]
 
         # Each round's service is a new group, so it gets its own topics (checkpoints are keyed by
         # input partition: a shared state topic would hand it the previous round's learner).
@@ -182,6 +276,7 @@ def main() -> None:
             dead_letter=f"bench-dlq-{run_id}-{r}",
             state=f"bench-st-{run_id}-{r}",
         )
+        _output_topic(admin, topics.output)
         create_topics(admin, topics)
         made += [topics.output, topics.dead_letter, topics.state]
         app = _service(bootstrap, topics, n, args.max_poll_records)
@@ -208,6 +303,7 @@ def main() -> None:
             dead_letter=f"bench-eos-dlq-{run_id}-{r}",
             state=f"bench-eos-st-{run_id}-{r}",
         )
+        _output_topic(admin, topics.output)
         create_topics(admin, topics)
         made += [topics.output, topics.dead_letter, topics.state]
         _service(bootstrap, topics, n, args.max_poll_records, guarantee="exactly-once")
@@ -219,24 +315,38 @@ def main() -> None:
         del decisions
         gc.collect()
         print(
-            f"round {r + 1}: passthrough {passthrough_rates[-1]:9.0f} ev/s"
-            f"   service {service_rates[-1]:9.0f} ev/s"
-            f"   ratio {service_rates[-1] / passthrough_rates[-1]:.2f}"
-            f"   exactly-once {eos_rates[-1]:9.0f} ev/s ({eos_rates[-1] / service_rates[-1]:.2f}x)",
+            f"round {r + 1}: passthrough "
+            + "  ".join(f"{name} {rates[-1]:7.0f}" for name, rates in pass_rates.items())
+            + f" ev/s | service (kafka-python) {service_rates[-1]:7.0f} ev/s"
+            f" ({service_rates[-1] / passthrough_rates[-1]:.2f}x its passthrough)"
+            f" | exactly-once {eos_rates[-1]:7.0f} ev/s ({eos_rates[-1] / service_rates[-1]:.2f}x)",
             flush=True,
         )
     admin.delete_topics(made)
     admin.close()
 
-    passthrough = statistics.median(passthrough_rates)
+    print()
+    for name, rates in pass_rates.items():
+        print(f"passthrough {name:18s} (median): {statistics.median(rates):9.0f} events/s")
+    for client in ("kafka-python", "confluent"):
+        overhead = [seam / bare for seam, bare in zip(pass_rates[f"{client} seam"], pass_rates[client])]
+        median, lowest = statistics.median(overhead), min(overhead)
+        print(f"seam / bare passthrough, {client}: {median:.2f} (lowest {lowest:.2f})")
+    speedup = [c / k for c, k in zip(pass_rates["confluent"], pass_rates["kafka-python"])]
+    print(f"bare passthrough confluent / kafka-python: {statistics.median(speedup):.2f}")
     service = statistics.median(service_rates)
     p50, p99, batch50, batch99 = (statistics.median(values) for values in zip(*latencies))
-    print(f"\npassthrough (median): {passthrough:9.0f} events/s")
-    print(f"service     (median): {service:9.0f} events/s   (target >= 20000)")
+    print(f"service on kafka-python (median): {service:9.0f} events/s   (target >= 20000)")
     ratios = [s / p for s, p in zip(service_rates, passthrough_rates)]
     print(
-        f"ratio service / passthrough (median of the rounds' ratios): {statistics.median(ratios):.2f}"
+        "ratio service / kafka-python passthrough (median of the rounds' ratios):"
+        f" {statistics.median(ratios):.2f}"
         f"   (lowest {min(ratios):.2f}; target >= 0.80)"
+    )
+    to_confluent = [s / c for s, c in zip(service_rates, pass_rates["confluent"])]
+    print(
+        f"ratio service (kafka-python) / confluent passthrough: {statistics.median(to_confluent):.2f}"
+        "   (issue 14's target for the service on confluent: >= 0.80)"
     )
     eos_ratios = [e / s for e, s in zip(eos_rates, service_rates)]
     print(

@@ -214,6 +214,16 @@ def test_pause_and_resume(client, bootstrap_servers, make_topic, closing):
     assert [value for _, _, value in seen[p0]] == [b"a%d" % i for i in range(30)]
 
 
+def ends_until(consumer: Any, tp: TopicPartition, offset: int, timeout: float = 60.0) -> list[int]:
+    """``consumer.end_offsets`` of ``tp`` observed until it is ``offset``."""
+    observed: list[int] = []
+    deadline = time.monotonic() + timeout
+    while not observed or observed[-1] != offset:
+        assert time.monotonic() < deadline, observed
+        observed.append(consumer.end_offsets([tp])[tp])
+    return observed
+
+
 def test_transactions_committed_and_aborted(client, bootstrap_servers, make_topic, closing):
     topic = make_topic()
     tp = TopicPartition(topic, 0)
@@ -242,10 +252,12 @@ def test_transactions_committed_and_aborted(client, bootstrap_servers, make_topi
         clients.consumer(client, bootstrap_servers=bootstrap_servers, isolation_level="read_uncommitted")
     )
     # 2 records + commit marker, 3 records + abort marker: the open transaction starts at offset 7.
-    assert committed_reader.end_offsets([tp]) == {tp: 7}
+    # (The markers are written after commit/abort return: the last stable offset gets there.)
+    observed = ends_until(committed_reader, tp, 7)
+    assert max(observed) == 7
     assert uncommitted_reader.end_offsets([tp]) == {tp: 8}
     producer.commit_transaction(30)
-    assert committed_reader.end_offsets([tp]) == {tp: 9}
+    ends_until(committed_reader, tp, 9)
 
     committed_reader.assign([tp])
     committed_reader.seek_to_beginning([tp])

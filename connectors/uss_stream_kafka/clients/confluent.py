@@ -270,29 +270,50 @@ class ConfluentConsumer(Consumer):
         messages = self._consumer.consume(max_records or self._max_records, timeout)
         if not messages:
             return {}
-        grouped: dict[tuple[str, int], list[Any]] = {}
-        run_key: tuple[str, int] | None = None
+        failed = [i for i, message in enumerate(messages) if message.error() is not None]
+        if failed:
+            self._raise(messages[failed[0]], self._group(messages[: failed[0]]))
+        grouped = self._group(messages)
+        if self._sought:
+            for tp in grouped:
+                self._sought.pop(tp, None)
+        return {tp: ConfluentRecords(tp, run) for tp, run in grouped.items()}
+
+    def _group(self, messages: list[Any]) -> dict[TopicPartition, list[Any]]:
+        """``messages`` by partition, in one pass (none if a single partition is assigned).
+
+        The assignment is that of the ``consume()`` that returned them: librdkafka drops the
+        messages of partitions no longer assigned, and rebalances happen inside ``consume()``.
+        """
+        assigned = self._consumer.assignment()
+        if len(assigned) == 1:
+            return {TopicPartition(assigned[0].topic, assigned[0].partition): messages} if messages else {}
+        grouped: dict[Any, list[Any]] = {}
+        run_key: Any = None
         run: list[Any] = []
+        if len({p.topic for p in assigned}) == 1:
+            topic = assigned[0].topic
+            for message in messages:
+                key = message.partition()
+                if key != run_key:
+                    run = grouped.setdefault(key, [])
+                    run_key = key
+                run.append(message)
+            return {TopicPartition(topic, partition): run for partition, run in grouped.items()}
         for message in messages:
-            if message.error() is not None:
-                self._raise(message, grouped)
             key = (message.topic(), message.partition())
             if key != run_key:
                 run = grouped.setdefault(key, [])
                 run_key = key
             run.append(message)
-        tps = {key: TopicPartition(*key) for key in grouped}
-        if self._sought:
-            for tp in tps.values():
-                self._sought.pop(tp, None)
-        return {tps[key]: ConfluentRecords(tps[key], run) for key, run in grouped.items()}
+        return {TopicPartition(*key): run for key, run in grouped.items()}
 
-    def _raise(self, message: Any, grouped: dict[tuple[str, int], list[Any]]) -> None:
+    def _raise(self, message: Any, grouped: dict[TopicPartition, list[Any]]) -> None:
         """Raise the error a consumed message carries (after rewinding what this poll returned)."""
         ck = _ck()
         error = message.error()
-        for (topic, partition), run in grouped.items():  # not returned: consumed again after the error
-            self._consumer.seek(ck.TopicPartition(topic, partition, run[0].offset()))
+        for tp, run in grouped.items():  # not returned: consumed again after the error
+            self._consumer.seek(_native(tp, run[0].offset()))
         if error.code() in (ck.KafkaError._BAD_MSG, ck.KafkaError._BAD_COMPRESSION):
             tp = TopicPartition(message.topic(), message.partition())
             raise UndecodableError(

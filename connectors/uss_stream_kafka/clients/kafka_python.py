@@ -211,14 +211,20 @@ class KafkaPythonProducer(Producer):
         self._producer = _kafka().KafkaProducer(**settings)
         self._errors: list[ClientError] = []
         self._transactional = settings.get("transactional_id") is not None
+        self._errbacks: dict[tuple[str, int | None], Any] = {}
 
     def _failed(self, topic: str, partition: int | None) -> Any:
-        def record(error: BaseException) -> None:
-            failure = _error(error, f"delivery to {topic}[{partition}]")
-            failure.__cause__ = error
-            self._errors.append(failure)
+        """The errback of the records sent to ``topic`` / ``partition`` (one per destination)."""
+        errback = self._errbacks.get((topic, partition))
+        if errback is None:
 
-        return record
+            def errback(error: BaseException) -> None:
+                failure = _error(error, f"delivery to {topic}[{partition}]")
+                failure.__cause__ = error
+                self._errors.append(failure)
+
+            self._errbacks[topic, partition] = errback
+        return errback
 
     def send(
         self,
@@ -235,6 +241,21 @@ class KafkaPythonProducer(Producer):
         except _kafka().errors.KafkaError as error:
             raise _error(error, f"send to {topic}", self._transactional) from error
         future.add_errback(self._failed(topic, partition))
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+    ) -> None:
+        send = self._producer.send
+        errback = self._failed(topic, partition)
+        try:
+            for value, key in zip(values, keys if keys is not None else [None] * len(values)):
+                send(topic, value, key=key, partition=partition).add_errback(errback)
+        except _kafka().errors.KafkaError as error:
+            raise _error(error, f"send to {topic}", self._transactional) from error
 
     def flush(self, timeout: float | None = None) -> None:
         try:
