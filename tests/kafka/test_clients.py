@@ -10,6 +10,7 @@ of a group split the partitions between them.
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -404,3 +405,48 @@ def test_a_failed_delivery_is_reported(client, bootstrap_servers, make_topic, cl
     assert not errors[0].retriable
     assert producer.take_errors() == []
     assert [r.value for r in read_all(bootstrap_servers, topic)] == [b"small"]
+
+
+def test_an_undecodable_batch_is_named_kafka_python(bootstrap_servers, make_topic, closing, monkeypatch):
+    """kafka-python: a batch whose payload fails to decode is an UndecodableError naming its offsets.
+
+    The failure is simulated by a gzip decoder that raises (a broker validates what it stores, so
+    a corrupt payload cannot be produced); librdkafka decodes every codec itself.
+    """
+    import kafka.record.default_records as default_records
+
+    from uss_stream_kafka.clients import UndecodableError
+
+    topic = make_topic()
+    produce("kafka-python", bootstrap_servers, topic, [b"plain-%d" % i for i in range(10)])
+    producer = closing(
+        clients.producer("confluent", bootstrap_servers=bootstrap_servers, compression_type="gzip")
+    )
+    producer.send_many(topic, [b"zipped-%d" % i for i in range(20)], partition=0)
+    producer.flush(30)
+    produce("kafka-python", bootstrap_servers, topic, [b"after-%d" % i for i in range(5)])
+
+    def corrupt(payload: bytes) -> bytes:
+        raise OSError("Not a gzipped file")
+
+    monkeypatch.setattr(default_records, "gzip_decode", corrupt)
+    tp = TopicPartition(topic, 0)
+    consumer = closing(clients.consumer("kafka-python", bootstrap_servers=bootstrap_servers))
+    consumer.assign([tp])
+    consumer.seek_to_beginning([tp])
+    values: list[bytes] = []
+    skipped: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 60
+    while len(values) < 15:
+        assert time.monotonic() < deadline, (values, skipped)
+        try:
+            for records in consumer.poll(0.2).values():
+                values.extend(records.values)
+        except UndecodableError as error:
+            assert error.tp == tp and error.batch is not None and error.batch.codec == "gzip"
+            skipped.append((error.offset, error.batch.next_offset))
+            consumer.seek(tp, error.batch.next_offset)
+    # Every plain record, none of the gzip batches', whose offsets tile 10..29.
+    assert values == [b"plain-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(5)]
+    assert skipped[0][0] == 10 and skipped[-1][1] == 30
+    assert all(end == start for (_, end), (start, _) in itertools.pairwise(skipped))

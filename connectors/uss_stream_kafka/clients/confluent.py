@@ -217,6 +217,7 @@ class ConfluentConsumer(Consumer):
         config.update({"enable.auto.commit": False, "enable.auto.offset.store": False})
         config.setdefault("group.id", f"uss-stream-unused-{id(self):x}")  # librdkafka needs one
         self._reset = config.get("auto.offset.reset", "latest")
+        self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
         self._consumer = ck.Consumer(config)
         self._paused: set[TopicPartition] = set()
         self._in_rebalance = False
@@ -516,7 +517,8 @@ class ConfluentProducer(Producer):
         self._transaction("abort_transaction", self._producer.abort_transaction, _seconds(timeout))
 
     def close(self, timeout: float | None = None) -> None:
-        self._producer.flush(_seconds(timeout))
+        if self._producer.flush(_seconds(timeout)) == 0:  # else librdkafka drops the rest when collected
+            self._producer.close()
 
 
 class ConfluentAdmin(Admin):
