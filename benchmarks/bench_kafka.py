@@ -9,19 +9,21 @@ alternately, in the same process and on the same broker:
   topic (no decoding, no commits; one flush at the end), with the service's own client settings:
   bare kafka-python, bare confluent-kafka (librdkafka), and each through the client seam
   (:mod:`uss_stream_kafka.clients`), whose overhead over the bare library is reported;
+* **decide loop, per client**: the seam passthrough with the service's decision kernel in the
+  middle (``OutputsLearner.process_batch``: decode, decide, encode), without commits, checkpoints
+  or metrics: the most a service on that client could reach with today's kernel;
 * **service**: :class:`uss_stream_kafka.Application` with :class:`OutputsProcessor` (decode,
   validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
-  checkpoints every five seconds).
+  checkpoints every five seconds), on kafka-python (the only client it runs on so far).
 
 All are timed the same way, from the output topic, whose records carry the broker's append time
 (``message.timestamp.type=LogAppendTime``): events / (append time of the last output record −
 append time of the first), so start-up (group join, restore) is excluded for all, and delivery is
 included (the time a record was created is not: librdkafka creates records far ahead of their
-delivery). The
-figure of merit is the ratio service / passthrough of the same client (median of the rounds'
-ratios; the service runs on kafka-python today); the service's decisions
-are checked against ``USSUCB.run`` on the same stream. Also reported: p50/p99 of the per-event
-decide latency (raw bytes → encoded decision) and whether kafka-python uses the C ``crc32c``.
+delivery). The figure of merit is the ratio service / passthrough of the same client (median of
+the rounds' ratios); every decision output is checked against ``USSUCB.run`` on the same stream.
+Also reported: p50/p99 of the per-event decide latency (raw bytes → encoded decision) and whether
+kafka-python uses the C ``crc32c``.
 
 Each round also runs the service with ``guarantee="exactly-once"`` (transactions, offsets and
 checkpoints committed in them every second) and reports its throughput as a ratio of the
@@ -192,6 +194,45 @@ def _passthrough_seam(
     consumer.close()
 
 
+def _decide_loop_seam(
+    client: str, bootstrap: str, source: str, target: str, n: int, max_poll_records: int
+) -> None:
+    """The passthrough through the seam with the service's decision kernel in the middle.
+
+    Decode, decide and encode (``OutputsLearner.process_batch``) per polled batch, decisions sent
+    with ``send_many``; no commits, checkpoints or metrics. Not the service: the most a service on
+    this client could reach with today's kernel.
+    """
+    from uss_stream_kafka import clients
+
+    learner = OutputsProcessor(STAGE_COSTS).new_learner()
+    consumer = clients.consumer(
+        client,
+        bootstrap_servers=bootstrap,
+        group_id=f"bench-decide-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        max_poll_records=max_poll_records,
+        **CONSUMER_DEFAULTS,
+    )
+    consumer.subscribe([source])
+    producer = clients.producer(
+        client, bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
+    )
+    decided = 0
+    while decided < n:
+        for tp, records in consumer.poll(0.5).items():
+            payloads, _, errors = learner.process_batch(records.values, 256 * 1024)
+            if any(errors):
+                raise SystemExit(f"{client} decide loop: invalid events in the benchmark's input")
+            producer.send_many(target, payloads, records.keys, tp.partition)
+            decided += len(records)
+    producer.flush()
+    if producer.take_errors():
+        raise SystemExit(f"{client} decide loop: decisions not delivered")
+    producer.close()
+    consumer.close()
+
+
 def _service(
     bootstrap: str, topics: Topics, n: int, max_poll_records: int, guarantee: str = "at-least-once"
 ) -> Application:
@@ -256,7 +297,14 @@ def main() -> None:
             "confluent", bootstrap, source, target, n, args.max_poll_records
         ),
     }
+    decide_loops = {
+        client: lambda target, client=client: _decide_loop_seam(
+            client, bootstrap, source, target, n, args.max_poll_records
+        )
+        for client in ("kafka-python", "confluent")
+    }
     pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
+    decide_rates: dict[str, list[float]] = {name: [] for name in decide_loops}
     service_rates, eos_rates, latencies = [], [], []
     for r in range(args.rounds):
         for i, (name, copy) in enumerate(passthroughs.items()):
@@ -267,6 +315,18 @@ def main() -> None:
             pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
             gc.collect()  # the records read back must not slow the next run's garbage collections
         passthrough_rates = pass_rates["kafka-python"]
+        for i, (name, decide) in enumerate(decide_loops.items()):
+            target = f"bench-decide-{run_id}-{r}-{i}"
+            _output_topic(admin, target)
+            made.append(target)
+            decide(target)
+            decisions = _read_output(bootstrap, target, n)
+            depths = np.array([json.loads(record.value)["depth"] for record in decisions])
+            if not np.array_equal(depths, expected):
+                raise SystemExit(f"{name} decide loop: decisions differ from USSUCB.run on the same stream")
+            decide_rates[name].append(_rate(decisions))
+            del decisions
+            gc.collect()
 
         # Each round's service is a new group, so it gets its own topics (checkpoints are keyed by
         # input partition: a shared state topic would hand it the previous round's learner).
@@ -317,6 +377,8 @@ def main() -> None:
         print(
             f"round {r + 1}: passthrough "
             + "  ".join(f"{name} {rates[-1]:7.0f}" for name, rates in pass_rates.items())
+            + " ev/s | decide loop "
+            + "  ".join(f"{name} {rates[-1]:7.0f}" for name, rates in decide_rates.items())
             + f" ev/s | service (kafka-python) {service_rates[-1]:7.0f} ev/s"
             f" ({service_rates[-1] / passthrough_rates[-1]:.2f}x its passthrough)"
             f" | exactly-once {eos_rates[-1]:7.0f} ev/s ({eos_rates[-1] / service_rates[-1]:.2f}x)",
@@ -332,6 +394,13 @@ def main() -> None:
         overhead = [seam / bare for seam, bare in zip(pass_rates[f"{client} seam"], pass_rates[client])]
         median, lowest = statistics.median(overhead), min(overhead)
         print(f"seam / bare passthrough, {client}: {median:.2f} (lowest {lowest:.2f})")
+    for client, rates in decide_rates.items():
+        ratio = [d / p for d, p in zip(rates, pass_rates[client])]
+        print(
+            f"decide loop on the seam, {client} (median): {statistics.median(rates):9.0f} events/s,"
+            f" {statistics.median(ratio):.2f}x the bare {client} passthrough (not the service:"
+            " no commits, checkpoints or metrics)"
+        )
     speedup = [c / k for c, k in zip(pass_rates["confluent"], pass_rates["kafka-python"])]
     print(f"bare passthrough confluent / kafka-python: {statistics.median(speedup):.2f}")
     service = statistics.median(service_rates)

@@ -150,6 +150,11 @@ def test_commit_and_committed(client, bootstrap_servers, make_topic, closing, ad
     first.assign([tp])
     assert first.committed(tp) is None
     poll_until(first, total(20))
+    first.commit({tp: 3}, asynchronous=True)
+    deadline = time.monotonic() + 60
+    while first.committed(tp) != 3:  # an asynchronous commit completes in the background
+        assert time.monotonic() < deadline
+        first.poll(0.1)
     first.commit({tp: 12})
     assert first.committed(tp) == 12
     # The broker holds it (seen by another client library's admin).
@@ -190,6 +195,8 @@ def test_seek_position_and_offsets(client, bootstrap_servers, make_topic, closin
     assert consumer.position(tp) == 0
     consumer.seek_to_end([tp])
     assert consumer.position(tp) == 50
+    # The fetches told the consumer the partition's end (the high watermark).
+    assert consumer.highwater(tp) == 50
 
 
 def test_pause_and_resume(client, bootstrap_servers, make_topic, closing):

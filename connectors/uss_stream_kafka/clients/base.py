@@ -290,8 +290,16 @@ class Consumer(ABC):
         """The end offset of each partition (for ``read_committed``: the last stable offset)."""
 
     @abstractmethod
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
-        """Commit ``offsets`` (the next offset to consume of each partition) and wait for it."""
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The end offset of ``tp`` as of the last fetch (no request; ``None`` before any)."""
+
+    @abstractmethod
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+        """Commit ``offsets`` (the next offset to consume of each partition).
+
+        Waits for the broker's answer, unless ``asynchronous`` (then a failure is only logged by
+        the library: for commits that a later one supersedes).
+        """
 
     @abstractmethod
     def group_metadata(self) -> Any:

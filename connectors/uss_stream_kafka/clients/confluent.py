@@ -398,13 +398,22 @@ class ConfluentConsumer(Consumer):
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: self._watermarks(tp)[1] for tp in partitions}
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def highwater(self, tp: TopicPartition) -> int | None:
+        try:
+            high = self._consumer.get_watermark_offsets(_native(tp), cached=True)[1]
+        except _ck().KafkaException:
+            return None
+        return high if high >= 0 else None
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
         if not offsets:
             return
+        native = [_native(tp, offset) for tp, offset in offsets.items()]
         try:
-            results = self._consumer.commit(
-                offsets=[_native(tp, offset) for tp, offset in offsets.items()], asynchronous=False
-            )
+            if asynchronous:
+                self._consumer.commit(offsets=native, asynchronous=True)
+                return
+            results = self._consumer.commit(offsets=native, asynchronous=False)
         except _ck().KafkaException as error:
             raise _error(error, "commit") from error
         for result in results or ():

@@ -189,11 +189,17 @@ class KafkaPythonConsumer(Consumer):
         found = self._consumer.end_offsets([_native(tp) for tp in partitions])
         return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
-    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self._consumer.highwater(_native(tp))
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
         structs = _kafka().structs
         native = {_native(tp): structs.OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
         try:
-            self._consumer.commit(native)
+            if asynchronous:
+                self._consumer.commit_async(native)
+            else:
+                self._consumer.commit(native)
         except _kafka().errors.KafkaError as error:
             raise _error(error, "commit") from error
 
