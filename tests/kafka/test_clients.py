@@ -337,14 +337,31 @@ def test_offsets_sent_to_a_transaction(client, bootstrap_servers, make_topic, cl
     assert [r.value for r in outputs] == [b"copied up to 6", b"copied up to 8"]
 
 
-def test_rebalance_callbacks_with_two_members(client, bootstrap_servers, make_topic, closing):
+def _assignor(name: str) -> Any:
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    return {"range": RangePartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}[name]()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+def test_rebalance_callbacks_with_two_members(client, assignor, bootstrap_servers, make_topic, closing):
+    """Eager (range: everything revoked, then assigned) or incremental (cooperative-sticky: only
+    what moves): either way each member's callbacks add up to its assignment."""
     topic = make_topic(partitions=2)
     both = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
     name = group()
     events: dict[str, list[tuple[str, set]]] = {"a": [], "b": []}
 
     def member(label: str) -> Any:
-        consumer = closing(clients.consumer(client, bootstrap_servers=bootstrap_servers, group_id=name))
+        consumer = closing(
+            clients.consumer(
+                client,
+                bootstrap_servers=bootstrap_servers,
+                group_id=name,
+                partition_assignment_strategy=[_assignor(assignor)],
+            )
+        )
         consumer.subscribe(
             [topic],
             on_assign=lambda tps: events[label].append(("assigned", set(tps))),

@@ -246,8 +246,14 @@ class ConfluentConsumer(Consumer):
                     # Seeks from the callback become the assignment's start offsets (librdkafka
                     # cannot seek a partition it has not started fetching).
                     seeks, self._seeks = self._seeks, {}
-                    consumer.assign([_native(tp, seeks[tp]) if tp in seeks else _native(tp) for tp in tps])
+                    native = [_native(tp, seeks[tp]) if tp in seeks else _native(tp) for tp in tps]
+                    if self._cooperative:
+                        consumer.incremental_assign(native)
+                    else:
+                        consumer.assign(native)
                 else:
+                    if self._cooperative:
+                        consumer.incremental_unassign([_native(tp) for tp in tps])
                     self._paused.difference_update(tps)
                     for tp in tps:
                         self._sought.pop(tp, None)
