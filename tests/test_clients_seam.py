@@ -53,3 +53,20 @@ def test_settings_are_translated_for_librdkafka():
     }
     with pytest.raises(ValueError, match="'api_version' has no librdkafka equivalent"):
         librdkafka_config({"api_version": (4, 0)})
+
+
+@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:Producer abort_transaction failed during close:RuntimeWarning")
+def test_unreachable_brokers_are_a_retriable_error():
+    """Nothing listens on port 1: kafka-python cannot bootstrap, librdkafka's first request times out."""
+    with pytest.raises(clients.ClientError, match="Unable to bootstrap") as caught:
+        clients.producer("kafka-python", bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=500)
+    assert caught.value.retriable and caught.value.timeout and not caught.value.fatal
+
+    producer = clients.producer(
+        "confluent", bootstrap_servers="127.0.0.1:1", transactional_id="t-unreachable"
+    )
+    with pytest.raises(clients.ClientError) as caught:
+        producer.init_transactions(1.0)
+    assert caught.value.timeout and caught.value.retriable and not caught.value.fatal
+    producer.close(0)

@@ -54,6 +54,15 @@ def _error(error: BaseException, what: str, transactional: bool = False) -> Clie
     )
 
 
+def _create(kind: str, settings: dict[str, Any]) -> Any:
+    """A kafka-python ``kind`` client; failing to reach the brokers is a retriable :class:`ClientError`."""
+    kafka = _kafka()
+    try:
+        return getattr(kafka, kind)(**settings)
+    except kafka.errors.KafkaError as error:
+        raise _error(error, f"creating a {kind}") from error
+
+
 def _native(tp: TopicPartition) -> Any:
     return _kafka().TopicPartition(tp.topic, tp.partition)
 
@@ -98,8 +107,7 @@ class KafkaPythonConsumer(Consumer):
     """A ``KafkaConsumer`` (``settings``: its keyword arguments; auto-commit is off)."""
 
     def __init__(self, **settings: Any) -> None:
-        kafka = _kafka()
-        self._consumer = kafka.KafkaConsumer(**{**settings, "enable_auto_commit": False})
+        self._consumer = _create("KafkaConsumer", {**settings, "enable_auto_commit": False})
 
     def subscribe(
         self,
@@ -214,7 +222,7 @@ class KafkaPythonProducer(Producer):
     """A ``KafkaProducer`` (``settings``: its keyword arguments)."""
 
     def __init__(self, **settings: Any) -> None:
-        self._producer = _kafka().KafkaProducer(**settings)
+        self._producer = _create("KafkaProducer", settings)
         self._errors: list[ClientError] = []
         self._transactional = settings.get("transactional_id") is not None
         self._errbacks: dict[tuple[str, int | None], Any] = {}
@@ -308,7 +316,7 @@ class KafkaPythonAdmin(Admin):
     """A ``KafkaAdminClient`` (``settings``: its keyword arguments)."""
 
     def __init__(self, **settings: Any) -> None:
-        self._admin = _kafka().KafkaAdminClient(**settings)
+        self._admin = _create("KafkaAdminClient", settings)
 
     def create_topics(self, topics: Mapping[str, TopicSpec]) -> dict[str, ClientError | None]:
         specs = {
