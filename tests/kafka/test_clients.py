@@ -474,3 +474,33 @@ def test_an_undecodable_batch_is_named_kafka_python(bootstrap_servers, make_topi
     assert values == [b"plain-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(5)]
     assert skipped[0][0] == 10 and skipped[-1][1] == 30
     assert all(end == start for (_, end), (start, _) in itertools.pairwise(skipped))
+
+
+def test_every_codec_of_both_producers_is_consumed(client, bootstrap_servers, make_topic, closing, admin):
+    """gzip, snappy, lz4 and zstd batches, from kafka-python and from librdkafka, read by ``client``."""
+    from test_compression import CODECS, stored_bytes
+
+    topic = make_topic()
+    expected: list[bytes] = []
+    for codec in CODECS:
+        for producer_client in clients.CLIENTS:
+            values = [b'{"codec": "%s", "by": "%s", "i": %d}' % (codec.encode(), producer_client.encode(), i)
+                      for i in range(300)]  # fmt: skip
+            producer = clients.producer(
+                producer_client, bootstrap_servers=bootstrap_servers, compression_type=codec, linger_ms=50
+            )
+            producer.send_many(topic, values, partition=0)
+            producer.flush(30)
+            assert producer.take_errors() == []
+            producer.close(10)
+            expected += values
+    # The broker really holds compressed batches: far fewer bytes than the values themselves.
+    assert stored_bytes(admin, topic) < sum(map(len, expected)) / 2
+
+    tp = TopicPartition(topic, 0)
+    consumer = closing(clients.consumer(client, bootstrap_servers=bootstrap_servers))
+    consumer.assign([tp])
+    consumer.seek_to_beginning([tp])
+    seen = poll_until(consumer, total(len(expected)))
+    assert [value for _, _, value in seen[tp]] == expected
+    assert [offset for offset, _, _ in seen[tp]] == list(range(len(expected)))
