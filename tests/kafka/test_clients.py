@@ -504,3 +504,30 @@ def test_every_codec_of_both_producers_is_consumed(client, bootstrap_servers, ma
     seen = poll_until(consumer, total(len(expected)))
     assert [value for _, _, value in seen[tp]] == expected
     assert [offset for offset, _, _ in seen[tp]] == list(range(len(expected)))
+
+
+def test_a_newer_producer_fences_the_older_one(client, bootstrap_servers, make_topic, closing):
+    """Kafka's zombie fencing: ``init_transactions`` with the same transactional id makes the older
+    producer's open transaction abort and its next transactional call fail as fenced."""
+    topic = make_topic()
+    transactional_id = f"tx-{uuid.uuid4().hex}"
+    settings = {"bootstrap_servers": bootstrap_servers, "transactional_id": transactional_id}
+    older = closing(clients.producer(client, **settings))
+    older.init_transactions(30)
+    older.begin_transaction()
+    older.send(topic, b"zombie", partition=0)
+    older.flush(30)
+
+    newer = closing(clients.producer(client, **settings))
+    newer.init_transactions(60)
+    newer.begin_transaction()
+    newer.send(topic, b"live", partition=0)
+    newer.commit_transaction(30)
+
+    with pytest.raises(ClientError) as caught:
+        older.send(topic, b"zombie again", partition=0)
+        older.flush(30)
+        older.commit_transaction(30)
+    assert caught.value.fenced and caught.value.fatal, repr(caught.value)
+    committed = read_all(bootstrap_servers, topic, isolation_level="read_committed")
+    assert [r.value for r in committed] == [b"live"]

@@ -114,6 +114,9 @@ class ClientError(Exception):
         The client (e.g. a fenced transactional producer) cannot be used any more: replace it.
     timeout
         The call did not finish in its time limit.
+    fenced
+        A newer producer with the same transactional id exists (implies ``fatal``); by default
+        derived from ``code`` / ``name``.
 
     Examples
     --------
@@ -139,6 +142,7 @@ class ClientError(Exception):
         abortable: bool = False,
         fatal: bool = False,
         timeout: bool = False,
+        fenced: bool | None = None,
     ) -> None:
         super().__init__(message)
         self.name = name
@@ -147,11 +151,9 @@ class ClientError(Exception):
         self.abortable = abortable
         self.fatal = fatal
         self.timeout = timeout
-
-    @property
-    def fenced(self) -> bool:
-        """Whether the producer was fenced by a newer one with its transactional id."""
-        return self.code in self.FENCED_CODES or self.name in self.FENCED_NAMES
+        #: The producer was fenced by a newer one with its transactional id (by default: from
+        #: the code or name).
+        self.fenced = (code in self.FENCED_CODES or name in self.FENCED_NAMES) if fenced is None else fenced
 
 
 class UndecodableError(ClientError):

@@ -439,14 +439,48 @@ class ConfluentProducer(Producer):
     def __init__(self, **settings: Any) -> None:
         ck = _ck()
         config = librdkafka_config(settings)
-        config.update({"delivery.report.only.error": True, "on_delivery": self._failed})
+        config.update(
+            {"delivery.report.only.error": True, "on_delivery": self._failed, "error_cb": self._client_error}
+        )
         self._errors: list[ClientError] = []
+        #: A fatal error of the producer (e.g. fenced): every later call raises it.
+        self._fatal: ClientError | None = None
         self._producer = ck.Producer(config)
         self._produce = self._producer.produce
 
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: a fatal error makes the producer unusable; others are retried."""
+        if error.fatal() and self._fatal is None:
+            self._fatal = _error(error, "producer")
+
+    def _check(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+
     def _failed(self, error: Any, message: Any) -> None:
-        if error is not None:
-            self._errors.append(_error(error, f"delivery to {message.topic()}[{message.partition()}]"))
+        if error is None:
+            return
+        try:
+            where = f"{message.topic()}[{message.partition()}]"
+        except SystemError as pending:
+            # A fatal error (e.g. fenced): confluent-kafka calls this with its KafkaException
+            # pending, to be raised by the poll() / flush() serving the callback.
+            raise pending.__cause__ or pending from None
+        self._errors.append(_error(error, f"delivery to {where}"))
+
+    def _serve(self, flush: float | None = None) -> int:
+        """librdkafka's ``flush(flush)`` (the records left), or one ``poll(0)`` if ``flush`` is None.
+
+        A fatal error raised by either becomes :attr:`_fatal`.
+        """
+        try:
+            if flush is None:
+                self._producer.poll(0)
+                return 0
+            return self._producer.flush(flush)
+        except _ck().KafkaException as error:
+            self._fatal = self._fatal or _error(error, "producer")
+            raise self._fatal from error
 
     def send(
         self,
@@ -463,7 +497,7 @@ class ConfluentProducer(Producer):
             else:
                 self._produce(topic, value, key, part)
         except BufferError:  # the local queue is full: serve deliveries until there is room
-            self._producer.poll(0.5)
+            self._serve()
             self.send(topic, value, key, partition, headers)
         except _ck().KafkaException as error:
             raise _error(error, f"send to {topic}") from error
@@ -482,13 +516,14 @@ class ConfluentProducer(Producer):
             try:
                 produce(topic, value, key, part)
             except BufferError:
-                self._producer.poll(0.5)
+                self._serve()
                 self.send_many(topic, values[i:], keys[i:], partition)
                 return
-        self._producer.poll(0)
+        self._serve()
 
     def flush(self, timeout: float | None = None) -> None:
-        left = self._producer.flush(_seconds(timeout))
+        left = self._serve(_seconds(timeout))
+        self._check()
         if left:
             raise ClientError(
                 f"flush: {left} record(s) not delivered within {timeout}s",
@@ -502,6 +537,7 @@ class ConfluentProducer(Producer):
         return errors
 
     def _transaction(self, what: str, call: Any, *args: Any) -> None:
+        self._check()
         try:
             call(*args)
         except _ck().KafkaException as error:
@@ -532,7 +568,9 @@ class ConfluentProducer(Producer):
         self._transaction("abort_transaction", self._producer.abort_transaction, _seconds(timeout))
 
     def close(self, timeout: float | None = None) -> None:
-        if self._producer.flush(_seconds(timeout)) == 0:  # else librdkafka drops the rest when collected
+        if self._fatal is not None:
+            return  # nothing can be sent or aborted any more
+        if self._serve(_seconds(timeout)) == 0:  # else librdkafka drops the rest when collected
             self._producer.close()
 
 

@@ -226,6 +226,9 @@ class KafkaPythonProducer(Producer):
         self._errors: list[ClientError] = []
         self._transactional = settings.get("transactional_id") is not None
         self._errbacks: dict[tuple[str, int | None], Any] = {}
+        #: A delivery failed as fenced: kafka-python then tries to bump its epoch and fails its
+        #: next transactional calls with a generic error, which is reported as fenced too.
+        self._fenced = False
 
     def _failed(self, topic: str, partition: int | None) -> Any:
         """The errback of the records sent to ``topic`` / ``partition`` (one per destination)."""
@@ -235,6 +238,7 @@ class KafkaPythonProducer(Producer):
             def errback(error: BaseException) -> None:
                 failure = _error(error, f"delivery to {topic}[{partition}]")
                 failure.__cause__ = error
+                self._fenced = self._fenced or failure.fenced
                 self._errors.append(failure)
 
             self._errbacks[topic, partition] = errback
@@ -285,7 +289,10 @@ class KafkaPythonProducer(Producer):
         try:
             call(*args)
         except _kafka().errors.KafkaError as error:
-            raise _error(error, what, transactional=True) from error
+            failure = _error(error, what, transactional=True)
+            if self._fenced or failure.fenced:
+                failure.fenced, failure.fatal, failure.abortable = True, True, False
+            raise failure from error
 
     def init_transactions(self, timeout: float | None = None) -> None:
         self._transaction("init_transactions", self._producer.init_transactions)
