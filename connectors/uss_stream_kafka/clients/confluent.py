@@ -580,6 +580,12 @@ class ConfluentAdmin(Admin):
     def __init__(self, **settings: Any) -> None:
         self._admin = _ck_admin().AdminClient(librdkafka_config(settings))
 
+    def _metadata(self) -> dict[str, Any]:
+        try:
+            return self._admin.list_topics(timeout=30).topics
+        except _ck().KafkaException as error:
+            raise _error(error, "cluster metadata") from error
+
     def create_topics(self, topics: Mapping[str, TopicSpec]) -> dict[str, ClientError | None]:
         admin = _ck_admin()
         new = [
@@ -595,7 +601,7 @@ class ConfluentAdmin(Admin):
                 result[name] = _error(error, f"create topic {name!r}")
         created = [name for name, error in result.items() if error is None]
         while created:  # until every new partition has a leader
-            metadata = self._admin.list_topics(timeout=30).topics
+            metadata = self._metadata()
             if all(
                 name in metadata
                 and metadata[name].error is None
@@ -609,7 +615,7 @@ class ConfluentAdmin(Admin):
 
     def partitions(self, topics: Iterable[str]) -> dict[str, int]:
         names = list(topics)
-        metadata = self._admin.list_topics(timeout=30).topics
+        metadata = self._metadata()
         missing = [name for name in names if name not in metadata or metadata[name].error is not None]
         if missing:
             raise ClientError(
