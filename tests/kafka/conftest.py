@@ -253,7 +253,7 @@ def read_all(
     bootstrap_servers: str,
     topic: str,
     expected: int | None = None,
-    timeout: float = 30.0,
+    timeout: float = 120.0,
     isolation_level: str = "read_uncommitted",
 ) -> list[Any]:
     """Every record of ``topic`` (all partitions, each in offset order), as ``isolation_level`` sees it.

@@ -12,7 +12,7 @@ import json
 import uuid
 
 import pytest
-from conftest import COSTS, new_app, produce, read_all, run_app, stream
+from conftest import COSTS, Running, new_app, produce, read_all, run_app, stream
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
@@ -109,8 +109,11 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
 
     newer = {"format": "uss-stream/kafka-checkpoint/v2", "topic": topics.input, "partition": 0, "offset": 40}
     _send(bootstrap_servers, topics.state, key, json.dumps(newer).encode())
+    # Every input is committed already, so run_app would stop the service before its restore:
+    # the service must stop by itself, on the refused checkpoint.
+    running = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
     with pytest.raises(CheckpointError, match="newer uss-stream"):
-        run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+        running.join(timeout=120)
 
 
 def state_records_and_end(bootstrap: str, topic: str) -> tuple[int, int]:
