@@ -70,6 +70,7 @@ _TRANSLATION: dict[str, tuple[str, Any]] = {
     "fetch_max_wait_ms": ("fetch.wait.max.ms", _size),
     "allow_auto_create_topics": ("allow.auto.create.topics", bool),
     "request_timeout_ms": ("socket.timeout.ms", _size),
+    "metadata_max_age_ms": ("metadata.max.age.ms", _size),
     "security_protocol": ("security.protocol", str),
     "ssl_cafile": ("ssl.ca.location", str),
     "ssl_certfile": ("ssl.certificate.location", str),
