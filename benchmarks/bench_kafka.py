@@ -10,8 +10,9 @@ alternately, in the same process and on the same broker:
   bare kafka-python, bare confluent-kafka (librdkafka), and each through the client seam
   (:mod:`uss_stream_kafka.clients`), whose overhead over the bare library is reported;
 * **decide loop, per client**: the seam passthrough with the service's decision kernel in the
-  middle (``OutputsLearner.process_batch``: decode, decide, encode), without commits, checkpoints
-  or metrics: the most a service on that client could reach with today's kernel;
+  middle (``OutputsLearner.process_batch``: decode, decide, encode), without checkpoints or
+  metrics: the most a service on that client could reach with today's kernel; also exactly-once
+  (decisions and consumed offsets in one transaction a second), read back ``read_committed``;
 * **service**: :class:`uss_stream_kafka.Application` with :class:`OutputsProcessor` (decode,
   validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
   checkpoints every five seconds), on kafka-python (the only client it runs on so far).
@@ -195,13 +196,20 @@ def _passthrough_seam(
 
 
 def _decide_loop_seam(
-    client: str, bootstrap: str, source: str, target: str, n: int, max_poll_records: int
+    client: str,
+    bootstrap: str,
+    source: str,
+    target: str,
+    n: int,
+    max_poll_records: int,
+    exactly_once: bool = False,
 ) -> None:
     """The passthrough through the seam with the service's decision kernel in the middle.
 
     Decode, decide and encode (``OutputsLearner.process_batch``) per polled batch, decisions sent
-    with ``send_many``; no commits, checkpoints or metrics. Not the service: the most a service on
-    this client could reach with today's kernel.
+    with ``send_many``; no checkpoints or metrics. Not the service: the most a service on this
+    client could reach with today's kernel. With ``exactly_once``, a transactional producer
+    commits the decisions and the consumed offsets once a second, as the service does.
     """
     from uss_stream_kafka import clients
 
@@ -215,17 +223,35 @@ def _decide_loop_seam(
         **CONSUMER_DEFAULTS,
     )
     consumer.subscribe([source])
+    transactional = {"transactional_id": f"bench-tx-{uuid.uuid4().hex[:8]}"} if exactly_once else {}
     producer = clients.producer(
-        client, bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
+        client,
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        **PRODUCER_DEFAULTS,
+        **transactional,
     )
-    decided = 0
-    while decided < n:
+    if exactly_once:
+        producer.init_transactions(60)
+    decided, offsets, open_since = 0, {}, None
+    while decided < n or offsets:
+        if exactly_once and offsets and (decided >= n or time.monotonic() - open_since >= 1.0):
+            producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), 60)
+            producer.commit_transaction(60)
+            offsets, open_since = {}, None
+            continue
         for tp, records in consumer.poll(0.5).items():
+            if exactly_once and open_since is None:
+                producer.begin_transaction()
+                open_since = time.monotonic()
             payloads, _, errors = learner.process_batch(records.values, 256 * 1024)
             if any(errors):
                 raise SystemExit(f"{client} decide loop: invalid events in the benchmark's input")
             producer.send_many(target, payloads, records.keys, tp.partition)
             decided += len(records)
+            if exactly_once:
+                offsets[tp] = records.next_offset
     producer.flush()
     if producer.take_errors():
         raise SystemExit(f"{client} decide loop: decisions not delivered")
@@ -298,10 +324,11 @@ def main() -> None:
         ),
     }
     decide_loops = {
-        client: lambda target, client=client: _decide_loop_seam(
-            client, bootstrap, source, target, n, args.max_poll_records
+        f"{client}{suffix}": lambda target, client=client, eos=eos: _decide_loop_seam(
+            client, bootstrap, source, target, n, args.max_poll_records, exactly_once=eos
         )
         for client in ("kafka-python", "confluent")
+        for suffix, eos in (("", False), (" exactly-once", True))
     }
     pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
     decide_rates: dict[str, list[float]] = {name: [] for name in decide_loops}
@@ -394,12 +421,15 @@ def main() -> None:
         overhead = [seam / bare for seam, bare in zip(pass_rates[f"{client} seam"], pass_rates[client])]
         median, lowest = statistics.median(overhead), min(overhead)
         print(f"seam / bare passthrough, {client}: {median:.2f} (lowest {lowest:.2f})")
-    for client, rates in decide_rates.items():
+    for client in ("kafka-python", "confluent"):
+        rates, eos = decide_rates[client], decide_rates[f"{client} exactly-once"]
         ratio = [d / p for d, p in zip(rates, pass_rates[client])]
+        eos_ratio = [e / d for e, d in zip(eos, rates)]
         print(
             f"decide loop on the seam, {client} (median): {statistics.median(rates):9.0f} events/s,"
-            f" {statistics.median(ratio):.2f}x the bare {client} passthrough (not the service:"
-            " no commits, checkpoints or metrics)"
+            f" {statistics.median(ratio):.2f}x the bare {client} passthrough; exactly-once"
+            f" {statistics.median(eos):9.0f} events/s, {statistics.median(eos_ratio):.2f}x"
+            " (not the service: no checkpoints or metrics)"
         )
     speedup = [c / k for c, k in zip(pass_rates["confluent"], pass_rates["kafka-python"])]
     print(f"bare passthrough confluent / kafka-python: {statistics.median(speedup):.2f}")
