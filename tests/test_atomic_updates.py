@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,16 +38,52 @@ def _reloads(stats: DisagreementStats) -> None:
     assert DisagreementStats.from_json(json.dumps(stats.to_dict(), allow_nan=False)) == stats
 
 
+def assert_unchanged(actual: Any, before: Any, path: str = "state") -> None:
+    """Every field of ``actual`` equals ``before``'s (a ``copy.deepcopy`` taken earlier), recursively.
+
+    Compares the objects themselves, not their ``state_dict()``: a pending decision, a cache or a
+    counter that a failed call touched shows up here even where the saved document does not hold it.
+    """
+    assert type(actual) is type(before), f"{path}: {type(actual).__name__} != {type(before).__name__}"
+    if isinstance(before, np.ndarray):
+        assert np.array_equal(actual, before, equal_nan=True), path
+    elif isinstance(before, (list, tuple)):
+        assert len(actual) == len(before), f"{path}: length {len(actual)} != {len(before)}"
+        for i, (a, b) in enumerate(zip(actual, before)):
+            assert_unchanged(a, b, f"{path}[{i}]")
+    elif isinstance(before, dict):
+        assert list(actual) == list(before), f"{path}: keys {list(actual)} != {list(before)}"
+        for key in before:
+            assert_unchanged(actual[key], before[key], f"{path}[{key!r}]")
+    elif isinstance(before, float) and math.isnan(before):
+        assert math.isnan(actual), path
+    elif hasattr(before, "__dict__") or hasattr(type(before), "__slots__"):
+        fields, now = _fields(before), _fields(actual)
+        assert fields, f"{path}: no fields to compare"
+        assert list(now) == list(fields), f"{path}: fields {list(now)} != {list(fields)}"
+        for name, value in fields.items():
+            assert_unchanged(now[name], value, f"{path}.{name}")
+    else:
+        assert actual == before, f"{path}: {actual!r} != {before!r}"
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    slots = [name for cls in type(value).__mro__ for name in getattr(cls, "__slots__", ())]
+    fields = {name: getattr(value, name) for name in slots if hasattr(value, name)}
+    fields.update(getattr(value, "__dict__", {}))
+    return fields
+
+
 @pytest.mark.parametrize("discount", [None, 0.5])
 @pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
 def test_record_is_all_or_nothing(outputs, discount):
     stats = DisagreementStats(3, discount=discount)
     stats.decisions = 2
     stats.record([1, 0, 1])
-    before = stats.to_dict()
+    before = copy.deepcopy(stats)
     with pytest.raises(ValueError, match=r"outputs\[\d\]"):
         stats.record(outputs)
-    assert stats.to_dict() == before
+    assert_unchanged(stats, before)
     stats.record([1, 1, 1])  # the retry counts once
     expected = DisagreementStats(3, discount=discount)
     expected.decisions = 2
@@ -81,12 +118,12 @@ def test_record_takes_back_every_count_of_a_failed_round(rounds):
     applied = []
     for row in rounds:
         outputs = [Poison() if value == "poison" else value for value in row]
-        before = stats.to_dict()
+        before = copy.deepcopy(stats)
         try:
             stats.record(outputs)
         except ValueError:
             assert "poison" in row and len(row) > 1
-            assert stats.to_dict() == before
+            assert_unchanged(stats, before)
             continue
         applied.append(outputs)
     assert (stats.queried, stats.disagreements) == _reference(applied, 4)
@@ -95,10 +132,10 @@ def test_record_takes_back_every_count_of_a_failed_round(rounds):
 def test_record_refuses_more_outputs_than_stages_without_counting():
     stats = DisagreementStats(2)
     stats.decisions = 1
-    before = stats.to_dict()
+    before = copy.deepcopy(stats)
     with pytest.raises(ValueError, match=r"3 outputs.*2 stages"):
         stats.record([1, 1, 1])
-    assert stats.to_dict() == before
+    assert_unchanged(stats, before)
 
 
 @pytest.mark.parametrize("outputs", UNCOMPARABLE, ids=IDS)
@@ -107,10 +144,10 @@ def test_policy_update_with_uncomparable_outputs_keeps_state_and_decision(policy
     # Free stages: no cost gap beats any bound, so every policy (USS-TS too) queries all 3 stages.
     policy = policy_class(stage_costs=[0.0, 0.0, 0.0])
     assert policy.select() == 3
-    before = policy.state_dict()
+    before = copy.deepcopy(policy)
     with pytest.raises(ValueError, match=r"outputs\[\d\]"):
         policy.update(outputs)
-    assert policy.state_dict() == before
+    assert_unchanged(policy, before)  # the counts, and the decision still pending
     policy.update([1, 1, 1])  # still pending; the retry counts once
     assert policy.stats.decisions == 1 and policy.stats.queried == [1, 1, 1]
     twin = policy_class(stage_costs=[0.0, 0.0, 0.0])
@@ -122,13 +159,13 @@ def test_policy_update_with_uncomparable_outputs_keeps_state_and_decision(policy
 def test_supervised_update_is_all_or_nothing(outputs):
     policy = SupervisedUCB(stage_costs=[0.0, 0.1, 0.2])
     policy.select()
-    before = policy.state_dict()
+    before = copy.deepcopy(policy)
     with pytest.raises(ValueError, match=r"outputs\[\d\]"):
         policy.update(outputs, label=1)
-    assert policy.state_dict() == before
+    assert_unchanged(policy, before)
     with pytest.raises(ValueError, match="label"):
         policy.update([1, 1, 1], label=pd.NA)
-    assert policy.state_dict() == before
+    assert_unchanged(policy, before)
     policy.update([1, 0, 1], label=1)
     assert policy.errors == [0, 1, 0] and policy.stats.queried == [1, 1, 1]
 
@@ -137,14 +174,13 @@ def test_supervised_update_is_all_or_nothing(outputs):
 def test_pending_report_is_all_or_nothing(outputs):
     book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.1, 0.2]))
     book.decide("a")
-    before = book.state_dict()
+    before = copy.deepcopy(book)
     with pytest.raises(RejectedReport) as caught:
         book.report("a", outputs)
     assert caught.value.reason == "invalid"
-    after = book.state_dict()
-    assert after["counters"].pop("rejected_invalid") == 1
-    before["counters"].pop("rejected_invalid")
-    assert after == before  # only the rejection is counted
+    assert book.counters["rejected_invalid"] == before.counters["rejected_invalid"] + 1
+    before.counters["rejected_invalid"] += 1
+    assert_unchanged(book, before)  # only the rejection is counted
     book.report("a", [1, 1, 1])  # still pending; the retry counts once
     assert book.policy.stats.queried == [1, 1, 1] and book.counters["applied"] == 1
     restored = PendingDecisions(USSUCB(stage_costs=[0.0, 0.1, 0.2]))
@@ -162,10 +198,10 @@ def test_unhashable_outputs_are_rejected_as_kafka_run_does(outputs):
     # (and so `orchestrate`, which reports through PendingDecisions) must not count it either.
     policy = USSUCB(stage_costs=[0.0, 0.1])
     policy.select()
-    before = policy.state_dict()
+    before = copy.deepcopy(policy)
     with pytest.raises(ValueError, match=r"outputs\[\d\]"):
         policy.update(outputs + [1] * (2 - len(outputs)))
-    assert policy.state_dict() == before
+    assert_unchanged(policy, before)
     book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.1]))
     book.decide("a")
     with pytest.raises(RejectedReport) as caught:
@@ -235,10 +271,10 @@ def test_a_rejected_state_names_the_field_and_changes_nothing(policy_class, path
     document = policy.state_dict()
     target = policy_class(stage_costs=[0.0, 0.1, 0.2])
     depth = target.select()  # a pending decision survives a failed load
-    before = target.state_dict()
+    before = copy.deepcopy(target)
     with pytest.raises(ValueError, match=message):
         target.load_state_dict(_set(document, path, value))
-    assert target.state_dict() == before
+    assert_unchanged(target, before)
     if isinstance(target, SupervisedUCB):
         target.update([1] * depth, label=1)
     else:
@@ -263,25 +299,36 @@ def test_a_rejected_state_names_the_field_and_changes_nothing(policy_class, path
 )
 def test_supervised_validates_errors_before_replacing_the_counts(errors, message):
     document = {**_trained(SupervisedUCB).state_dict(), "errors": errors}
-    target = SupervisedUCB(stage_costs=[0.0, 0.1, 0.2])
-    before = target.state_dict()
+    target = _trained(SupervisedUCB)
+    before = copy.deepcopy(target)
     with pytest.raises(ValueError, match=message):
         target.load_state_dict(document)
-    assert target.state_dict() == before
+    assert_unchanged(target, before)
 
 
-def test_loaded_counts_at_the_limit_still_decide():
+@pytest.mark.parametrize(
+    ("disagreement", "expected"),
+    [(MAX_COUNT, 3), (0, 1)],
+    ids=["every-pair-always-disagrees", "every-pair-always-agrees"],
+)
+@pytest.mark.parametrize("policy_class", [USSUCB, Hanawal2017WD, USSKLUCB, USSTS])
+def test_loaded_counts_at_the_limit_still_decide(policy_class, disagreement, expected):
     # The largest counts a document may hold: the decision rule's float arithmetic must not overflow.
+    # t = n_j = 2**53 and costs C = (0, 0.1, 0.3), so every bound sits on p̂ (the widths are
+    # sqrt(log t / t) ~ 6e-8 or less, the KL level log(t / (3 n_j)) < 0 is 0): p̂ = 1 on every pair
+    # means no stage beats a deeper one (depth 3); p̂ = 0 means stage 1 beats both (depth 1).
+    # An overflow (inf or NaN bounds) fails one of the two: a NaN comparison beats nothing.
     document = USSUCB(stage_costs=[0.0, 0.1, 0.2]).state_dict()
     stats = document["stats"]
     stats.update(decisions=MAX_COUNT, queried=[MAX_COUNT] * 3)
-    stats["disagreements"] = [[0, MAX_COUNT, MAX_COUNT], [0, 0, MAX_COUNT], [0, 0, 0]]
-    for policy_class in (USSUCB, Hanawal2017WD, USSKLUCB, USSTS):
-        policy = policy_class(stage_costs=[0.0, 0.1, 0.2])
-        policy.load_state_dict(_set(document, ("policy",), policy_class.__name__))
-        depth = policy.select()
-        assert 1 <= depth <= 3
-        policy.update([1] * depth)
+    stats["disagreements"] = [[0, disagreement, disagreement], [0, 0, disagreement], [0, 0, 0]]
+    policy = policy_class(stage_costs=[0.0, 0.1, 0.2])
+    policy.load_state_dict(_set(document, ("policy",), policy_class.__name__))
+    assert policy.select() == expected
+    policy.update([1] * expected)
+    assert policy.stats.decisions == MAX_COUNT + 1
+    assert policy.stats.queried == [MAX_COUNT + 1] * expected + [MAX_COUNT] * (3 - expected)
+    assert policy.stats.disagreements == stats["disagreements"]
 
 
 def test_fixed_depth_loads_its_counts_too():

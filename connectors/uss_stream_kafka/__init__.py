@@ -12,7 +12,10 @@ processing function)::
     )
     app.run(OutputsProcessor(stage_costs=[0, 0.15, 0.2], alpha=0.51))
 
-One module per concept: :mod:`~uss_stream_kafka.app` (the service loop),
+One module per concept: :mod:`~uss_stream_kafka.app` (the service loop, wiring the layers
+:mod:`~uss_stream_kafka.checkpointing`, :mod:`~uss_stream_kafka.recovery`,
+:mod:`~uss_stream_kafka.dispatch` and :mod:`~uss_stream_kafka.shared`),
+:mod:`~uss_stream_kafka.exceptions`,
 :mod:`~uss_stream_kafka.topics`, :mod:`~uss_stream_kafka.config` (connection, security),
 :mod:`~uss_stream_kafka.processing` (processors and learners), :mod:`~uss_stream_kafka.events`
 (wire formats), :mod:`~uss_stream_kafka.deadletter`, :mod:`~uss_stream_kafka.checkpoint`,

@@ -40,6 +40,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
+
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
@@ -53,10 +55,6 @@ __all__ = [
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
 
 log = logging.getLogger(__name__)
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used (it does not fit the partition or the processor)."""
 
 
 @dataclass(frozen=True)
@@ -156,10 +154,6 @@ class Checkpoint:
             written_at=float(written_at),
             labels_offset=labels_offset,
         )
-
-
-class NewerFormatError(ValueError):
-    """A state record written in a newer format version than this code reads."""
 
 
 def is_newer_format(found: Any, expected: str) -> bool:

@@ -18,11 +18,12 @@ code    cause
 from __future__ import annotations
 
 import functools
-import signal
 import ssl
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from uss_stream_kafka.exceptions import StartupInterrupted
 
 __all__ = ["EXIT_CODES", "StartupInterrupted", "exit_code", "one_line_errors"]
 
@@ -55,18 +56,6 @@ def _kafka_errors(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
     return tuple(getattr(errors, name) for name in names if hasattr(errors, name))
 
 
-class StartupInterrupted(BaseException):
-    """A stop signal arrived while the service was starting (connecting, reading checkpoints).
-
-    A ``BaseException``, like ``KeyboardInterrupt``: the client libraries' ``except Exception``
-    retry loops must not swallow it.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"{signal.Signals(signum).name} while starting: stopped before running")
-        self.signum = signum
-
-
 def exit_code(error: BaseException) -> int | None:
     """The exit code of a startup or configuration error (``None``: unexpected, keep the traceback).
 
@@ -76,8 +65,7 @@ def exit_code(error: BaseException) -> int | None:
     """
     from kafka import errors
 
-    from uss_stream_kafka.app import DeliveryError, MetricsEndpointError
-    from uss_stream_kafka.checkpoint import CheckpointError
+    from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
 
     if isinstance(error, StartupInterrupted):
         return 128 + error.signum

@@ -8,6 +8,7 @@ checkpoint), so that it serves as a Kubernetes liveness and readiness probe.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,11 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-__all__ = ["HttpEndpoint"]
+from uss_stream_kafka.exceptions import MetricsEndpointError
+
+__all__ = ["HttpEndpoint", "serve"]
+
+log = logging.getLogger("uss_stream_kafka")
 
 HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
 
@@ -89,3 +94,19 @@ class HttpEndpoint:
                 """Requests are not logged (probes would flood the log)."""
 
         return Handler
+
+
+def serve(registry: CollectorRegistry, health: HealthCheck, host: str, port: int) -> HttpEndpoint:
+    """Start an :class:`HttpEndpoint`; :class:`MetricsEndpointError` if it cannot listen there."""
+    try:
+        endpoint = HttpEndpoint(registry, health, host, port)
+    except OSError as error:  # port in use, host not resolvable or not local
+        raise MetricsEndpointError(
+            f"cannot serve /metrics on {host}:{port} "
+            f"({error.strerror or error}): is another instance using the port? "
+            "Pick another --metrics-port (0: any free port) "
+            "or -1 to disable the endpoint"
+        ) from error
+    endpoint.start()
+    log.info("metrics and health on http://%s:%d/metrics, /healthz", host, endpoint.port)
+    return endpoint

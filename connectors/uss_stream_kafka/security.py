@@ -22,15 +22,12 @@ import struct
 from typing import Any
 
 from uss_stream_kafka.config import ClientConfig
+from uss_stream_kafka.exceptions import SecurityCheckError
 
 __all__ = ["SecurityCheckError", "check_security", "scram_client_final"]
 
 _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-
-
-class SecurityCheckError(Exception):
-    """TLS or SASL with the brokers failed (exit code 7 of ``uss-stream kafka run``)."""
 
 
 def check_security(config: ClientConfig, timeout: float = 10.0) -> None:

@@ -215,7 +215,7 @@ def trickle(
                     producer.send(topic, value, partition=partition)
                     sent += 1
             producer.flush()
-            time.sleep(sent / per_second)
+            time.sleep(sent / per_second)  # the rate is the scenario (a live stream), not a wait
         producer.close()
 
     thread = threading.Thread(target=run, daemon=True)

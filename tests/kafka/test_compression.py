@@ -24,6 +24,7 @@ import pytest
 from conftest import COSTS, new_app, read_all, run_app, stream
 from kafka import TopicPartition
 from test_cli import topic_options
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, OutputsProcessor, Topics, clients
@@ -128,14 +129,20 @@ class CliService:
     def finish_at(
         self, admin: Any, group: str, tp: Any, offset: int, timeout: float = 90.0
     ) -> tuple[int, str]:
-        """SIGTERM once ``group`` committed ``offset`` on ``tp``; the exit code and the log."""
-        deadline = time.monotonic() + timeout
-        while self.process.poll() is None and time.monotonic() < deadline:
+        """SIGTERM once ``group`` committed ``offset`` on ``tp``; the exit code and the log.
+
+        A service that exits by itself first ends the wait too (its exit code and log tell why).
+        """
+
+        def committed_or_exited() -> bool:
+            if self.process.poll() is not None:
+                return True
             committed = admin.list_group_offsets({group: [tp]})[group].get(tp)
-            if committed is not None and committed.offset >= offset:
-                self.process.send_signal(signal.SIGTERM)
-                break
-            time.sleep(0.2)
+            return committed is not None and committed.offset >= offset
+
+        wait_until(committed_or_exited, f"offset {offset} committed by {group}", timeout=timeout, every=0.2)
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
         return self.finish()
 
     def finish(self, timeout: float = 90.0) -> tuple[int, str]:

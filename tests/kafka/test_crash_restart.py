@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream
+from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream, wait_for_metadata
 from test_cli import output_count
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import ClientConfig, DeadLetter, OutputsProcessor
@@ -43,21 +44,39 @@ def orchestration_topics(admin: Any) -> Iterator[OrchestrationTopics]:
         state=f"c-{run}-state",
     )
     create_orchestration_topics(admin, topics)
+    # A group that joins before the broker serves the topics' metadata is assigned nothing.
+    wait_for_metadata(admin.config["bootstrap_servers"], dict.fromkeys(topics.all(), 1))
     yield topics
     admin.delete_topics(list(topics.all()))
 
 
 class Process:
-    """A subprocess that is killed (SIGKILL) at the end of the test whatever happens."""
+    """A subprocess that is killed (SIGKILL) at the end of the test whatever happens.
+
+    Its output is read as it comes (a full pipe would stall it) and kept in :attr:`log`.
+    """
 
     def __init__(self, command: list[str]) -> None:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self._reader.start()
 
-    def wait_for_line(self, text: str) -> None:
-        for line in self.process.stdout:
-            if text in line:
-                return
-        raise AssertionError(f"the process exited (code {self.process.wait()}) before printing {text!r}")
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for_line(self, text: str, timeout: float = 120.0) -> None:
+        wait_until(lambda: text in self.log, f"{text!r} in the output", timeout=timeout, alive=self.alive)
+
+    def alive(self) -> None:
+        assert self.process.poll() is None, f"the process exited early:\n{self.log[-3000:]}"
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the exit; returns its code, with the whole output read."""
+        code = self.process.wait(timeout)
+        self._reader.join(10)
+        return code
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -94,11 +113,14 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
             "--checkpoint-every", "1000000000", "--checkpoint-interval", "3600",
         ]
     )  # fmt: skip
-    deadline = time.monotonic() + 120
-    while output_count(bootstrap_servers, topics.decisions) < n:
-        assert service.process.poll() is None, service.process.stdout.read()
-        assert time.monotonic() < deadline, "the orchestrator did not decide every request in time"
-        time.sleep(0.1)
+    wait_until(
+        lambda: output_count(bootstrap_servers, topics.decisions) >= n,
+        lambda: (
+            f"{output_count(bootstrap_servers, topics.decisions)} of {n} decisions:\n{service.log[-3000:]}"
+        ),
+        alive=service.alive,
+        every=0.2,
+    )
     service.kill()  # before its first checkpoint: nothing is committed
     assert end_offsets(bootstrap_servers, topics.state) == {0: 0}
 
@@ -206,15 +228,19 @@ def test_orchestrate_takes_static_membership_and_session_options_like_run(
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(100)])
     first = processes(orchestrate_command(bootstrap_servers, topics, group, *static, "--log-level", "INFO"))
     first.wait_for_line("reading the reports")
-    while output_count(bootstrap_servers, topics.decisions) < 100:
-        assert first.process.poll() is None
-        time.sleep(0.05)
+    wait_until(
+        lambda: output_count(bootstrap_servers, topics.decisions) >= 100,
+        lambda: f"{output_count(bootstrap_servers, topics.decisions)} of 100 decisions:\n{first.log[-3000:]}",
+        timeout=60,
+        alive=first.alive,
+        every=0.2,
+    )
     first.kill()
 
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100 + i}).encode() for i in range(100)])
     second = processes(
         orchestrate_command(bootstrap_servers, topics, group, *static, "--exit-when-idle", "1")
     )
-    assert second.process.wait(60) == 0, second.process.stdout.read()
+    assert second.finish(60) == 0, second.log[-3000:]
     ids = [json.loads(r.value)["id"] for r in read_all(bootstrap_servers, topics.decisions)]
     assert set(range(200)) <= set(ids)

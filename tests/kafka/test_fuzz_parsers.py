@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uss_stream.pending import RejectedReport
+from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 from uss_stream_kafka.checkpoint import Checkpoint
 from uss_stream_kafka.config import ClientConfig
@@ -32,6 +33,9 @@ from uss_stream_kafka.orchestration import (
 )
 
 COSTS = [0.0, 0.15, 0.2]
+#: Costs under which the depth changes within a dozen events (stage 2 costs 0.9: from the second
+#: event on, stage 1 beats it unless they disagreed), so that the decisions are worth comparing.
+STEEP = [0.0, 0.9, 0.05]
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
@@ -70,19 +74,34 @@ values = (
 )
 
 
+#: Events the outputs mode takes: an id and one output per stage, equal or not across types.
+events = st.fixed_dictionaries(
+    {
+        "id": st.text(max_size=8),
+        "outputs": st.lists(st.sampled_from([0, 1, 1.0, True, False, "1", "a"]), min_size=3, max_size=3),
+    }
+).map(encoded)
+
+
 @FUZZ
-@given(st.lists(values, max_size=12))
-def test_outputs_mode_decides_or_dead_letters_every_value(batch: list[bytes | None]) -> None:
-    learner = OutputsProcessor(COSTS).new_learner()
+@pytest.mark.parametrize("costs", [COSTS, STEEP], ids=["costs", "steep"])
+@given(batch=st.lists(values | events, max_size=12))
+def test_outputs_mode_decides_or_dead_letters_every_value(
+    costs: list[float], batch: list[bytes | None]
+) -> None:
+    learner = OutputsProcessor(costs).new_learner()
     payloads, depths, errors = learner.process_batch(batch, max_bytes=400)
+    reference = USSUCB(costs)  # the accepted events alone, in order, through the library's loop
     for value, payload, depth, error in zip(batch, payloads, depths, errors):
         assert (payload is None) != (error is None)
         if error is not None:
             assert isinstance(error, InvalidEvent) and error.reason in REASONS and depth == 0
         else:
             decision = json.loads(payload)
-            assert decision["id"] == json.loads(value)["id"] and 1 <= depth <= 3 == len(COSTS)
-            assert decision["depth"] == depth
+            event = json.loads(value)
+            assert decision["id"] == event["id"] and decision["depth"] == depth
+            assert depth == reference.select()
+            reference.update(event["outputs"][:depth])
 
 
 @FUZZ

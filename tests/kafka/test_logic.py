@@ -239,12 +239,13 @@ def test_a_producer_that_fails_again_before_a_commit_is_fatal(monkeypatch):
         guarantee="exactly-once", group_instance_id="w1", http_port=None,
     )  # fmt: skip
     app.metrics = ServiceMetrics(3)
-    app._producer = _ClosableProducer()
-    monkeypatch.setattr(app, "_new_producer", _ClosableProducer)
+    committer = app._committer  # the commit / transaction protocol (checkpointing.py)
+    committer.producer = _ClosableProducer()
+    monkeypatch.setattr(committer, "new_producer", _ClosableProducer)
     fenced = ProducerFencedError()
     # (The limit of MAX_REPLACEMENTS within the window, with commits in between, is tested on a real
     # broker in test_exactly_once.py.) Two failures with no commit in between are fatal at once.
-    app._replace_producer(fenced)
+    committer.replace_producer(fenced)
     assert app.summary.producer_replacements == 1 == _ClosableProducer.closed < MAX_REPLACEMENTS
     with pytest.raises(DeliveryError, match=r"'uss-stream\.g\.w1'.*after 1 replacement.*another instance"):
-        app._replace_producer(fenced)
+        committer.replace_producer(fenced)

@@ -127,9 +127,12 @@ def test_bins_adapt_and_each_bin_decides_on_its_own_counts():
     assert table["events"].sum() == n
     assert table.loc[table["bin"] == 0, "next"].item() == "continue to 2"
     assert table.loc[table["bin"] == 1, "next"].item() == "stop"
-    # the depth mix of each context adds up to its events
-    assert (table["depth_1"] + table["depth_2"] == table["events"]).all()
-    assert (table["stopped"] == table["depth_1"]).all()
+    # each context's events and depth mix are those of the events whose stage-1 confidence it
+    # holds (bin 0: the unsure ones, bin 1: the sure ones), counted here from the run's depths
+    for bin_, events in ((0, unsure), (1, ~unsure)):
+        row = table.loc[table["bin"] == bin_].iloc[0]
+        mix = np.bincount(depths[events], minlength=3)[1:].tolist()
+        assert [row["events"], row["stopped"], row["depth_1"], row["depth_2"]] == [events.sum(), mix[0], *mix]
 
 
 def test_a_context_with_a_cheap_deep_stage_matches_uss_kl_ucb():
@@ -254,13 +257,17 @@ def test_unit_test_params_build_clone_and_repr(params):
     rng = np.random.default_rng(0)
     outputs = rng.integers(0, 2, (50, policy.n_stages))
     depths = policy.run(outputs, rng.random((50, policy.n_stages)))
-    assert depths.min() >= 1 and depths.max() <= policy.n_stages
     assert policy.stats.decisions == 50
     # every event passes stage 1: 50 plain counts, fewer once each cell forgets
     if policy.discount is None:
         assert policy.stats.queried[0] == 50
+        # the depths returned are the depths learned: stage 1's contexts hold each event once
+        first = policy.contexts().query("stage == 1")
+        learned = [int(first[f"depth_{d}"].sum()) for d in range(1, policy.n_stages + 1)]
+        assert learned == np.bincount(depths, minlength=policy.n_stages + 1)[1:].tolist()
     else:
         assert 0 < policy.stats.queried[0] < 50
+        assert set(depths.tolist()) <= set(range(1, policy.n_stages + 1))
 
 
 def test_bins_are_regrouped_on_the_documented_schedule():

@@ -1,0 +1,125 @@
+"""What the layers of one service run share: the per-partition state, the summary, the lock.
+
+The service is layered in the manner of Quix Streams: the thin
+:class:`~uss_stream_kafka.app.Application` (wiring and the poll loop) drives
+:class:`~uss_stream_kafka.dispatch.Dispatcher` (each polled record to its place),
+:class:`~uss_stream_kafka.checkpointing.Committer` (commit points: the commit and transaction
+protocol), :class:`~uss_stream_kafka.recovery.Recovery` (assignment, restore, rewind) and
+:class:`~uss_stream_kafka.shared.SharedLearning`. They all work on one :class:`RunContext`: its
+``lock`` guards the per-partition state against the rebalance listener, which runs on the
+consumer's IO thread.
+
+Examples
+--------
+>>> from uss_stream_kafka.topics import Topics
+>>> context = RunContext(Topics("events", "decisions", "events-dlq", "uss-state"), group_id="uss")
+>>> context.summary.decisions, context.partitions
+(0, {})
+>>> names([])
+'nothing'
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from uss_stream_kafka.events import REASONS
+from uss_stream_kafka.topics import Topics
+
+__all__ = ["LabelsPartitionState", "PartitionState", "RunContext", "RunSummary", "names"]
+
+
+@dataclass
+class RunSummary:
+    """What one :meth:`Application.run <uss_stream_kafka.app.Application.run>` did.
+
+    ``events == sum(depth_counts) + sum(dead_letters.values()) + replayed`` when the run kept its
+    partitions to the end (records of a partition revoked mid-batch are not double counted) and no
+    transaction was aborted (``aborts``: records of an aborted transaction are processed again).
+    """
+
+    events: int = 0
+    labels: int = 0
+    replayed: int = 0
+    depth_counts: list[int] = field(default_factory=list)
+    dead_letters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    commits: int = 0
+    checkpoints: int = 0
+    restored: list[str] = field(default_factory=list)
+    aborts: int = 0
+    producer_replacements: int = 0
+    shares: int = 0
+    seconds: float = 0.0
+
+    @property
+    def decisions(self) -> int:
+        return sum(self.depth_counts)
+
+
+@dataclass
+class PartitionState:
+    """A learner and the offsets of one input partition."""
+
+    tp: Any
+    learner: Any
+    out_partition: int
+    dlq_partition: int
+    next_offset: int  # next record to process (-1: unknown until the first record)
+    committed: int  # last committed offset known (-1: none)
+    checkpointed: int  # offset covered by the last checkpoint written or restored (-1: none)
+    replay_until: int  # records below this are replayed without producing
+    # Exactly-once: the offset and learner state (None: empty) of the last committed transaction.
+    base: tuple[int, dict[str, Any] | None] = (-1, None)
+    # Features mode: the labels partition's offset the stage models learned up to (-1: none), the
+    # one the last checkpoint covers, and the one of the last committed transaction.
+    labels_offset: int = -1
+    labels_checkpointed: int = -1
+    labels_base: int = -1
+
+
+@dataclass
+class LabelsPartitionState:
+    """The offsets of one labels partition (features mode)."""
+
+    tp: Any
+    dlq_partition: int
+    next_offset: int = -1
+    committed: int = -1
+
+
+@dataclass(eq=False)
+class RunContext:
+    """The state every layer of one run works on.
+
+    ``partitions`` and ``labels`` map the assigned input (labels) partitions to their state;
+    ``consumer``, ``processor`` and ``metrics`` are set when the run starts; ``last_activity`` is
+    the monotonic time of the last record or assignment (the idle clock); ``aborting`` is set when
+    the run fails, so that the revocation of its partitions commits nothing.
+    """
+
+    topics: Topics
+    group_id: str
+    summary: RunSummary = field(default_factory=RunSummary)
+    partitions: dict[Any, PartitionState] = field(default_factory=dict)
+    labels: dict[Any, LabelsPartitionState] = field(default_factory=dict)
+    lock: Any = field(default_factory=threading.RLock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    consumer: Any = None
+    processor: Any = None
+    metrics: Any = None
+    last_activity: float = field(default_factory=time.monotonic)
+    aborting: bool = False
+
+
+def names(tps: Iterable[Any]) -> str:
+    """``"topic/partition, ..."`` of topic partitions, for the log."""
+    return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(tps)) or "nothing"
+
+
+def offset_of(record: Any) -> int:
+    """A record's offset (the bisection key of a batch's records)."""
+    return record.offset

@@ -1,0 +1,365 @@
+"""Assignment and recovery: the rebalance listener, restores from the state topic, rewinds.
+
+:class:`Recovery` owns the per-partition state's life cycle (Quix Streams: its state and recovery
+managers):
+
+- on assignment the new partitions are paused; the poll loop then calls
+  :meth:`~Recovery.restore_pending`, which restores each learner from its checkpoint, positions the
+  consumer as :func:`~uss_stream_kafka.checkpoint.plan_restore` says, and resumes the partitions.
+  A rebalance that lands in the middle of a restore stops it (Quix Streams #1146): the rest is
+  restored again from the new assignment, never into revoked partitions;
+- on revocation the revoked partitions' progress is made durable first
+  (:meth:`Committer.handover <uss_stream_kafka.checkpointing.Committer.handover>`);
+- on a lost membership their learners are dropped (exactly-once: the open transaction aborted);
+- :meth:`~Recovery.rewind`, after an aborted transaction, restores every learner to the state of
+  the last committed transaction and seeks the consumer back to its offsets.
+
+Features mode: a restored or rewound learner re-learns the retained labels log up to where its
+stage models had learned (:mod:`uss_stream_kafka.relearn`).
+
+The listener runs on kafka-python's IO thread while the main thread waits in ``poll()``,
+``commit()`` or ``close()``: it must not call blocking consumer methods, so it only flushes the
+producer, writes checkpoints, commits asynchronously and pauses; restores happen in the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore
+from uss_stream_kafka.checkpointing import Committer
+from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext, names
+from uss_stream_kafka.exceptions import CheckpointError
+from uss_stream_kafka.progress import IdleGate
+from uss_stream_kafka.relearn import LabelsLog
+from uss_stream_kafka.shared import SharedLearning
+
+__all__ = ["Recovery"]
+
+log = logging.getLogger("uss_stream_kafka")
+
+
+class Recovery:
+    """Assignment, restore and rewind of one run's partitions (see the module's docstring).
+
+    Parameters
+    ----------
+    context
+        The run's shared state.
+    committer
+        The commit protocol: a revocation commits through it, a lost membership aborts with it.
+    store
+        The state topic's reader (``read_committed``).
+    labels_log
+        Features mode with ``rebuild_models``: the labels log the stage models re-learn from.
+    sharing
+        Shared learning, refreshed after every restore and rewind (``None``: off).
+    idle_gate
+        Told of every assignment (the idle exit waits for the assigned partitions' ends).
+    auto_offset_reset
+        Where a partition with no commit and no checkpoint starts.
+    n_output, n_dlq
+        Partition counts of the output and dead-letter topics (input partition ``p`` writes to
+        ``p % n``).
+    """
+
+    def __init__(
+        self,
+        context: RunContext,
+        committer: Committer,
+        store: CheckpointStore,
+        labels_log: LabelsLog | None,
+        sharing: SharedLearning | None,
+        idle_gate: IdleGate,
+        *,
+        auto_offset_reset: str,
+        n_output: int,
+        n_dlq: int,
+    ) -> None:
+        self.context = context
+        self.committer = committer
+        self.store = store
+        self.labels_log = labels_log
+        self.sharing = sharing
+        self.idle_gate = idle_gate
+        self.auto_offset_reset = auto_offset_reset
+        self.n_output = n_output
+        self.n_dlq = n_dlq
+        self.pending: set[Any] = set()  # assigned, not restored yet
+        self.assigned_once = False  # exit_when_idle counts only from the first assignment
+        self.rebalancing = False  # between a revocation and the next assignment
+        self._revocations = 0  # revocations so far: a restore interrupted by one stops
+
+    def listener(self) -> Any:
+        """The kafka-python ``ConsumerRebalanceListener`` that calls this object."""
+        from kafka import ConsumerRebalanceListener
+
+        recovery = self
+
+        class _Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                recovery.on_revoked(revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                recovery.on_assigned(assigned)
+
+            def on_partitions_lost(self, lost: Any) -> None:
+                recovery.on_lost(lost)
+
+        return _Listener()
+
+    # -- rebalances ------------------------------------------------------------------------------
+    def on_revoked(self, revoked: Iterable[Any]) -> None:
+        context = self.context
+        revoked = set(revoked)
+        self.rebalancing = True  # no idle exit until the new assignment
+        with context.lock:
+            self._revocations += 1
+            self.pending -= revoked
+            states = [context.partitions[tp] for tp in revoked if tp in context.partitions]
+            labels = [context.labels[tp] for tp in revoked if tp in context.labels]
+            offsets: dict[Any, Any] = {}
+            if not context.aborting:
+                offsets = self.committer.handover(states, labels)
+            for tp in revoked:
+                context.partitions.pop(tp, None)
+                context.labels.pop(tp, None)
+            if context.metrics is not None:
+                context.metrics.assigned.set(len(context.partitions))
+        if offsets:
+            context.consumer.commit_async(offsets)
+        if states:
+            log.info("revoked %s", names(state.tp for state in states))
+
+    def on_lost(self, lost: Iterable[Any]) -> None:
+        context = self.context
+        lost = set(lost)
+        with context.lock:
+            self._revocations += 1
+            if self.committer.exactly_once and self.committer.in_transaction:
+                # Its offsets can no longer be committed: the kept partitions restart from their last commit.
+                self.committer.abort(RuntimeError(f"partitions lost: {names(lost)}"))
+            self.pending -= lost
+            for tp in lost:
+                context.partitions.pop(tp, None)
+                context.labels.pop(tp, None)
+        log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
+
+    def on_assigned(self, assigned: Iterable[Any]) -> None:
+        context = self.context
+        assigned = list(assigned)
+        with context.lock:
+            self.pending.update(tp for tp in assigned if tp.topic == context.topics.input)
+            for tp in assigned:
+                if tp.topic == context.topics.labels:
+                    context.labels[tp] = LabelsPartitionState(tp, dlq_partition=tp.partition % self.n_dlq)
+        if assigned:
+            # Nothing is fetched until the loop has restored the learners (and positioned the consumer).
+            context.consumer.pause(*assigned)
+        context.last_activity = time.monotonic()
+        self.assigned_once = True
+        self.rebalancing = False
+        self.idle_gate.assigned()
+
+    # -- restore ---------------------------------------------------------------------------------
+    def restore_pending(self) -> set[Any]:
+        """Restore the learners of newly assigned partitions; returns the partitions restored."""
+        from kafka import TopicPartition
+
+        context = self.context
+        consumer = context.consumer
+        processor = context.processor
+        topics = context.topics
+        with context.lock:
+            pending = sorted(self.pending & consumer.assignment())
+            self.pending.clear()
+            revocations = self._revocations
+        if not pending:
+            return set()
+        store = self.store
+        store.refresh()
+        starts = consumer.beginning_offsets(pending)
+        ends = consumer.end_offsets(pending)
+        restored = []
+        for tp in pending:
+            checkpoint = store.get(tp.topic, tp.partition)
+            committed = consumer.committed(tp)
+            plan = plan_restore(
+                None if checkpoint is None else checkpoint.offset,
+                committed,
+                starts[tp],
+                ends[tp],
+                self.auto_offset_reset,
+            )
+            if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != context.group_id:
+                raise CheckpointError(
+                    f"state topic {topics.state!r} holds a checkpoint of {tp.topic}/{tp.partition} "
+                    f"written by group {checkpoint.group_id!r}, not {context.group_id!r}: every service "
+                    "(consumer group) needs its own state topic"
+                )
+            learner = processor.new_learner()
+            if plan.use_checkpoint:
+                try:
+                    learner.load_state_dict(checkpoint.state)
+                except ValueError as error:
+                    raise CheckpointError(
+                        f"the checkpoint of {tp.topic}/{tp.partition} does not fit the configured processor "
+                        f"({processor.describe()}): {error}; use a new state topic or delete the key"
+                    ) from error
+            if plan.warning:
+                log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
+            labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
+            seek = plan.seek
+            if seek is None and self.committer.exactly_once:
+                # An explicit start, so that an abort before the first commit rewinds there.
+                seek = starts[tp] if self.auto_offset_reset == "earliest" else ends[tp]
+            try:
+                if seek is not None:
+                    consumer.seek(tp, seek)
+            except ValueError:  # kafka-python: "Unassigned partition", revoked meanwhile
+                revocations = -1
+            state = PartitionState(
+                tp=tp,
+                learner=learner,
+                out_partition=tp.partition % self.n_output,
+                dlq_partition=tp.partition % self.n_dlq,
+                next_offset=-1 if seek is None else seek,
+                committed=plan.committed,
+                checkpointed=checkpoint.offset if plan.use_checkpoint else -1,
+                replay_until=plan.replay_until,
+                base=(-1 if seek is None else seek, checkpoint.state if plan.use_checkpoint else None),
+                labels_offset=labels_from,
+                labels_checkpointed=labels_from if plan.use_checkpoint else -1,
+                labels_base=labels_from,
+            )
+            with context.lock:
+                if self._revocations != revocations:
+                    # A rebalance landed in the middle of the restore (Quix Streams #1146): the rest
+                    # is restored again from the new assignment, never into revoked partitions.
+                    log.warning(
+                        "a rebalance revoked partitions during the restore of %s: restoring again "
+                        "what the new assignment holds",
+                        names(pending),
+                    )
+                    break
+                context.partitions[tp] = state
+            to_resume = [tp]
+            if topics.labels is not None:
+                labels_tp = TopicPartition(topics.labels, tp.partition)
+                if labels_tp in context.labels:
+                    to_resume.append(labels_tp)
+            consumer.resume(*to_resume)
+            restored.append(
+                f"{tp.topic}/{tp.partition}: "
+                + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
+                + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
+                + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
+                + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
+            )
+        # Labels partitions whose input partition is not ours (mis-partitioned topics) still flow.
+        with context.lock:
+            orphans = [
+                tp
+                for tp in context.labels
+                if TopicPartition(topics.input, tp.partition) not in context.partitions
+                and tp in consumer.paused()
+            ]
+        if orphans:
+            consumer.resume(*orphans)
+        context.summary.restored.extend(restored)
+        context.metrics.assigned.set(len(context.partitions))
+        context.last_activity = time.monotonic()
+        for line in restored:
+            log.info("restored %s", line)
+        if self.sharing is not None:
+            self.sharing.share()
+        return set(pending)
+
+    def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
+        """Features mode: re-learn the labels the restored learner's stages had learned.
+
+        Up to the checkpoint's ``labels_offset``, or without one to the group's committed offset of
+        the labels partition, which the consumer is then positioned at. Returns that offset (``-1``:
+        nothing to re-learn, the consumer keeps its own position).
+        """
+        from kafka import TopicPartition
+
+        if self.labels_log is None:
+            return -1
+        context = self.context
+        labels_tp = TopicPartition(context.topics.labels, tp.partition)
+        if checkpoint is not None and checkpoint.labels_offset is not None:
+            until = checkpoint.labels_offset
+        else:
+            committed = context.consumer.committed(labels_tp)
+            until = -1 if committed is None else committed
+            if checkpoint is not None and until > 0:
+                log.warning(
+                    "%s/%d: the checkpoint does not say how far its stage models learned; "
+                    "re-learning the labels up to the committed offset %d",
+                    tp.topic,
+                    tp.partition,
+                    until,
+                )
+        if until < 0:
+            return -1
+        self.labels_log.relearn(learner, labels_tp, until)
+        if labels_tp in context.labels:
+            context.consumer.seek(labels_tp, until)
+            context.labels[labels_tp].next_offset = until
+        return until
+
+    # -- rewind ----------------------------------------------------------------------------------
+    def rewind(self) -> None:
+        """Restore every learner to its last committed state and seek to the committed offsets.
+
+        From memory: right after a commit, the broker may not serve its offsets and checkpoints yet.
+        Features mode: the stage models are rebuilt from the labels log up to the committed position.
+        """
+        from kafka import TopicPartition
+
+        context = self.context
+        consumer = context.consumer
+        with context.lock:
+            self.committer.rewind_needed = False
+            for state in context.partitions.values():
+                offset, learner_state = state.base
+                state.learner = context.processor.new_learner()
+                if learner_state is not None:
+                    state.learner.load_state_dict(learner_state)
+                if self.labels_log is not None:
+                    self._rebuild_models(state, state.labels_base)
+                consumer.seek(state.tp, offset)
+                state.next_offset = offset
+                state.checkpointed = min(state.checkpointed, offset)
+                state.replay_until = max(state.committed, offset)
+            for labels in context.labels.values():
+                learned = context.partitions.get(TopicPartition(context.topics.input, labels.tp.partition))
+                if self.labels_log is not None and learned is not None and learned.labels_base >= 0:
+                    consumer.seek(labels.tp, learned.labels_base)
+                    labels.next_offset = learned.labels_base
+                    continue
+                if labels.committed >= 0:
+                    consumer.seek(labels.tp, labels.committed)
+                elif self.auto_offset_reset == "earliest":
+                    consumer.seek_to_beginning(labels.tp)
+                else:
+                    consumer.seek_to_end(labels.tp)
+                labels.next_offset = -1
+        context.last_activity = time.monotonic()
+        log.info("rewound %s to the last committed transaction", names(context.partitions))
+        if self.sharing is not None:
+            self.sharing.share()
+
+    def _rebuild_models(self, state: PartitionState, until: int) -> None:
+        """Re-learn the labels below ``until`` into ``state``'s (new) learner; ``-1``: none."""
+        from kafka import TopicPartition
+
+        if until > 0:
+            labels_tp = TopicPartition(self.context.topics.labels, state.tp.partition)
+            self.labels_log.relearn(state.learner, labels_tp, until)
+        state.labels_offset = until
+        state.labels_checkpointed = min(state.labels_checkpointed, until)

@@ -1,0 +1,113 @@
+"""Starting the service: the checks of its topics, and its consumer.
+
+:func:`check_topics` checks that the topics exist, fit together, and what they accept;
+:func:`new_consumer` is the one place the service's consumer is created (the producer's is
+:meth:`Committer.new_producer <uss_stream_kafka.checkpointing.Committer.new_producer>`).
+
+Examples
+--------
+>>> class Admin:  # a stand-in answering describe_topics as kafka-python's admin client does
+...     def describe_topics(self, names):
+...         return [{"name": n, "error_code": 0, "partitions": [{}] * 2} for n in names if n != "nope"]
+>>> partition_counts(Admin(), ["events", "decisions"])
+{'events': 2, 'decisions': 2}
+>>> partition_counts(Admin(), ["events", "nope"])
+Traceback (most recent call last):
+...
+ValueError: topic(s) nope do not exist; create them first (uss-stream kafka create-topics ...)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from uss_stream_kafka.config import ClientConfig
+from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.topics import Topics, check_state_topic
+
+__all__ = ["CONSUMER_DEFAULTS", "check_topics", "new_consumer", "partition_counts"]
+
+log = logging.getLogger("uss_stream_kafka")
+
+#: Consumer settings tuned for throughput (overridable with ``consumer_options``).
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "fetch_max_bytes": 64 * 1024 * 1024,
+    "max_partition_fetch_bytes": 8 * 1024 * 1024,
+    "fetch_max_wait_ms": 100,
+    "isolation_level": "read_committed",
+    "session_timeout_ms": 45_000,
+    "heartbeat_interval_ms": 3_000,
+}
+
+
+def new_consumer(
+    client: ClientConfig, subscribe: list[str], listener: Any, settings: Mapping[str, Any]
+) -> Any:
+    """The service's consumer, subscribed to the topics ``subscribe`` with the rebalance ``listener``.
+
+    ``settings`` (the group, ``consumer_options``, ...) override :data:`CONSUMER_DEFAULTS`; the
+    offsets are committed by the service only, and the range assignor keeps partition ``p`` of the
+    input and labels topics on the same member.
+    """
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    consumer_settings = {
+        **CONSUMER_DEFAULTS,
+        **settings,
+        "enable_auto_commit": False,
+        "allow_auto_create_topics": False,
+        # Range keeps partition p of the input and labels topics on the same member.
+        "partition_assignment_strategy": [RangePartitionAssignor()],
+    }
+    consumer = KafkaConsumer(**{**client.kafka_kwargs("consumer"), **consumer_settings})
+    consumer.subscribe(subscribe, listener=listener)
+    return consumer
+
+
+def check_topics(
+    admin: Any, topics: Topics, producer_settings: Mapping[str, Any]
+) -> tuple[dict[str, int], int]:
+    """Check the service's topics with ``admin``; returns their partition counts and the dead-letter limit.
+
+    Every topic must exist, the labels topic (if any) must have as many partitions as the input
+    topic, and the state topic should be compacted (a warning if that cannot be checked). The
+    limit is the largest dead letter the broker and the producer accept
+    (:func:`~uss_stream_kafka.limits.record_limit`).
+    """
+    partitions = partition_counts(admin, topics.all())
+    try:
+        check_state_topic(admin, topics.state)
+    except ValueError:
+        raise
+    except Exception as error:  # e.g. DescribeConfigs not authorised: not fatal, but say so
+        log.warning("could not check that state topic %r is compacted: %s", topics.state, error)
+    dead_letter_bytes = record_limit(admin, topics.dead_letter, producer_settings)
+    if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
+        raise ValueError(
+            f"labels topic {topics.labels!r} has {partitions[topics.labels]} partitions and input topic "
+            f"{topics.input!r} {partitions[topics.input]}: they must be co-partitioned"
+        )
+    return partitions, dead_letter_bytes
+
+
+def partition_counts(admin: Any, names: Iterable[str]) -> dict[str, int]:
+    """The partition count of each topic in ``names``; a clear error names those that do not exist."""
+    names = list(names)
+    described = admin.describe_topics(names)
+    counts = {}
+    missing = []
+    for entry in described:
+        if entry.get("error_code", 0) != 0 or not entry.get("partitions"):
+            missing.append(entry.get("name"))
+        else:
+            counts[entry["name"]] = len(entry["partitions"])
+    missing += [name for name in names if name not in counts and name not in missing]
+    if missing:
+        raise ValueError(
+            f"topic(s) {', '.join(sorted(set(missing)))} do not exist; create them first "
+            "(uss-stream kafka create-topics ...)"
+        )
+    return counts
