@@ -20,6 +20,7 @@ ValueError: topic(s) nope do not exist; create them first (uss-stream kafka crea
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,9 +28,12 @@ from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.topics import Topics, check_state_topic
 
-__all__ = ["CONSUMER_DEFAULTS", "check_topics", "new_consumer", "partition_counts"]
+__all__ = ["CONSUMER_DEFAULTS", "check_topics", "new_consumer", "partition_counts", "wait_for_metadata"]
 
 log = logging.getLogger("uss_stream_kafka")
+
+#: Seconds the consumer may take to learn the partitions of the (existing) topics it subscribes to.
+METADATA_TIMEOUT = 60.0
 
 #: Consumer settings tuned for throughput (overridable with ``consumer_options``).
 CONSUMER_DEFAULTS: dict[str, Any] = {
@@ -63,8 +67,49 @@ def new_consumer(
         "partition_assignment_strategy": [RangePartitionAssignor()],
     }
     consumer = KafkaConsumer(**{**client.kafka_kwargs("consumer"), **consumer_settings})
+    try:
+        wait_for_metadata(consumer, subscribe)
+    except BaseException:
+        consumer.close()
+        raise
     consumer.subscribe(subscribe, listener=listener)
     return consumer
+
+
+def wait_for_metadata(consumer: Any, topics: Iterable[str], timeout: float = METADATA_TIMEOUT) -> None:
+    """Wait until ``consumer`` knows the partitions of every topic in ``topics``.
+
+    A group whose leader computes the assignment before a new topic's metadata reached it assigns
+    none of that topic's partitions, and only a metadata refresh (minutes later) repairs it; the
+    topics were checked with the admin client, so their metadata arrives within seconds. Raises
+    ``ValueError`` naming the topics still unknown after ``timeout`` seconds.
+
+    >>> class Consumer:  # answers partitions_for_topic as KafkaConsumer does: after some refreshes
+    ...     calls = 0
+    ...     def partitions_for_topic(self, topic):
+    ...         self.calls += 1
+    ...         return {0, 1} if self.calls > 2 else set()
+    >>> consumer = Consumer()
+    >>> wait_for_metadata(consumer, ["events"], timeout=5)
+    >>> consumer.calls
+    3
+    >>> wait_for_metadata(type("Never", (), {"partitions_for_topic": lambda self, t: set()})(), ["x"], 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: the consumer got no partition metadata for topic(s) x within 0s
+    """
+    deadline = time.monotonic() + timeout
+    missing = list(topics)
+    while True:
+        missing = [topic for topic in missing if not consumer.partitions_for_topic(topic)]
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise ValueError(
+                f"the consumer got no partition metadata for topic(s) {', '.join(missing)} "
+                f"within {timeout:g}s"
+            )
+        time.sleep(0.2)
 
 
 def check_topics(
