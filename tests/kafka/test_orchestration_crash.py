@@ -32,7 +32,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
-ROUNDS, PER_ROUND, KILLS, REPLAYED = 4, 300, 3, 15
+N, KILLS, REPLAYED = 1_500, 3, 15
 RESTORED = "restored the learner of group"
 
 
@@ -40,101 +40,99 @@ def committed(bootstrap: str, topic: str) -> list[Any]:
     return read_all(bootstrap, topic, isolation_level="read_committed")
 
 
-def committed_decisions(bootstrap: str, topic: str) -> list[dict[str, Any]]:
-    return [json.loads(r.value) for r in committed(bootstrap, topic)]
+def decisions_of(records: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(r.value) for r in records]
 
 
 def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orchestration_topics, processes):  # noqa: F811
-    topics, n = orchestration_topics, ROUNDS * PER_ROUND
+    topics = orchestration_topics
     group = f"g-{uuid.uuid4().hex[:10]}"
     command = orchestrate_command(
         bootstrap_servers, topics, group,
         "--guarantee", "exactly-once", "--alpha", "0.51",
         "--group-instance-id", "orchestrator-1", "--session-timeout-ms", "60000",
-        "--checkpoint-every", "40", "--checkpoint-interval", "0.3", "--log-level", "INFO",
+        # A transaction of a few seconds: a kill finds decided requests and applied reports in it.
+        "--checkpoint-every", "1000000", "--checkpoint-interval", "2", "--log-level", "INFO",
     )  # fmt: skip
     rng = np.random.default_rng(13)
-    truth = rng.integers(0, 2, n)
-    outputs = np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
+    truth = rng.integers(0, 2, N)
+    outputs = np.stack([truth ^ (rng.random(N) < 0.2), truth ^ (rng.random(N) < 0.1), truth], axis=1)
     chance = random.Random(13)
+    requested = 0  # requests r0 .. r{requested - 1} sent, in this order: r{i} is at offset i
     reported: dict[str, int] = {}  # id -> the depth its report was sent for
     replayed: list[str] = []
 
-    def report(decisions: list[dict[str, Any]]) -> None:
-        """Send the report of every committed decision not reported yet (the sensors' answers)."""
-        new = [d for d in decisions if d["id"] not in reported]
-        chance.shuffle(new)
-        produce(
-            bootstrap_servers,
-            topics.reports,
-            [
-                json.dumps(
-                    {"id": d["id"], "outputs": outputs[int(d["id"][1:]), : d["depth"]].tolist()}
-                ).encode()
-                for d in new
-            ],
-        )
-        reported.update((d["id"], d["depth"]) for d in new)
+    def report_value(decision_id: str, depth: int) -> bytes:
+        return json.dumps(
+            {"id": decision_id, "outputs": outputs[int(decision_id[1:]), :depth].tolist()}
+        ).encode()
 
-    service = None
-    for round_ in range(ROUNDS):
-        service = processes(command)
-        if round_:
-            # The next kill is armed only once this incarnation restored the last checkpoint.
-            service.wait_for_line(RESTORED)
-            # Reports applied before the kill, sent again: each must be rejected as a duplicate.
-            again = chance.sample(sorted(reported), REPLAYED)
-            produce(
-                bootstrap_servers,
-                topics.reports,
-                [
-                    json.dumps({"id": i, "outputs": outputs[int(i[1:]), : reported[i]].tolist()}).encode()
-                    for i in again
-                ],
-            )
-            replayed.extend(again)
-        first = round_ * PER_ROUND
+    def flow(most: int = 12) -> list[dict[str, Any]]:
+        """Send a few more requests, and the report of every committed decision not reported yet."""
+        nonlocal requested
+        more = min(chance.randint(1, most), N - requested)
         produce(
             bootstrap_servers,
             topics.requests,
-            [json.dumps({"id": f"r{i}"}).encode() for i in range(first, first + PER_ROUND)],
+            [json.dumps({"id": f"r{i}"}).encode() for i in range(requested, requested + more)],
         )
-        if round_ == ROUNDS - 1:
-            break
-        # A kill at a random point of this round's requests, with their reports flowing meanwhile.
-        kill_at = first + chance.randrange(PER_ROUND // 3, PER_ROUND)
+        requested += more
+        decisions = decisions_of(committed(bootstrap_servers, topics.decisions))
+        new = [d for d in decisions if d["id"] not in reported]
+        chance.shuffle(new)  # the sensors answer in any order
+        produce(bootstrap_servers, topics.reports, [report_value(d["id"], d["depth"]) for d in new])
+        reported.update((d["id"], d["depth"]) for d in new)
+        return decisions
 
-        def decided_enough(kill_at: int = kill_at) -> bool:
-            decisions = committed_decisions(bootstrap_servers, topics.decisions)
-            report(decisions)
-            return len(decisions) >= kill_at
+    def last_checkpoint() -> dict[str, Any] | None:
+        records = committed(bootstrap_servers, topics.state)
+        return json.loads(records[-1].value) if records else None
+
+    def uncommitted_decisions() -> int:
+        """Requests the service decided (its output, committed or not) past its last committed
+        checkpoint (0 before the first: a restart then has nothing to restore)."""
+        checkpoint = last_checkpoint()
+        if checkpoint is None:
+            return 0
+        covered = checkpoint["offsets"].get(f"{topics.requests}/0", 0)
+        decided = [int(d["id"][1:]) for d in decisions_of(read_all(bootstrap_servers, topics.decisions))]
+        return max(decided, default=-1) + 1 - covered
+
+    for kill in range(KILLS + 1):
+        service = processes(command)
+        if kill:
+            # The next kill is armed only once this incarnation restored the last checkpoint.
+            service.wait_for_line(RESTORED)
+            # Reports sent before the kill, sent again: each must be rejected as a duplicate.
+            again = chance.sample(sorted(reported), REPLAYED)
+            produce(bootstrap_servers, topics.reports, [report_value(i, reported[i]) for i in again])
+            replayed.extend(again)
+        if kill == KILLS:
+            break
+        # A kill at a random point: once this many decided requests are not yet committed.
+        threshold = chance.randint(1, 30)
+
+        def in_flight(threshold: int = threshold) -> bool:
+            flow()
+            return uncommitted_decisions() >= threshold
 
         wait_until(
-            decided_enough,
-            f"{kill_at} committed decisions",
-            alive=service.alive,
-            timeout=180,
-            every=0.2,
+            in_flight, f"{threshold} uncommitted decisions", alive=service.alive, timeout=180, every=0.2
         )
         service.kill()
 
     # The last incarnation: every request decided, every decision reported, then a clean stop once
     # its last committed checkpoint covers both topics to their end.
-    def all_reported() -> bool:
-        decisions = committed_decisions(bootstrap_servers, topics.decisions)
-        report(decisions)
-        return len(reported) == n
-
     wait_until(
-        all_reported, "every request decided and reported", alive=service.alive, timeout=180, every=0.2
+        lambda: len(flow(most=200)) == N and len(reported) == N,
+        lambda: f"{requested} requested, {len(reported)} reported of {N}",
+        alive=service.alive,
+        timeout=180,
+        every=0.2,
     )
     ends = {
         f"{topic}/0": end_offsets(bootstrap_servers, topic)[0] for topic in (topics.requests, topics.reports)
     }
-
-    def last_checkpoint() -> dict[str, Any]:
-        return json.loads(committed(bootstrap_servers, topics.state)[-1].value)
-
     wait_until(
         lambda: last_checkpoint()["offsets"] == ends,
         lambda: f"a checkpoint covering {ends}",
@@ -145,9 +143,11 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
     service.process.terminate()
     assert service.finish(60) == 0, service.log[-3000:]
 
-    decisions = committed_decisions(bootstrap_servers, topics.decisions)
-    # Exactly one committed decision per request (the aborted transactions' ones are invisible).
-    assert Counter(d["id"] for d in decisions) == Counter(f"r{i}" for i in range(n))
+    # The kills did interrupt transactions: aborted decisions are in the topic, invisible to read_committed.
+    assert len(read_all(bootstrap_servers, topics.decisions)) > N
+    decisions = decisions_of(committed(bootstrap_servers, topics.decisions))
+    # Exactly one committed decision per request.
+    assert Counter(d["id"] for d in decisions) == Counter(f"r{i}" for i in range(N))
     depth = {d["id"]: d["depth"] for d in decisions}
     assert depth == reported  # every report was sent for the committed decision's depth
 
@@ -158,12 +158,11 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
 
     # The crash-free reference: the statistics are the counts of the reports applied, each once.
     expected = DisagreementStats(len(COSTS))
-    expected.decisions = n
+    expected.decisions = N
     for i, d in depth.items():
         expected.record(outputs[int(i[1:]), :d].tolist())
     state = last_checkpoint()["state"]
     assert DisagreementStats.from_dict(state["policy"]["stats"]) == expected
-    assert state["counters"]["decided"] == n and state["counters"]["applied"] == n
+    assert state["counters"]["decided"] == N and state["counters"]["applied"] == N
     assert state["pending"] == []
     assert set(state["closed"]["ids"]) == set(depth)  # the reported ids are in the checkpoint
-    assert service.log.count(RESTORED) == 1
