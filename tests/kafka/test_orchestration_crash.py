@@ -124,7 +124,7 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
     # The last incarnation: every request decided, every decision reported, then a clean stop once
     # its last committed checkpoint covers both topics to their end.
     wait_until(
-        lambda: len(flow(most=200)) == N and len(reported) == N,
+        lambda: len({d["id"] for d in flow(most=200)}) == N == len(reported),
         lambda: f"{requested} requested, {len(reported)} reported of {N}",
         alive=service.alive,
         timeout=180,
