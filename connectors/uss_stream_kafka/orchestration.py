@@ -34,6 +34,7 @@ from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream_kafka.app import DeliveryError
 from uss_stream_kafka.checkpoint import CheckpointError, NewerFormatError, is_newer_format
+from uss_stream_kafka.checkpointing import transactional_id
 from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import REASONS, InvalidEvent, json_scalar
@@ -265,6 +266,11 @@ class Orchestrator:
     checkpoint_every, checkpoint_interval
         Checkpoint (and commit) after that many records / seconds (0: off, as in
         :class:`~uss_stream_kafka.app.Application`), and at shutdown.
+    guarantee
+        ``"at-least-once"`` (the default) or ``"exactly-once"``: the decisions, dead letters,
+        checkpoint and offsets since the last checkpoint are one transaction (transactional id
+        ``uss-stream.<group_id>.<group_instance_id or host name>``), so a ``read_committed``
+        reader sees each decision once and the restored learner is the one that made them.
     exit_when_idle
         Stop after that many seconds without records (``None``: run until :meth:`stop`), counted
         from the assignment of the partitions, and only once they are read to their end offsets.
@@ -300,6 +306,7 @@ class Orchestrator:
         max_age_seconds: float | None = None,
         checkpoint_every: int = 10_000,
         checkpoint_interval: float = 5.0,
+        guarantee: str = "at-least-once",
         exit_when_idle: float | None = None,
         max_input_bytes: int = 1 << 20,
         max_dead_letter_bytes: int = 1 << 20,
@@ -330,6 +337,10 @@ class Orchestrator:
             raise ValueError("checkpoint_every and checkpoint_interval must be >= 0 (0: off)")
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
+        if guarantee not in ("at-least-once", "exactly-once"):
+            raise ValueError(f"guarantee must be 'at-least-once' or 'exactly-once', got {guarantee!r}")
+        self.guarantee = guarantee
+        self._in_transaction = False
         self.exit_when_idle = exit_when_idle
         self.max_input_bytes = max_input_bytes
         self.max_dead_letter_bytes = max_dead_letter_bytes
@@ -425,18 +436,30 @@ class Orchestrator:
         from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
         started = time.monotonic()
-        self._read_checkpoint()
+        exactly_once = self.guarantee == "exactly-once"
         producer_settings = {"linger_ms": 2, "acks": "all", **self.producer_options}
+        if exactly_once:
+            instance = self.consumer_options.get("group_instance_id")
+            producer_settings |= {
+                "acks": "all",
+                "enable_idempotence": True,
+                "transactional_id": transactional_id(self.group_id, instance),
+            }
         admin = KafkaAdminClient(**self.client.kafka_kwargs("orchestrator-admin"))
         try:
             self._dead_letter_bytes = record_limit(admin, self.topics.dead_letter, producer_settings)
             state_bytes = record_limit(admin, self.topics.state, producer_settings)
         finally:
             admin.close()
-        self._budget = StateBudget(self.book, state_bytes - len(self.checkpoint_key))
         self._producer = KafkaProducer(
             **{**self.client.kafka_kwargs("orchestrator-producer"), **producer_settings}
         )
+        if exactly_once:
+            # Fences the previous incarnation and aborts its open transaction, whose checkpoint
+            # would otherwise hold the state topic's last stable offset until it times out.
+            self._producer.init_transactions()
+        self._read_checkpoint()
+        self._budget = StateBudget(self.book, state_bytes - len(self.checkpoint_key))
         self._consumer = KafkaConsumer(
             **{
                 **self.client.kafka_kwargs("orchestrator-consumer"),
@@ -444,6 +467,7 @@ class Orchestrator:
                 "max_poll_records": 5_000,
                 "fetch_max_wait_ms": 20,
                 **self.consumer_options,
+                **({"isolation_level": "read_committed"} if exactly_once else {}),
                 "group_id": self.group_id,
                 "enable_auto_commit": False,
             }
@@ -538,6 +562,9 @@ class Orchestrator:
     def _send(
         self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None
     ) -> None:
+        if self.guarantee == "exactly-once" and not self._in_transaction:
+            self._producer.begin_transaction()
+            self._in_transaction = True
         self._futures.append(self._producer.send(topic, value=value, key=key, headers=headers))
 
     def _flush(self) -> None:
@@ -549,7 +576,10 @@ class Orchestrator:
             raise DeliveryError(f"{len(failed)} record(s) not delivered, first: {failed[0]!r}")
 
     def _checkpoint(self) -> None:
-        """Flush outputs, write the checkpoint, flush it, then commit the offsets it covers."""
+        """Flush outputs, write the checkpoint, flush it, then commit the offsets it covers.
+
+        Exactly-once: the checkpoint and the offsets join the open transaction, which is committed.
+        """
         from kafka.structs import OffsetAndMetadata
 
         self._flush()
@@ -557,7 +587,13 @@ class Orchestrator:
         self._send(self.topics.state, self.checkpoint_key, value)
         self._flush()
         self.summary.checkpoints += 1
-        if self._offsets:
+        if self.guarantee == "exactly-once":
+            offsets = {tp: OffsetAndMetadata(o, "", -1) for tp, o in self._offsets.items()}
+            if offsets:
+                self._producer.send_offsets_to_transaction(offsets, self._consumer.group_metadata())
+            self._producer.commit_transaction()
+            self._in_transaction = False
+        elif self._offsets:
             self._consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in self._offsets.items()})
 
     def _read_checkpoint(self) -> None:
@@ -569,6 +605,8 @@ class Orchestrator:
                 **self.client.kafka_kwargs("orchestrator-state"),
                 "enable_auto_commit": False,
                 "group_id": None,
+                # Checkpoints of aborted transactions are never restored.
+                "isolation_level": "read_committed",
             }
         )
         try:

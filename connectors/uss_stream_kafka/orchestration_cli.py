@@ -85,6 +85,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     _option(
         job,
+        "--guarantee",
+        "USS_KAFKA_GUARANTEE",
+        default="at-least-once",
+        choices=("at-least-once", "exactly-once"),
+        help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
+    )
+    _option(
+        job,
         "--exit-when-idle",
         convert=_positive_float,
         help="stop after S seconds without records, once the partitions are assigned and read to their end",
@@ -125,6 +133,7 @@ def orchestrate_command(args: argparse.Namespace) -> int:
         max_age_seconds=args.max_age_seconds,
         checkpoint_every=args.checkpoint_every,
         checkpoint_interval=args.checkpoint_interval,
+        guarantee=args.guarantee,
         exit_when_idle=args.exit_when_idle,
         max_input_bytes=args.max_input_bytes,
         max_dead_letter_bytes=args.max_input_bytes,
