@@ -2,6 +2,8 @@
 
 * #1114: the committed input offset was deleted by retention: resume by the reset policy and say
   what was skipped;
+* #1146: a rebalance landing in the middle of a restore: never restored into a revoked partition,
+  one decision per event;
 * a state record that is corrupt and oversized (skipped, the previous checkpoint used) or of a newer
   format version (refused, not silently rolled back).
 """
