@@ -49,6 +49,8 @@ API_MODULES = (
     "uss_stream.datasets.bsc",
     "uss_stream.datasets.paper",
     "uss_stream_kafka",
+    "uss_stream_kafka.clients",
+    "uss_stream_kafka.clients.base",
 )
 
 #: Links of the generated pages that point into the repository, and the site page they become.

@@ -27,7 +27,7 @@ from test_cli import topic_options
 from waiting import wait_until
 
 from uss_stream.policies import USSUCB
-from uss_stream_kafka import DeadLetter, OutputsProcessor, Topics
+from uss_stream_kafka import DeadLetter, OutputsProcessor, Topics, clients
 
 pytestmark = [
     pytest.mark.kafka,
@@ -41,28 +41,22 @@ N = 3_000
 
 
 def produce_compressed(bootstrap: str, topic: str, values: list[bytes], codec: str, client: str) -> None:
-    """Send ``values`` to partition 0 of ``topic``, compressed with ``codec`` by ``client``."""
-    if client == "kafka-python":
-        from kafka import KafkaProducer
+    """Send ``values`` to partition 0 of ``topic``, compressed with ``codec`` by ``client``'s library.
 
-        producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            compression_type=None if codec == "none" else codec,
-            linger_ms=50,
-            batch_size=64 * 1024,
-        )
-        for value in values:
-            producer.send(topic, value, partition=0)
-        producer.flush()
-        producer.close()
-        return
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50})
-    for value in values:
-        producer.produce(topic, value, partition=0)
-        producer.poll(0)
-    assert producer.flush(30) == 0, "librdkafka did not deliver every record"
+    ``client`` is one of :data:`uss_stream_kafka.clients.CLIENTS`: kafka-python, or confluent-kafka
+    (librdkafka, the library of most upstream producers).
+    """
+    producer = clients.producer(
+        client,
+        bootstrap_servers=bootstrap,
+        compression_type=None if codec == "none" else codec,
+        linger_ms=50,
+        batch_size=64 * 1024,
+    )
+    producer.send_many(topic, values, partition=0)
+    producer.flush(30)
+    assert producer.take_errors() == [], f"{client} did not deliver every record"
+    producer.close(10)
 
 
 def stored_bytes(admin: Any, topic: str) -> int:
@@ -76,7 +70,7 @@ def stored_bytes(admin: Any, topic: str) -> int:
     return total
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+@pytest.mark.parametrize("client", clients.CLIENTS)
 @pytest.mark.parametrize("codec", CODECS)
 def test_compressed_input_is_decided(codec, client, bootstrap_servers, make_topics, admin):
     topics = make_topics()
@@ -195,6 +189,27 @@ def test_an_unknown_compression_is_refused_by_name(bootstrap_servers, make_topic
     assert "--compression: must be one of none, gzip, snappy, lz4, zstd, got 'brotli'" in log
 
 
+def test_the_service_decides_every_codec_of_both_clients(bootstrap_servers, make_topics, admin):
+    """``uss-stream kafka run`` on one topic holding batches of every codec from both libraries."""
+    topics = make_topics()
+    values, outputs = stream(2_400, seed=7)
+    segments = [(codec, client) for codec in CODECS for client in clients.CLIENTS]
+    size = len(values) // len(segments)
+    for i, (codec, client) in enumerate(segments):
+        produce_compressed(bootstrap_servers, topics.input, values[i * size : (i + 1) * size], codec, client)
+    assert stored_bytes(admin, topics.input) < sum(map(len, values)) / 2
+
+    group = f"every-codec-{uuid.uuid4().hex[:10]}"
+    service = CliService(bootstrap_servers, topics, group=group)
+    code, log = service.finish_at(admin, group, TopicPartition(topics.input, 0), len(values))
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log and "0 dead letters" in log
+    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]
+    assert [d["id"] for d in decisions] == [f"e{i}" for i in range(len(values))]
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert read_all(bootstrap_servers, topics.dead_letter) == []
+
+
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
 def test_a_batch_that_cannot_be_decoded_is_dead_lettered_and_skipped(
     guarantee, bootstrap_servers, make_topics, admin, record_property
@@ -205,7 +220,7 @@ def test_a_batch_that_cannot_be_decoded_is_dead_lettered_and_skipped(
     values, outputs = stream(1_000, seed=5)
     before, zstd, after = values[:300], values[300:800], values[800:]
     produce_compressed(bootstrap_servers, topics.input, before, "none", "kafka-python")
-    produce_compressed(bootstrap_servers, topics.input, zstd, "zstd", "librdkafka")
+    produce_compressed(bootstrap_servers, topics.input, zstd, "zstd", "confluent")
     produce_compressed(bootstrap_servers, topics.input, after, "none", "kafka-python")
 
     group = f"undecodable-{uuid.uuid4().hex[:10]}"
@@ -270,7 +285,7 @@ def test_the_batch_behind_a_decoding_error_is_found(bootstrap_servers, make_topi
     topics = make_topics()
     values, _ = stream(400, seed=6)
     produce_compressed(bootstrap_servers, topics.input, values[:100], "none", "kafka-python")
-    produce_compressed(bootstrap_servers, topics.input, values[100:], "gzip", "librdkafka")
+    produce_compressed(bootstrap_servers, topics.input, values[100:], "gzip", "confluent")
 
     def corrupt(payload: bytes) -> bytes:
         raise OSError("Not a gzipped file (b'\\x00\\x01')")

@@ -1,0 +1,641 @@
+"""The seam on confluent-kafka (librdkafka; extra ``uss-stream[confluent]``).
+
+Where the per-record cost goes: :meth:`ConfluentConsumer.poll` takes up to ``max_records``
+messages with one ``consume()`` call and groups them by partition in one pass; the columns are
+built when first read. :meth:`ConfluentProducer.send` is one ``produce()`` call and no callback:
+the producer is configured with ``delivery.report.only.error``, so Python runs only for the
+records that failed, collected for :meth:`ConfluentProducer.take_errors`.
+
+Settings are kafka-python's keyword names (translated by :func:`librdkafka_config`) or librdkafka's
+dotted names, passed through.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from uss_stream._extras import require
+
+from .base import (
+    Admin,
+    ClientError,
+    Consumer,
+    Producer,
+    RebalanceCallback,
+    Record,
+    Records,
+    TopicPartition,
+    TopicSpec,
+    UndecodableError,
+)
+
+__all__ = ["ConfluentAdmin", "ConfluentConsumer", "ConfluentProducer", "librdkafka_config"]
+
+
+def _ck() -> Any:
+    return require("confluent_kafka", extra="confluent", purpose="the confluent-kafka client")
+
+
+def _ck_admin() -> Any:
+    return require("confluent_kafka.admin", extra="confluent", purpose="the confluent-kafka client")
+
+
+def _size(value: Any) -> str:
+    return str(int(value))
+
+
+def _assignors(value: Any) -> str:
+    names = [getattr(a, "name", a) for a in (value if isinstance(value, (list, tuple)) else [value])]
+    return ",".join(str(name).replace("_", "-") for name in names)
+
+
+#: kafka-python keyword -> (librdkafka property, conversion of the value).
+_TRANSLATION: dict[str, tuple[str, Any]] = {
+    "bootstrap_servers": ("bootstrap.servers", lambda v: v if isinstance(v, str) else ",".join(v)),
+    "client_id": ("client.id", str),
+    "group_id": ("group.id", str),
+    "group_instance_id": ("group.instance.id", str),
+    "enable_auto_commit": ("enable.auto.commit", bool),
+    "auto_offset_reset": ("auto.offset.reset", str),
+    "isolation_level": ("isolation.level", str),
+    "partition_assignment_strategy": ("partition.assignment.strategy", _assignors),
+    "session_timeout_ms": ("session.timeout.ms", _size),
+    "heartbeat_interval_ms": ("heartbeat.interval.ms", _size),
+    "max_poll_interval_ms": ("max.poll.interval.ms", _size),
+    "fetch_max_bytes": ("fetch.max.bytes", _size),
+    "max_partition_fetch_bytes": ("max.partition.fetch.bytes", _size),
+    "fetch_min_bytes": ("fetch.min.bytes", _size),
+    "fetch_max_wait_ms": ("fetch.wait.max.ms", _size),
+    "allow_auto_create_topics": ("allow.auto.create.topics", bool),
+    "request_timeout_ms": ("socket.timeout.ms", _size),
+    "metadata_max_age_ms": ("metadata.max.age.ms", _size),
+    "security_protocol": ("security.protocol", str),
+    "ssl_cafile": ("ssl.ca.location", str),
+    "ssl_certfile": ("ssl.certificate.location", str),
+    "ssl_keyfile": ("ssl.key.location", str),
+    "ssl_password": ("ssl.key.password", str),
+    "ssl_crlfile": ("ssl.crl.location", str),
+    "ssl_check_hostname": ("ssl.endpoint.identification.algorithm", lambda v: "https" if v else "none"),
+    "sasl_mechanism": ("sasl.mechanism", str),
+    "sasl_plain_username": ("sasl.username", str),
+    "sasl_plain_password": ("sasl.password", str),
+    "sasl_kerberos_service_name": ("sasl.kerberos.service.name", str),
+    "acks": ("acks", lambda v: "all" if v in ("all", -1) else str(v)),
+    "enable_idempotence": ("enable.idempotence", bool),
+    "transactional_id": ("transactional.id", str),
+    "transaction_timeout_ms": ("transaction.timeout.ms", _size),
+    "linger_ms": ("linger.ms", _size),
+    "batch_size": ("batch.size", _size),
+    "max_request_size": ("message.max.bytes", _size),
+    "compression_type": ("compression.type", lambda v: "none" if v is None else str(v)),
+    "retries": ("retries", _size),
+    "delivery_timeout_ms": ("delivery.timeout.ms", _size),
+    "max_in_flight_requests_per_connection": ("max.in.flight", _size),
+    "buffer_memory": ("queue.buffering.max.kbytes", lambda v: str(max(1, int(v) // 1024))),
+}
+
+
+def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka properties for kafka-python keyword ``settings`` (dotted names pass unchanged).
+
+    ``None`` values are left out (librdkafka's default applies).
+
+    Examples
+    --------
+    >>> librdkafka_config({"bootstrap_servers": ["a:9092", "b:9092"], "linger_ms": 5,
+    ...                    "group_instance_id": None, "queue.buffering.max.ms": 7})
+    {'bootstrap.servers': 'a:9092,b:9092', 'linger.ms': '5', 'queue.buffering.max.ms': 7}
+    >>> librdkafka_config({"api_version": (4, 0)})
+    Traceback (most recent call last):
+    ...
+    ValueError: settings: 'api_version' has no librdkafka equivalent; give librdkafka's own ...
+    """
+    config: dict[str, Any] = {}
+    for name, value in settings.items():
+        if value is None:
+            continue
+        if "." in name:
+            config[name] = value
+            continue
+        if name not in _TRANSLATION:
+            raise ValueError(
+                f"settings: {name!r} has no librdkafka equivalent; give librdkafka's own property "
+                "(with dots) instead"
+            )
+        key, convert = _TRANSLATION[name]
+        config[key] = convert(value)
+    return config
+
+
+def _error(error: Any, what: str) -> ClientError:
+    """A ``KafkaError`` (or the ``KafkaException`` holding one) as a :class:`ClientError`."""
+    ck = _ck()
+    if isinstance(error, ck.KafkaException) and error.args and isinstance(error.args[0], ck.KafkaError):
+        error = error.args[0]
+    if not isinstance(error, ck.KafkaError):
+        return ClientError(f"{what}: {error!r}")
+    code = error.code()
+    return ClientError(
+        f"{what}: {error.str()}",
+        name=error.name(),
+        code=code if code >= 0 else None,
+        retriable=error.retriable(),
+        abortable=error.txn_requires_abort(),
+        fatal=error.fatal(),
+        timeout=code in (ck.KafkaError._TIMED_OUT, ck.KafkaError._MSG_TIMED_OUT),
+    )
+
+
+def _native(tp: TopicPartition, offset: int | None = None) -> Any:
+    ck = _ck()
+    if offset is None:
+        return ck.TopicPartition(tp.topic, tp.partition)
+    return ck.TopicPartition(tp.topic, tp.partition, offset)
+
+
+def _seconds(timeout: float | None) -> float:
+    return -1 if timeout is None else timeout
+
+
+class ConfluentRecords(Records):
+    """A partition's ``Message`` list, seen as columns."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, tp: TopicPartition, messages: list[Any]) -> None:
+        super().__init__(tp)
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, index: slice) -> ConfluentRecords:
+        return ConfluentRecords(self.tp, self._messages[index])
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return [message.value() for message in self._messages]
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return [message.key() for message in self._messages]
+
+    @property
+    def offsets(self) -> list[int]:
+        return [message.offset() for message in self._messages]
+
+    @property
+    def next_offset(self) -> int:
+        return self._messages[-1].offset() + 1
+
+    def record(self, index: int) -> Record:
+        m = self._messages[index]
+        kind, timestamp = m.timestamp()
+        return Record(
+            m.topic(),
+            m.partition(),
+            m.offset(),
+            None if kind == _ck().TIMESTAMP_NOT_AVAILABLE else timestamp,
+            m.key(),
+            m.value(),
+            tuple(m.headers() or ()),
+        )
+
+
+class ConfluentConsumer(Consumer):
+    """A librdkafka consumer (``settings``: kafka-python names or librdkafka properties).
+
+    ``max_poll_records`` (default 500) is the most messages one :meth:`poll` returns; offsets are
+    never committed or stored automatically.
+    """
+
+    def __init__(self, **settings: Any) -> None:
+        ck = _ck()
+        self._max_records = int(settings.pop("max_poll_records", None) or 500)
+        config = librdkafka_config(settings)
+        config.update({"enable.auto.commit": False, "enable.auto.offset.store": False})
+        config.setdefault("group.id", f"uss-stream-unused-{id(self):x}")  # librdkafka needs one
+        self._reset = config.get("auto.offset.reset", "latest")
+        self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
+        self._consumer = ck.Consumer(config)
+        self._paused: set[TopicPartition] = set()
+        self._in_rebalance = False
+        self._seeks: dict[TopicPartition, int] = {}
+        #: Offsets sought and not yet passed by a poll (librdkafka's position() does not show them).
+        self._sought: dict[TopicPartition, int] = {}
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        def wrap(callback: RebalanceCallback | None, assigning: bool) -> Any:
+            def called(consumer: Any, partitions: list[Any]) -> None:
+                tps = [TopicPartition(p.topic, p.partition) for p in partitions]
+                self._in_rebalance = assigning
+                self._seeks.clear()
+                try:
+                    if callback is not None:
+                        callback(tps)
+                finally:
+                    self._in_rebalance = False
+                if assigning:
+                    # Seeks from the callback become the assignment's start offsets (librdkafka
+                    # cannot seek a partition it has not started fetching).
+                    seeks, self._seeks = self._seeks, {}
+                    native = [_native(tp, seeks[tp]) if tp in seeks else _native(tp) for tp in tps]
+                    if self._cooperative:
+                        consumer.incremental_assign(native)
+                    else:
+                        consumer.assign(native)
+                else:
+                    if self._cooperative:
+                        consumer.incremental_unassign([_native(tp) for tp in tps])
+                    self._paused.difference_update(tps)
+                    for tp in tps:
+                        self._sought.pop(tp, None)
+
+            return called
+
+        self._consumer.subscribe(
+            list(topics),
+            on_assign=wrap(on_assign, True),
+            on_revoke=wrap(on_revoke, False),
+            on_lost=wrap(on_lost or on_revoke, False),
+        )
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.assign([_native(tp) for tp in partitions])
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(p.topic, p.partition) for p in self._consumer.assignment()}
+
+    def poll(self, timeout: float, max_records: int | None = None) -> dict[TopicPartition, Records]:
+        messages = self._consumer.consume(max_records or self._max_records, timeout)
+        if not messages:
+            return {}
+        failed = [i for i, message in enumerate(messages) if message.error() is not None]
+        if failed:
+            self._raise(messages[failed[0]], self._group(messages[: failed[0]]))
+        grouped = self._group(messages)
+        if self._sought:
+            for tp in grouped:
+                self._sought.pop(tp, None)
+        return {tp: ConfluentRecords(tp, run) for tp, run in grouped.items()}
+
+    def _group(self, messages: list[Any]) -> dict[TopicPartition, list[Any]]:
+        """``messages`` by partition, in one pass (none if a single partition is assigned).
+
+        The assignment is that of the ``consume()`` that returned them: librdkafka drops the
+        messages of partitions no longer assigned, and rebalances happen inside ``consume()``.
+        """
+        assigned = self._consumer.assignment()
+        if len(assigned) == 1:
+            return {TopicPartition(assigned[0].topic, assigned[0].partition): messages} if messages else {}
+        grouped: dict[Any, list[Any]] = {}
+        run_key: Any = None
+        run: list[Any] = []
+        if len({p.topic for p in assigned}) == 1:
+            topic = assigned[0].topic
+            for message in messages:
+                key = message.partition()
+                if key != run_key:
+                    run = grouped.setdefault(key, [])
+                    run_key = key
+                run.append(message)
+            return {TopicPartition(topic, partition): run for partition, run in grouped.items()}
+        for message in messages:
+            key = (message.topic(), message.partition())
+            if key != run_key:
+                run = grouped.setdefault(key, [])
+                run_key = key
+            run.append(message)
+        return {TopicPartition(*key): run for key, run in grouped.items()}
+
+    def _raise(self, message: Any, grouped: dict[TopicPartition, list[Any]]) -> None:
+        """Raise the error a consumed message carries (after rewinding what this poll returned)."""
+        ck = _ck()
+        error = message.error()
+        for tp, run in grouped.items():  # not returned: consumed again after the error
+            self._consumer.seek(_native(tp, run[0].offset()))
+        if error.code() in (ck.KafkaError._BAD_MSG, ck.KafkaError._BAD_COMPRESSION):
+            tp = TopicPartition(message.topic(), message.partition())
+            raise UndecodableError(
+                f"{tp.topic}/{tp.partition} offset {message.offset()}: {error.str()}",
+                tp=tp,
+                offset=message.offset(),
+            )
+        raise _error(error, f"poll ({message.topic()}/{message.partition()})")
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+        if tps:
+            self._consumer.pause([_native(tp) for tp in tps])
+            self._paused.update(tps)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        tps = list(partitions)
+        if tps:
+            self._consumer.resume([_native(tp) for tp in tps])
+            self._paused.difference_update(tps)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._paused & self.assignment()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._sought[tp] = offset
+        if self._in_rebalance:
+            self._seeks[tp] = offset
+            return
+        ck = _ck()
+        try:
+            self._consumer.seek(_native(tp, offset))
+        except ck.KafkaException as error:
+            if error.args[0].code() != ck.KafkaError._STATE:
+                raise _error(error, f"seek {tp.topic}/{tp.partition}") from error
+            # Not fetching yet (just assigned): restart the partition's assignment at the offset.
+            self._consumer.incremental_unassign([_native(tp)])
+            self._consumer.incremental_assign([_native(tp, offset)])
+
+    def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        try:
+            return self._consumer.get_watermark_offsets(_native(tp), timeout=30, cached=False)
+        except _ck().KafkaException as error:
+            raise _error(error, f"offsets of {tp.topic}/{tp.partition}") from error
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.seek(tp, _ck().OFFSET_BEGINNING)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self.seek(tp, _ck().OFFSET_END)
+
+    def position(self, tp: TopicPartition) -> int:
+        ck = _ck()
+        sought = self._sought.get(tp)
+        if sought is not None:
+            if sought == ck.OFFSET_BEGINNING:
+                return self._watermarks(tp)[0]
+            return self._watermarks(tp)[1] if sought == ck.OFFSET_END else sought
+        offset = self._consumer.position([_native(tp)])[0].offset
+        if offset >= 0:
+            return offset
+        # Nothing fetched yet: where the first fetch starts (committed offset, else the reset policy).
+        committed = self.committed(tp)
+        if committed is not None:
+            return committed
+        low, high = self._watermarks(tp)
+        return low if self._reset in ("earliest", "smallest", "beginning") else high
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        try:
+            offset = self._consumer.committed([_native(tp)], timeout=30)[0].offset
+        except _ck().KafkaException as error:
+            raise _error(error, f"committed offset of {tp.topic}/{tp.partition}") from error
+        return offset if offset >= 0 else None
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._watermarks(tp)[0] for tp in partitions}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._watermarks(tp)[1] for tp in partitions}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        try:
+            high = self._consumer.get_watermark_offsets(_native(tp), cached=True)[1]
+        except _ck().KafkaException:
+            return None
+        return high if high >= 0 else None
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+        if not offsets:
+            return
+        native = [_native(tp, offset) for tp, offset in offsets.items()]
+        try:
+            if asynchronous:
+                self._consumer.commit(offsets=native, asynchronous=True)
+                return
+            results = self._consumer.commit(offsets=native, asynchronous=False)
+        except _ck().KafkaException as error:
+            raise _error(error, "commit") from error
+        for result in results or ():
+            if result.error is not None:
+                raise _error(result.error, f"commit {result.topic}/{result.partition}")
+
+    def group_metadata(self) -> Any:
+        return self._consumer.consumer_group_metadata()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+class ConfluentProducer(Producer):
+    """A librdkafka producer (``settings``: kafka-python names or librdkafka properties)."""
+
+    def __init__(self, **settings: Any) -> None:
+        ck = _ck()
+        config = librdkafka_config(settings)
+        config.update(
+            {"delivery.report.only.error": True, "on_delivery": self._failed, "error_cb": self._client_error}
+        )
+        self._errors: list[ClientError] = []
+        #: A fatal error of the producer (e.g. fenced): every later call raises it.
+        self._fatal: ClientError | None = None
+        self._producer = ck.Producer(config)
+        self._produce = self._producer.produce
+
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: a fatal error makes the producer unusable; others are retried."""
+        if error.fatal() and self._fatal is None:
+            self._fatal = _error(error, "producer")
+
+    def _check(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _failed(self, error: Any, message: Any) -> None:
+        if error is None:
+            return
+        try:
+            where = f"{message.topic()}[{message.partition()}]"
+        except SystemError as pending:
+            # A fatal error (e.g. fenced): confluent-kafka calls this with its KafkaException
+            # pending, to be raised by the poll() / flush() serving the callback.
+            raise pending.__cause__ or pending from None
+        self._errors.append(_error(error, f"delivery to {where}"))
+
+    def _serve(self, flush: float | None = None) -> int:
+        """librdkafka's ``flush(flush)`` (the records left), or one ``poll(0)`` if ``flush`` is None.
+
+        A fatal error raised by either becomes :attr:`_fatal`.
+        """
+        try:
+            if flush is None:
+                self._producer.poll(0)
+                return 0
+            return self._producer.flush(flush)
+        except _ck().KafkaException as error:
+            self._fatal = self._fatal or _error(error, "producer")
+            raise self._fatal from error
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> None:
+        part = -1 if partition is None else partition
+        try:
+            if headers:
+                self._produce(topic, value, key, part, headers=list(headers))
+            else:
+                self._produce(topic, value, key, part)
+        except BufferError:  # the local queue is full: serve deliveries until there is room
+            self._serve()
+            self.send(topic, value, key, partition, headers)
+        except _ck().KafkaException as error:
+            raise _error(error, f"send to {topic}") from error
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+    ) -> None:
+        produce = self._produce
+        part = -1 if partition is None else partition
+        keys = keys if keys is not None else [None] * len(values)
+        for i, (value, key) in enumerate(zip(values, keys)):
+            try:
+                produce(topic, value, key, part)
+            except BufferError:
+                self._serve()
+                self.send_many(topic, values[i:], keys[i:], partition)
+                return
+        self._serve()
+
+    def flush(self, timeout: float | None = None) -> None:
+        left = self._serve(_seconds(timeout))
+        self._check()
+        if left:
+            raise ClientError(
+                f"flush: {left} record(s) not delivered within {timeout}s",
+                name="_TIMED_OUT",
+                retriable=True,
+                timeout=True,
+            )
+
+    def take_errors(self) -> list[ClientError]:
+        errors, self._errors = self._errors, []
+        return errors
+
+    def _transaction(self, what: str, call: Any, *args: Any) -> None:
+        self._check()
+        try:
+            call(*args)
+        except _ck().KafkaException as error:
+            raise _error(error, what) from error
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._transaction("init_transactions", self._producer.init_transactions, _seconds(timeout))
+
+    def begin_transaction(self) -> None:
+        self._transaction("begin_transaction", self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        native = [_native(tp, offset) for tp, offset in offsets.items()]
+        self._transaction(
+            "send_offsets_to_transaction",
+            self._producer.send_offsets_to_transaction,
+            native,
+            group_metadata,
+            _seconds(timeout),
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._transaction("commit_transaction", self._producer.commit_transaction, _seconds(timeout))
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._transaction("abort_transaction", self._producer.abort_transaction, _seconds(timeout))
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._fatal is not None:
+            return  # nothing can be sent or aborted any more
+        if self._serve(_seconds(timeout)) == 0:  # else librdkafka drops the rest when collected
+            self._producer.close()
+
+
+class ConfluentAdmin(Admin):
+    """A librdkafka ``AdminClient`` (``settings``: kafka-python names or librdkafka properties)."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._admin = _ck_admin().AdminClient(librdkafka_config(settings))
+
+    def _metadata(self) -> dict[str, Any]:
+        try:
+            return self._admin.list_topics(timeout=30).topics
+        except _ck().KafkaException as error:
+            raise _error(error, "cluster metadata") from error
+
+    def create_topics(self, topics: Mapping[str, TopicSpec]) -> dict[str, ClientError | None]:
+        admin = _ck_admin()
+        new = [
+            admin.NewTopic(name, spec.partitions, spec.replication_factor, config=dict(spec.configs or {}))
+            for name, spec in topics.items()
+        ]
+        result: dict[str, ClientError | None] = {}
+        for name, future in self._admin.create_topics(new).items():
+            try:
+                future.result()
+                result[name] = None
+            except _ck().KafkaException as error:
+                result[name] = _error(error, f"create topic {name!r}")
+        created = [name for name, error in result.items() if error is None]
+        while created:  # until every new partition has a leader
+            metadata = self._metadata()
+            if all(
+                name in metadata
+                and metadata[name].error is None
+                and len(metadata[name].partitions) == topics[name].partitions
+                and all(p.leader >= 0 for p in metadata[name].partitions.values())
+                for name in created
+            ):
+                break
+            time.sleep(0.05)
+        return result
+
+    def partitions(self, topics: Iterable[str]) -> dict[str, int]:
+        names = list(topics)
+        metadata = self._metadata()
+        missing = [name for name in names if name not in metadata or metadata[name].error is not None]
+        if missing:
+            raise ClientError(
+                f"topic(s) {', '.join(missing)} do not exist", name="UNKNOWN_TOPIC_OR_PARTITION"
+            )
+        return {name: len(metadata[name].partitions) for name in names}
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        admin = _ck_admin()
+        resource = admin.ConfigResource(admin.ResourceType.TOPIC, topic)
+        try:
+            entries = self._admin.describe_configs([resource])[resource].result()
+        except _ck().KafkaException as error:
+            raise _error(error, f"configuration of topic {topic!r}") from error
+        return {name: entry.value for name, entry in entries.items()}
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        for future in self._admin.delete_topics(list(topics)).values():
+            future.result()
+
+    def close(self) -> None:
+        """Nothing to release: librdkafka closes the admin client's connections when it is collected."""

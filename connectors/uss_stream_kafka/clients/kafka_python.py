@@ -1,0 +1,378 @@
+"""The seam on kafka-python (pure Python; the default client).
+
+A thin layer: kafka-python already speaks in the seam's terms (offsets of the next record, rebalance
+listeners called inside ``poll``); this module converts partitions and errors and keeps, per
+producer, the list of failed deliveries (one errback per record: kafka-python makes a future for
+every record anyway).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from uss_stream._extras import require
+
+from .base import (
+    Admin,
+    ClientError,
+    Consumer,
+    Producer,
+    RebalanceCallback,
+    Record,
+    Records,
+    TopicPartition,
+    TopicSpec,
+    UndecodableError,
+)
+
+__all__ = ["KafkaPythonAdmin", "KafkaPythonConsumer", "KafkaPythonProducer"]
+
+#: kafka-python errors after which the client cannot go on (no abort, no retry helps).
+_FATAL = ("ProducerFencedError", "InvalidProducerEpochError", "UnsupportedVersionError")
+
+
+def _kafka() -> Any:
+    return require("kafka", purpose="the kafka-python client")
+
+
+def _error(error: BaseException, what: str, transactional: bool = False) -> ClientError:
+    """``error`` of kafka-python as a :class:`ClientError` (``what``: the operation that failed)."""
+    errors = _kafka().errors
+    broker = isinstance(error, errors.BrokerResponseError)
+    name = getattr(error, "message", "") if broker else ""
+    fatal = type(error).__name__ in _FATAL or isinstance(error, errors.AuthorizationError)
+    timeout = isinstance(error, errors.KafkaTimeoutError)
+    return ClientError(
+        f"{what}: {error!r}",
+        name=name or ("_TIMED_OUT" if timeout else type(error).__name__),
+        code=getattr(error, "errno", None) if broker else None,
+        retriable=bool(getattr(error, "retriable", False)) or timeout,
+        abortable=transactional and not fatal,
+        fatal=fatal,
+        timeout=timeout,
+    )
+
+
+def _create(kind: str, settings: dict[str, Any]) -> Any:
+    """A kafka-python ``kind`` client; failing to reach the brokers is a retriable :class:`ClientError`."""
+    kafka = _kafka()
+    try:
+        return getattr(kafka, kind)(**settings)
+    except kafka.errors.KafkaError as error:
+        raise _error(error, f"creating a {kind}") from error
+
+
+def _native(tp: TopicPartition) -> Any:
+    return _kafka().TopicPartition(tp.topic, tp.partition)
+
+
+class KafkaPythonRecords(Records):
+    """A partition's ``ConsumerRecord`` list, seen as columns."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, tp: TopicPartition, records: list[Any]) -> None:
+        super().__init__(tp)
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __getitem__(self, index: slice) -> KafkaPythonRecords:
+        return KafkaPythonRecords(self.tp, self._records[index])
+
+    @property
+    def values(self) -> list[bytes | None]:
+        return [record.value for record in self._records]
+
+    @property
+    def keys(self) -> list[bytes | None]:
+        return [record.key for record in self._records]
+
+    @property
+    def offsets(self) -> list[int]:
+        return [record.offset for record in self._records]
+
+    @property
+    def next_offset(self) -> int:
+        return self._records[-1].offset + 1
+
+    def record(self, index: int) -> Record:
+        r = self._records[index]
+        return Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, tuple(r.headers or ()))
+
+
+class KafkaPythonConsumer(Consumer):
+    """A ``KafkaConsumer`` (``settings``: its keyword arguments; auto-commit is off)."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._consumer = _create("KafkaConsumer", {**settings, "enable_auto_commit": False})
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        kafka = _kafka()
+
+        def call(callback: RebalanceCallback | None, partitions: Iterable[Any]) -> None:
+            if callback is not None:
+                callback([TopicPartition(tp.topic, tp.partition) for tp in partitions])
+
+        class Listener(kafka.ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                call(on_revoke, revoked)
+
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                call(on_assign, assigned)
+
+            def on_partitions_lost(self, lost: Any) -> None:
+                call(on_lost or on_revoke, lost)
+
+        self._consumer.subscribe(list(topics), listener=Listener())
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.assign([_native(tp) for tp in partitions])
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
+    def poll(self, timeout: float, max_records: int | None = None) -> dict[TopicPartition, Records]:
+        try:
+            fetched = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
+        except Exception as error:
+            from ..undecodable import undecodable_batch
+
+            batch = undecodable_batch(error)
+            if batch is not None:
+                tp = TopicPartition(batch.tp.topic, batch.tp.partition)
+                raise UndecodableError(
+                    batch.describe(batch.base_offset), tp=tp, offset=batch.base_offset, batch=batch
+                ) from error
+            if isinstance(error, _kafka().errors.KafkaError):
+                raise _error(error, "poll") from error
+            raise
+        return {
+            TopicPartition(tp.topic, tp.partition): KafkaPythonRecords(TopicPartition(*tp), records)
+            for tp, records in fetched.items()
+            if records
+        }
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.pause(*map(_native, partitions))
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._consumer.resume(*map(_native, partitions))
+
+    def paused(self) -> set[TopicPartition]:
+        return {TopicPartition(tp.topic, tp.partition) for tp in self._consumer.paused()}
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self._consumer.seek(_native(tp), offset)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
+        native = [_native(tp) for tp in partitions]
+        if native:
+            self._consumer.seek_to_beginning(*native)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition]) -> None:
+        native = [_native(tp) for tp in partitions]
+        if native:
+            self._consumer.seek_to_end(*native)
+
+    def position(self, tp: TopicPartition) -> int:
+        return self._consumer.position(_native(tp))
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        return self._consumer.committed(_native(tp))
+
+    def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        found = self._consumer.beginning_offsets([_native(tp) for tp in partitions])
+        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        found = self._consumer.end_offsets([_native(tp) for tp in partitions])
+        return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        return self._consumer.highwater(_native(tp))
+
+    def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
+        structs = _kafka().structs
+        native = {_native(tp): structs.OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
+        try:
+            if asynchronous:
+                self._consumer.commit_async(native)
+            else:
+                self._consumer.commit(native)
+        except _kafka().errors.KafkaError as error:
+            raise _error(error, "commit") from error
+
+    def group_metadata(self) -> Any:
+        return self._consumer.group_metadata()
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+class KafkaPythonProducer(Producer):
+    """A ``KafkaProducer`` (``settings``: its keyword arguments)."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._producer = _create("KafkaProducer", settings)
+        self._errors: list[ClientError] = []
+        self._transactional = settings.get("transactional_id") is not None
+        self._errbacks: dict[tuple[str, int | None], Any] = {}
+        #: A delivery failed as fenced: kafka-python then tries to bump its epoch and fails its
+        #: next transactional calls with a generic error, which is reported as fenced too.
+        self._fenced = False
+
+    def _failed(self, topic: str, partition: int | None) -> Any:
+        """The errback of the records sent to ``topic`` / ``partition`` (one per destination)."""
+        errback = self._errbacks.get((topic, partition))
+        if errback is None:
+
+            def errback(error: BaseException) -> None:
+                failure = _error(error, f"delivery to {topic}[{partition}]")
+                failure.__cause__ = error
+                self._fenced = self._fenced or failure.fenced
+                self._errors.append(failure)
+
+            self._errbacks[topic, partition] = errback
+        return errback
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes]] | None = None,
+    ) -> None:
+        try:
+            future = self._producer.send(
+                topic, value, key=key, partition=partition, headers=list(headers) if headers else None
+            )
+        except _kafka().errors.KafkaError as error:
+            raise _error(error, f"send to {topic}", self._transactional) from error
+        future.add_errback(self._failed(topic, partition))
+
+    def send_many(
+        self,
+        topic: str,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None = None,
+        partition: int | None = None,
+    ) -> None:
+        send = self._producer.send
+        errback = self._failed(topic, partition)
+        try:
+            for value, key in zip(values, keys if keys is not None else [None] * len(values)):
+                send(topic, value, key=key, partition=partition).add_errback(errback)
+        except _kafka().errors.KafkaError as error:
+            raise _error(error, f"send to {topic}", self._transactional) from error
+
+    def flush(self, timeout: float | None = None) -> None:
+        try:
+            self._producer.flush(timeout)
+        except _kafka().errors.KafkaError as error:
+            raise _error(error, "flush", self._transactional) from error
+
+    def take_errors(self) -> list[ClientError]:
+        errors, self._errors = self._errors, []
+        return errors
+
+    def _transaction(self, what: str, call: Any, *args: Any) -> None:
+        try:
+            call(*args)
+        except _kafka().errors.KafkaError as error:
+            failure = _error(error, what, transactional=True)
+            if self._fenced or failure.fenced:
+                failure.fenced, failure.fatal, failure.abortable = True, True, False
+            raise failure from error
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        self._transaction("init_transactions", self._producer.init_transactions)
+
+    def begin_transaction(self) -> None:
+        self._transaction("begin_transaction", self._producer.begin_transaction)
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, int], group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        structs = _kafka().structs
+        native = {_native(tp): structs.OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
+        self._transaction(
+            "send_offsets_to_transaction", self._producer.send_offsets_to_transaction, native, group_metadata
+        )
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._transaction("commit_transaction", self._producer.commit_transaction)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._transaction("abort_transaction", self._producer.abort_transaction)
+
+    def close(self, timeout: float | None = None) -> None:
+        self._producer.close(timeout=timeout)
+
+
+class KafkaPythonAdmin(Admin):
+    """A ``KafkaAdminClient`` (``settings``: its keyword arguments)."""
+
+    def __init__(self, **settings: Any) -> None:
+        self._admin = _create("KafkaAdminClient", settings)
+
+    def create_topics(self, topics: Mapping[str, TopicSpec]) -> dict[str, ClientError | None]:
+        specs = {
+            name: {
+                "num_partitions": spec.partitions,
+                "replication_factor": spec.replication_factor,
+                "configs": dict(spec.configs or {}),
+            }
+            for name, spec in topics.items()
+        }
+        response = self._admin.create_topics(specs, raise_errors=False, wait_for_metadata=True)
+        errors = _kafka().errors
+        result: dict[str, ClientError | None] = {}
+        for entry in response["topics"]:
+            name, code = entry["name"], entry["error_code"]
+            if code == 0:
+                result[name] = None
+                continue
+            error = errors.for_code(code)
+            result[name] = ClientError(
+                f"create topic {name!r}: {entry.get('error_message') or error.description}",
+                name=error.message,
+                code=code,
+                retriable=error.retriable,
+            )
+        return result
+
+    def partitions(self, topics: Iterable[str]) -> dict[str, int]:
+        names = list(topics)
+        counts = {
+            entry["name"]: len(entry["partitions"])
+            for entry in self._admin.describe_topics(names)
+            if entry.get("error_code", 0) == 0 and entry.get("partitions")
+        }
+        missing = [name for name in names if name not in counts]
+        if missing:
+            raise ClientError(
+                f"topic(s) {', '.join(missing)} do not exist", name="UNKNOWN_TOPIC_OR_PARTITION"
+            )
+        return counts
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        admin = _kafka().admin
+        resource = admin.ConfigResource(admin.ConfigResourceType.TOPIC, topic)
+        described = self._admin.describe_configs([resource], config_filter="all")
+        return {name: entry["value"] for name, entry in described.get("topic", {}).get(topic, {}).items()}
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        self._admin.delete_topics(list(topics))
+
+    def close(self) -> None:
+        self._admin.close()
