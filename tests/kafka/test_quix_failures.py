@@ -2,6 +2,8 @@
 
 * #1114: the committed input offset was deleted by retention: resume by the reset policy and say
   what was skipped;
+* #1146: a rebalance landing in the middle of a restore: never restored into a revoked partition,
+  one decision per event;
 * a state record that is corrupt and oversized (skipped, the previous checkpoint used) or of a newer
   format version (refused, not silently rolled back).
 """
@@ -12,7 +14,17 @@ import json
 import uuid
 
 import pytest
-from conftest import COSTS, Running, new_app, produce, read_all, run_app, stream
+from conftest import (
+    COSTS,
+    Running,
+    checkpoints_of,
+    committed_offsets,
+    new_app,
+    produce,
+    read_all,
+    run_app,
+    stream,
+)
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
@@ -170,3 +182,138 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
     assert summary.restored == [f"{topics.input}/0: checkpoint @2000, committed @2000, start @2000"]
     decisions = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     assert [json.loads(r.value)["depth"] for r in decisions] == USSUCB(COSTS).run(outputs).tolist()
+
+
+REBALANCE_PARTITIONS = 4
+REBALANCE_PER_PARTITION = 300
+
+
+def group_state(admin, group: str) -> str:
+    """The broker's state of ``group`` (``Stable``, ``PreparingRebalance``, ...)."""
+    return str(admin.describe_groups([group])[group]["group_state"])
+
+
+def wait(condition, what: str, services: list[Running], timeout: float = 120.0) -> None:
+    """Wait for ``condition()``; fail if a service stopped or ``timeout`` passed."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for service in services:
+            assert service.alive(), f"a service stopped early: {service.error!r}"
+        assert time.monotonic() < deadline, f"{what} not reached in {timeout}s"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("revoked_inside", [False, True], ids=["rebalance-at-next-poll", "revoked-inside"])
+def test_a_rebalance_landing_during_a_restore_keeps_one_decision_per_event(
+    bootstrap_servers, make_topics, admin, monkeypatch, caplog, revoked_inside
+):
+    """Quix Streams #1146: a second service joins while the first is in the middle of its restore.
+
+    Service A (4 partitions, checkpoints and commits at half of each) is held inside its restore,
+    before partition 2's seek (partitions 0 and 1 already restored and resumed), until the broker
+    says B's join started a rebalance. The range assignor then gives A partitions 0 and 1 and B 2
+    and 3 (static members sorted: ``a-`` before ``b-``) whenever both are members.
+
+    * ``rebalance-at-next-poll``: as the service runs. kafka-python calls the rebalance listener only
+      inside ``poll()``, so A finishes its restore of all four, then revokes them at its next poll
+      and restores 0 and 1 again;
+    * ``revoked-inside``: the window a client whose listener runs concurrently would open: the held
+      restore drives A's group protocol (the real listener, the real broker) until A's listener has
+      recorded the revocation and the new assignment. The restore must stop at partition 2 (now
+      B's: never restored, sought or resumed by A) and restore again what A now holds.
+
+    Either way every event is decided exactly once, with the depth of an uninterrupted run of its
+    partition, and the final learners are those of uninterrupted runs.
+    """
+    import threading
+    import time
+
+    from kafka import TopicPartition
+
+    from uss_stream_kafka.recovery import Recovery
+
+    topics = make_topics(partitions=REBALANCE_PARTITIONS)
+    streams = {
+        p: stream(REBALANCE_PER_PARTITION, seed=p, start=100_000 * p) for p in range(REBALANCE_PARTITIONS)
+    }
+    half = REBALANCE_PER_PARTITION // 2
+    for p, (values, _) in streams.items():
+        produce(bootstrap_servers, topics.input, values[:half], partition=p)
+    group = f"g-{uuid.uuid4().hex[:10]}"
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    for p, (values, _) in streams.items():
+        produce(bootstrap_servers, topics.input, values[half:], partition=p)
+
+    held, release = threading.Event(), threading.Event()
+    revocations: list[int] = []
+    restore_models = Recovery._restore_models
+
+    def hold_at_partition_2(recovery, learner, tp, checkpoint):
+        if tp.partition == 2 and not held.is_set():
+            revocations.append(recovery._revocations)
+            held.set()
+            assert release.wait(120), "the test never released the restore"
+            deadline = time.monotonic() + 120
+            while revoked_inside and (recovery._revocations == revocations[0] or recovery.rebalancing):
+                assert time.monotonic() < deadline, "no revocation and new assignment within 120s"
+                recovery.context.consumer._coordinator.poll(timeout_ms=100)
+            revocations.append(recovery._revocations)
+        return restore_models(recovery, learner, tp, checkpoint)
+
+    monkeypatch.setattr(Recovery, "_restore_models", hold_at_partition_2)
+    services: list[Running] = []
+    with caplog.at_level("WARNING", logger="uss_stream_kafka"):
+        for name in ("a", "b"):
+            app = new_app(bootstrap_servers, topics, group, group_instance_id=f"{name}-{group}")
+            services.append(Running(app, OutputsProcessor(COSTS)))
+            if name == "a":
+                wait(held.is_set, "service A's restore of partition 2", services)
+        wait(lambda: group_state(admin, group) == "PreparingRebalance", "service B's join", services)
+        release.set()
+
+        input_partitions = [TopicPartition(topics.input, p) for p in streams]
+
+        def owned(service: Running) -> set[int]:
+            with service.app._context.lock:  # the rebalance listener changes them
+                return {tp.partition for tp in service.app._partitions}
+
+        def settled() -> bool:
+            owned_now = [owned(service) for service in services]
+            committed = committed_offsets(admin, group, input_partitions)
+            return owned_now == [{0, 1}, {2, 3}] and set(committed.values()) == {REBALANCE_PER_PARTITION}
+
+        wait(settled, "2+2 partitions, every event committed", services)
+        for service in services:
+            service.app.stop()
+        first, second = (service.join() for service in services)
+
+    def restored(summary) -> list[int]:
+        """The input partitions a service restored, in order, each from its checkpoint."""
+        assert all(": checkpoint @" in line for line in summary.restored), summary.restored
+        return [int(line.split(":")[0].rsplit("/", 1)[1]) for line in summary.restored]
+
+    # The broker may add rebalances of its own (e.g. a leader's metadata refresh): any later
+    # restore of A (B) is of partitions 0 and 1 (2 and 3), the assignment whenever both are members.
+    a, b = restored(first), restored(second)
+    warned = "a rebalance revoked partitions during the restore" in caplog.text
+    if revoked_inside:
+        assert revocations[1] > revocations[0]
+        assert warned, "the interrupted restore did not say it restores again"
+        assert a[:2] == [0, 1] and set(a) == {0, 1}  # partition 2, B's meanwhile, never restored by A
+    else:
+        assert revocations[1] == revocations[0]
+        assert not warned
+        assert a[:4] == [0, 1, 2, 3] and set(a[4:]) == {0, 1}
+    assert set(b) == {2, 3}
+
+    records = read_all(bootstrap_servers, topics.output)
+    last = {c.partition: c.state for c in checkpoints_of(bootstrap_servers, topics.state)}
+    for p, (_, outputs) in streams.items():
+        decisions = [json.loads(r.value) for r in records if r.partition == p]
+        ids = [int(d["id"][1:]) - 100_000 * p for d in decisions]
+        assert ids == list(range(REBALANCE_PER_PARTITION)), f"partition {p}: not one decision per event"
+        reference = USSUCB(COSTS)
+        assert [d["depth"] for d in decisions] == reference.run(outputs).tolist(), f"partition {p}"
+        assert last[p] == reference.state_dict(), f"partition {p}: final learner"
