@@ -86,7 +86,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     _option(
         job,
         "--guarantee",
-        "USS_KAFKA_GUARANTEE",
         default="at-least-once",
         choices=("at-least-once", "exactly-once"),
         help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
