@@ -180,16 +180,24 @@ class Recovery:
         if not pending:
             return set()
         store = self.store
-        store.refresh()
-        starts = consumer.beginning_offsets(pending)
-        ends = consumer.end_offsets(pending)
+        try:
+            store.refresh()
+            starts = consumer.beginning_offsets(pending)
+            ends = consumer.end_offsets(pending)
+            committed = {tp: consumer.committed(tp) for tp in pending}
+        except unreachable_errors() as error:
+            # A broker restart right after the assignment: the partitions stay paused and pending,
+            # and the restore is tried again after the next poll.
+            with context.lock:
+                self.pending.update(pending)
+            log.warning("the brokers did not answer the restore of %s (%r): retrying", names(pending), error)
+            return set()
         restored = []
         for tp in pending:
             checkpoint = store.get(tp.topic, tp.partition)
-            committed = consumer.committed(tp)
             plan = plan_restore(
                 None if checkpoint is None else checkpoint.offset,
-                committed,
+                committed[tp],
                 starts[tp],
                 ends[tp],
                 self.auto_offset_reset,
@@ -364,3 +372,16 @@ class Recovery:
             self.labels_log.relearn(state.learner, labels_tp, until)
         state.labels_offset = until
         state.labels_checkpointed = min(state.labels_checkpointed, until)
+
+
+def unreachable_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a broker that does not answer (for now): worth retrying, never fatal.
+
+    >>> from kafka.errors import KafkaConnectionError
+    >>> issubclass(KafkaConnectionError, unreachable_errors())
+    True
+    """
+    from kafka import errors
+
+    names = ("KafkaConnectionError", "KafkaTimeoutError", "NoBrokersAvailable")  # the last: older clients
+    return (*(getattr(errors, name) for name in names if hasattr(errors, name)), TimeoutError)
