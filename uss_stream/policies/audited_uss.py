@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.confidence import kl_beats, kl_beats_many, portable_log, portable_log_many
+from uss_stream.policies.confidence import kl_beats_many, portable_log_many
 from uss_stream.policies.label_evidence import (
     LabelEvidence,
     delta_bounds,
@@ -153,26 +153,10 @@ class AuditedUSS(USSKLUCB):
         queried = self._stats.queried
         disagreements = self._stats.disagreements
         gap = self._gap
-        alpha = self.alpha
         labelled = self._evidence.labelled
         level = label_level(t)
         k = self.n_stages
-        log_horizon = None
-        levels: dict[int, float] = {}
-
-        def kl(i: int, j: int) -> bool:
-            nonlocal log_horizon
-            n = queried[j]
-            if not n > 0:
-                return False
-            x = levels.get(j)
-            if x is None:
-                if log_horizon is None:
-                    log_horizon = portable_log(self._horizon(t))
-                x = levels[j] = alpha * max(log_horizon - self._log_count(j, n), 0.0)
-            pair = j * (j - 1) // 2 + i
-            d = disagreements[i][j]
-            return kl_beats(d, n, gap[pair], x, lambda: self._divergence(pair, d, n))
+        kl = self._beats(t)
 
         def bounds(i: int, j: int) -> tuple[float, float] | None:
             pair = j * (j - 1) // 2 + i

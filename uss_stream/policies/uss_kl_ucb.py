@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -103,6 +103,13 @@ class USSKLUCB(Policy):
         return cached[1]
 
     def _decide(self, t: int) -> int:
+        return select_depth_by(self.n_stages, self._beats(t))
+
+    def _beats(self, t: int) -> Callable[[int, int], bool]:
+        """The test ``beats(i, j)`` of round ``t``: ``δ_ij > C_j - C_i`` holds even at the KL upper bound.
+
+        The levels and divergences it needs are computed once per stage and pair, when first asked.
+        """
         queried = self._stats.queried
         disagreements = self._stats.disagreements
         gap = self._gap
@@ -124,7 +131,7 @@ class USSKLUCB(Policy):
             d = disagreements[i][j]
             return kl_beats(d, n, gap[pair], x, lambda: self._divergence(pair, d, n))
 
-        return select_depth_by(self.n_stages, beats)
+        return beats
 
     def _divergence(self, pair: int, d: float, n: float) -> float:
         """``n·kl(d/n, g)`` of a pair, recomputed only when its counts changed."""
