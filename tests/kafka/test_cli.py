@@ -39,10 +39,13 @@ class Service:
     """``uss-stream kafka run`` in its own process; its log (stderr) is collected as it comes."""
 
     def __init__(self, bootstrap: str, topics: Topics, group: str, *extra: str) -> None:
+        # Outputs mode runs USS-UCB (what the tests assert); features mode takes its policy from the
+        # cascade factory and refuses --alpha.
+        policy = [] if "features" in extra else ["--alpha", "0.51"]
         command = [
             sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
             *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-            "--alpha", "0.51", "--metrics-port", "-1", *extra,
+            *policy, "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         PROCESSES.append(self.process)
