@@ -228,9 +228,11 @@ def end_offsets(bootstrap_servers: str, topic: str) -> dict[int, int]:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-    ends = consumer.end_offsets(partitions)
-    consumer.close()
+    try:  # closed even when the broker is down: a leaked client keeps retrying in this process
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        ends = consumer.end_offsets(partitions)
+    finally:
+        consumer.close()
     return {tp.partition: offset for tp, offset in ends.items()}
 
 
