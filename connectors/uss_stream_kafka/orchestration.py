@@ -41,7 +41,6 @@ from uss_stream_kafka.events import REASONS, InvalidEvent, json_scalar
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.processing import label_free_policy
 from uss_stream_kafka.progress import IdleGate
-from uss_stream_kafka.startup import wait_for_metadata
 from uss_stream_kafka.state_budget import StateBudget
 from uss_stream_kafka.topics import Topics, create_topics
 
@@ -474,7 +473,6 @@ class Orchestrator:
             }
         )
         try:
-            wait_for_metadata(self._consumer, [self.topics.requests, self.topics.reports])
             self._consumer.subscribe([self.topics.requests, self.topics.reports], listener=_Rebalance(self))
             self._loop()
             self._checkpoint()
