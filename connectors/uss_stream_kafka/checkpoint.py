@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -317,7 +316,7 @@ def _reset_after_retention(
 
 
 class CheckpointStore:
-    """Reads the state topic (kafka-python consumer, no group) and writes to it (the service's producer).
+    """Reads the state topic (a consumer without group) and writes to it (the service's producer).
 
     The reader keeps its position: each :meth:`refresh` reads only what was appended since, up to
     the end offsets at the time of the call, and keeps the last checkpoint per key.
@@ -327,24 +326,33 @@ class CheckpointStore:
     topic
         The state topic.
     consumer_kwargs
-        kafka-python ``KafkaConsumer`` settings (connection, security).
+        Consumer settings (connection, security), kafka-python names.
     timeout
         Seconds a refresh may take before it raises ``TimeoutError``.
+    library
+        The client library (see :data:`uss_stream_kafka.clients.CLIENTS`).
     """
 
-    def __init__(self, topic: str, consumer_kwargs: dict[str, Any], timeout: float = 60.0) -> None:
-        from kafka import KafkaConsumer, TopicPartition
+    def __init__(
+        self,
+        topic: str,
+        consumer_kwargs: dict[str, Any],
+        timeout: float = 60.0,
+        library: str = "kafka-python",
+    ) -> None:
+        from uss_stream_kafka import clients
 
         self.topic = topic
         self.timeout = timeout
-        self._consumer = KafkaConsumer(
+        self._consumer = clients.consumer(
+            library,
             **{
                 **consumer_kwargs,
                 "group_id": None,
                 "enable_auto_commit": False,
                 "auto_offset_reset": "earliest",
                 "allow_auto_create_topics": False,
-            }
+            },
         )
         partitions = self._consumer.partitions_for_topic(topic)
         if not partitions:
@@ -352,9 +360,9 @@ class CheckpointStore:
             raise ValueError(
                 f"state topic {topic!r} does not exist (create it: uss-stream kafka create-topics)"
             )
-        self._partitions = [TopicPartition(topic, p) for p in sorted(partitions)]
+        self._partitions = [clients.TopicPartition(topic, p) for p in sorted(partitions)]
         self._consumer.assign(self._partitions)
-        self._consumer.seek_to_beginning(*self._partitions)
+        self._consumer.seek_to_beginning(self._partitions)
         self._latest: dict[bytes, Checkpoint] = {}
         self._newer: dict[bytes, str] = {}  # keys whose last record has a newer format: why
 
@@ -368,30 +376,30 @@ class CheckpointStore:
                 raise TimeoutError(
                     f"could not read state topic {self.topic!r} to its end within {self.timeout}s"
                 )
-            for records in consumer.poll(timeout_ms=200, max_records=10_000).values():
+            for records in consumer.poll(0.2, max_records=10_000).values():
                 self._apply(records)
 
-    def _apply(self, records: Iterable[Any]) -> None:
-        for record in records:
-            if record.key is None:
-                log.warning(
-                    "ignoring a record without key at %s/%d@%d", self.topic, record.partition, record.offset
-                )
+    def _apply(self, records: Any) -> None:
+        """Keep the last checkpoint per key of ``records`` (the seam's ``Records`` of one partition)."""
+        partition = records.tp.partition
+        for key, value, offset in zip(records.keys, records.values, records.offsets):
+            if key is None:
+                log.warning("ignoring a record without key at %s/%d@%d", self.topic, partition, offset)
                 continue
-            self._newer.pop(record.key, None)
-            if record.value is None:
-                self._latest.pop(record.key, None)
+            self._newer.pop(key, None)
+            if value is None:
+                self._latest.pop(key, None)
                 continue
             try:
-                self._latest[record.key] = Checkpoint.from_record(record.key, record.value)
+                self._latest[key] = Checkpoint.from_record(key, value)
             except NewerFormatError as error:
-                self._newer[record.key] = str(error)
+                self._newer[key] = str(error)
             except ValueError as error:
                 log.warning(
                     "ignoring an invalid checkpoint at %s/%d@%d (the previous one for its key stays): %s",
                     self.topic,
-                    record.partition,
-                    record.offset,
+                    partition,
+                    offset,
                     error,
                 )
 

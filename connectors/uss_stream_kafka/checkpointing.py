@@ -27,7 +27,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from uss_stream_kafka import clients
 from uss_stream_kafka.checkpoint import Checkpoint
+from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext
 from uss_stream_kafka.exceptions import DeliveryError
@@ -40,6 +42,7 @@ __all__ = [
     "SERVICE_PRODUCER_SETTINGS",
     "CommitSchedule",
     "Committer",
+    "fatal_error",
     "transactional_id",
 ]
 
@@ -60,6 +63,24 @@ MAX_REPLACEMENTS = 3
 REPLACEMENT_WINDOW = 600.0
 #: Exactly-once: seconds a producer replacement waits for unreachable brokers (a broker restart).
 REACHABLE_TIMEOUT = 300.0
+
+#: Protocol error codes no retry, abort or new producer helps with: authorisation failures
+#: (topic, group, cluster, transactional id), a broker too old for transactions, SASL.
+FATAL_CODES = frozenset({29, 30, 31, 35, 53, 58})
+#: Offset commits refused because the group is rebalancing (or this member left it).
+REBALANCE_CODES = frozenset({22, 25, 27})
+REBALANCE_NAMES = frozenset({"CommitFailedError", "_ASSIGNMENT_LOST", "_STATE"})
+
+
+def fatal_error(error: BaseException) -> bool:
+    """Whether ``error`` ends the service: an authorisation or broker-version failure.
+
+    >>> fatal_error(ClientError("denied", name="TOPIC_AUTHORIZATION_FAILED", code=29, fatal=True))
+    True
+    >>> fatal_error(ClientError("fenced", code=90, fatal=True)), fatal_error(DeliveryError("late"))
+    (False, False)
+    """
+    return isinstance(error, ClientError) and error.code in FATAL_CODES
 
 
 def transactional_id(group_id: str, group_instance_id: str | None) -> str:
@@ -146,8 +167,11 @@ class Committer:
         The run's shared state: partitions, lock, summary, metrics, consumer.
     client
         Connection settings of the producer.
+    library
+        The client library (one of :data:`uss_stream_kafka.clients.CLIENTS`).
     producer_options
-        Extra kafka-python producer settings (not those of :data:`SERVICE_PRODUCER_SETTINGS`).
+        Extra producer settings (kafka-python names; librdkafka's dotted ones with ``confluent``),
+        not those of :data:`SERVICE_PRODUCER_SETTINGS`.
     exactly_once
         Transactions (``True``) or at-least-once commits.
     transactional_id
@@ -174,6 +198,7 @@ class Committer:
         exactly_once: bool,
         transactional_id: str | None,
         schedule: CommitSchedule,
+        library: str = "kafka-python",
     ) -> None:
         owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(producer_options))
         if owned:
@@ -187,17 +212,13 @@ class Committer:
         self.exactly_once = exactly_once
         self.transactional_id = transactional_id
         self.schedule = schedule
-        self.producer: Any = None
+        self.library = library
+        self.producer: clients.Producer | None = None
         # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
         self.in_transaction = False
         self.rewind_needed = False
         self._replaced_since_commit = False
         self._replacements: list[float] = []  # monotonic times of the producer replacements
-        # Send failures, appended by the producer's thread; checked at every flush. (Holding each
-        # send's future instead would keep a second's worth of them alive through several garbage
-        # collections, which costs more than the errback.)
-        self._delivery_errors: list[BaseException] = []
-        self.on_delivery_error = self._delivery_errors.append
 
     @property
     def flush_timeout(self) -> float | None:
@@ -210,12 +231,11 @@ class Committer:
         return float(self.producer_options.get("transaction_timeout_ms", 60_000)) / 2_000
 
     # -- the producer ----------------------------------------------------------------------------
-    def new_producer(self) -> Any:
+    def new_producer(self) -> clients.Producer:
         """The producer; in exactly-once mode it has fenced a previous incarnation (``init_transactions``)."""
-        from kafka import KafkaProducer
-
         transactional = {"transactional_id": self.transactional_id} if self.exactly_once else {}
-        producer = KafkaProducer(
+        producer = clients.producer(
+            self.library,
             **{
                 **self.client.kafka_kwargs("producer"),
                 **PRODUCER_DEFAULTS,
@@ -223,15 +243,21 @@ class Committer:
                 "acks": "all",
                 "enable_idempotence": True,
                 **transactional,
-            }
+            },
         )
-        # Send failures of this producer only: a replaced producer's late failures go elsewhere.
-        self._delivery_errors = []
-        self.on_delivery_error = self._delivery_errors.append
         if self.exactly_once:
             # Fences a previous incarnation and aborts its open transaction before anything is read.
-            producer.init_transactions()
+            try:
+                producer.init_transactions(self._call_timeout)
+            except BaseException:
+                producer.close(timeout=0)
+                raise
         return producer
+
+    @property
+    def _call_timeout(self) -> float:
+        """Seconds a transactional call may block (librdkafka's otherwise wait forever)."""
+        return self.flush_timeout or 30.0
 
     def start(self) -> None:
         """Create the producer (exactly-once: fence the previous incarnation of the instance)."""
@@ -273,14 +299,14 @@ class Committer:
         otherwise end the service; it retries for up to :data:`REACHABLE_TIMEOUT` seconds. A stop
         requested meanwhile, or the deadline, ends the wait with :class:`DeliveryError`.
         """
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
-
         stop = self.context.stop
         deadline = time.monotonic() + REACHABLE_TIMEOUT
         while True:
             try:
                 return self.new_producer()
-            except (KafkaTimeoutError, KafkaConnectionError) as error:
+            except ClientError as error:
+                if not (error.retriable or error.timeout):
+                    raise
                 if stop.is_set() or time.monotonic() >= deadline:
                     raise DeliveryError(
                         f"the brokers did not answer the new transactional producer: {error!r}"
@@ -346,9 +372,6 @@ class Committer:
 
     def commit_transaction(self) -> bool:
         """Checkpoint every changed learner, add the offsets and commit; ``False`` if aborted."""
-        from kafka import TopicPartition
-        from kafka.errors import AuthorizationError, KafkaError, UnsupportedVersionError
-
         context = self.context
         states = list(context.partitions.values())
         offsets = self.offsets(states + list(context.labels.values()))
@@ -359,17 +382,19 @@ class Committer:
             self.flush()
             written = self.write_checkpoints(states)
             if offsets:
-                self.producer.send_offsets_to_transaction(offsets, context.consumer.group_metadata())
-            self.producer.commit_transaction()
-        except (KafkaError, DeliveryError) as error:
-            if isinstance(error, (AuthorizationError, UnsupportedVersionError)):
+                self.producer.send_offsets_to_transaction(
+                    offsets, context.consumer.group_metadata(), self._call_timeout
+                )
+            self.producer.commit_transaction(self._call_timeout)
+        except (ClientError, DeliveryError) as error:
+            if fatal_error(error):
                 raise
             self.abort(error)
             return False
         self.in_transaction = False
         self._replaced_since_commit = False
         for checkpoint in written:
-            state = context.partitions[TopicPartition(checkpoint.topic, checkpoint.partition)]
+            state = context.partitions[clients.TopicPartition(checkpoint.topic, checkpoint.partition)]
             state.base = (checkpoint.offset, checkpoint.state)
             if checkpoint.labels_offset is not None:
                 state.labels_base = checkpoint.labels_offset
@@ -382,16 +407,14 @@ class Committer:
         A producer that cannot abort (fenced because the broker timed the transaction out, or
         stuck on a flush) is replaced, see :meth:`replace_producer`.
         """
-        from kafka.errors import KafkaError, KafkaTimeoutError
-
         log.warning("transaction aborted (%r): restoring the last committed state", error)
-        self._delivery_errors.clear()
-        if isinstance(error, KafkaTimeoutError) or _is_fenced(error):
+        self.producer.take_errors()
+        if isinstance(error, ClientError) and (error.timeout or error.fenced or error.fatal):
             self.replace_producer(error)
         else:
             try:
-                self.producer.abort_transaction()
-            except KafkaError as abort_error:
+                self.producer.abort_transaction(self._call_timeout)
+            except ClientError as abort_error:
                 self.replace_producer(abort_error)
         self.in_transaction = False
         self.rewind_needed = True
@@ -402,11 +425,11 @@ class Committer:
         """Wait for every record sent so far; raise :class:`DeliveryError` if any was not delivered.
 
         In exactly-once mode the wait is bounded (:attr:`flush_timeout`): a transaction that cannot
-        be flushed in time is given up (kafka-python raises ``KafkaTimeoutError``).
+        be flushed in time is given up (a :class:`ClientError` with ``timeout``).
         """
         self.producer.flush(self.flush_timeout)
-        if self._delivery_errors:
-            errors = self._delivery_errors
+        errors = self.producer.take_errors()
+        if errors:
             raise DeliveryError(
                 f"{len(errors)} decision/dead-letter record(s) were not delivered "
                 f"(first error: {errors[0]!r}); offsets are not committed"
@@ -427,7 +450,6 @@ class Committer:
             self.begin()
             written_at = time.time()
             description = context.processor.describe()
-            futures = []
             for state in changed:
                 checkpoint = Checkpoint(
                     topic=state.tp.topic,
@@ -440,13 +462,11 @@ class Committer:
                     labels_offset=None if state.labels_offset < 0 else state.labels_offset,
                 )
                 written.append(checkpoint)
-                futures.append(
-                    self.producer.send(context.topics.state, checkpoint.to_bytes(), key=checkpoint.key)
-                )
+                self.producer.send(context.topics.state, checkpoint.to_bytes(), key=checkpoint.key)
             self.producer.flush(self.flush_timeout)
-            failed = [future for future in futures if not future.succeeded()]
+            failed = self.producer.take_errors()
             if failed:
-                raise DeliveryError(f"checkpoint not written: {failed[0].exception!r}")
+                raise DeliveryError(f"checkpoint (or a record before it) not written: {failed[0]!r}")
             for state in changed:
                 state.checkpointed = state.next_offset
                 state.labels_checkpointed = state.labels_offset
@@ -456,40 +476,21 @@ class Committer:
         return written
 
     @staticmethod
-    def offsets(states: Iterable[PartitionState | LabelsPartitionState]) -> dict[Any, Any]:
+    def offsets(states: Iterable[PartitionState | LabelsPartitionState]) -> dict[Any, int]:
         """The offsets to commit: those of ``states`` past their last commit."""
-        from kafka.structs import OffsetAndMetadata
+        return {state.tp: state.next_offset for state in states if state.next_offset > state.committed}
 
-        return {
-            state.tp: OffsetAndMetadata(state.next_offset, "", -1)
-            for state in states
-            if state.next_offset > state.committed
-        }
-
-    def _commit(self, offsets: dict[Any, Any]) -> None:
-        from kafka.errors import (
-            CommitFailedError,
-            IllegalGenerationError,
-            KafkaError,
-            RebalanceInProgressError,
-            UnknownMemberIdError,
-        )
-
+    def _commit(self, offsets: dict[Any, int]) -> None:
         if not offsets:
             return
         try:
             self.context.consumer.commit(offsets)
-        except (
-            CommitFailedError,
-            RebalanceInProgressError,
-            IllegalGenerationError,
-            UnknownMemberIdError,
-        ) as error:
-            # The partitions are moving: the checkpoints written on revocation make the handover exact.
-            log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
-            return
-        except KafkaError as error:
-            if not error.retriable:
+        except ClientError as error:
+            if error.code in REBALANCE_CODES or error.name in REBALANCE_NAMES:
+                # The partitions are moving: the checkpoints written on revocation make the handover exact.
+                log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
+                return
+            if not (error.retriable or error.timeout):
                 raise
             # Broker or coordinator unreachable: the next commit point commits these offsets too.
             log.warning("offset commit deferred, the broker is unreachable (%r)", error)
@@ -503,7 +504,7 @@ class Committer:
         for tp, offset in offsets.items():
             state = context.partitions.get(tp) or context.labels.get(tp)
             if state is not None:
-                state.committed = offset.offset
+                state.committed = offset
         context.summary.commits += 1
         context.metrics.committed()
         self._update_lag(offsets)
@@ -515,11 +516,4 @@ class Committer:
                 continue
             end = context.consumer.highwater(tp)
             if end is not None:
-                context.metrics.lag.labels(partition=str(tp.partition)).set(max(0, end - offset.offset))
-
-
-def _is_fenced(error: BaseException) -> bool:
-    """Whether the producer was fenced: a newer epoch of its transactional id exists."""
-    from kafka.errors import InvalidProducerEpochError, ProducerFencedError
-
-    return isinstance(error, (ProducerFencedError, InvalidProducerEpochError))
+                context.metrics.lag.labels(partition=str(tp.partition)).set(max(0, end - offset))

@@ -475,6 +475,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         choices=COMPRESSIONS,
         help="compression of the produced records (decisions, dead letters, checkpoints)",
     )
+    _option(
+        delivery,
+        "--client",
+        default="kafka-python",
+        choices=("kafka-python", "confluent"),
+        help="Kafka client library (confluent: librdkafka, needs the extra uss-stream[confluent])",
+    )
     _add_consumer_options(parser, delivery)
     ops = parser.add_argument_group("metrics and health")
     _option(
@@ -552,6 +559,7 @@ def run(args: argparse.Namespace) -> int:
         producer_options={**_compression(args.compression), **merge_options(args.producer_option)},
         http_host=args.metrics_host,
         http_port=None if args.metrics_port < 0 else args.metrics_port,
+        client_library=args.client,
     )
 
     def _stop(signum: int, frame: Any) -> None:

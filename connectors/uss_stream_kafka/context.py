@@ -118,8 +118,3 @@ class RunContext:
 def names(tps: Iterable[Any]) -> str:
     """``"topic/partition, ..."`` of topic partitions, for the log."""
     return ", ".join(f"{tp.topic}/{tp.partition}" for tp in sorted(tps)) or "nothing"
-
-
-def offset_of(record: Any) -> int:
-    """A record's offset (the bisection key of a batch's records)."""
-    return record.offset

@@ -9,6 +9,10 @@
 - a record batch ``poll`` could not decode is dead-lettered whole and skipped
   (:meth:`~Dispatcher.skip_undecodable`).
 
+A batch is the client seam's :class:`~uss_stream_kafka.clients.Records` per partition: the learner
+decides a whole column of values at once, the decisions go out with one ``send_many``, and a full
+record is only built for a dead letter.
+
 No record is ever fed to a learner twice: records below a partition's next offset are dropped.
 Everything is sent through the :class:`~uss_stream_kafka.checkpointing.Committer`'s producer, in
 its open transaction in exactly-once mode.
@@ -23,10 +27,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from uss_stream_kafka.checkpointing import Committer
-from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext, offset_of
+from uss_stream_kafka.clients import Records, TopicPartition, UndecodableError
+from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import InvalidEvent
-from uss_stream_kafka.undecodable import undecodable_batch
 
 __all__ = ["Dispatcher"]
 
@@ -63,7 +67,7 @@ class Dispatcher:
         self._timings.clear()
         self._batch_depths = [0] * len(self._batch_depths)
 
-    def process(self, batch: Mapping[Any, list[Any]], skip: Iterable[Any] = ()) -> None:
+    def process(self, batch: Mapping[Any, Records], skip: Iterable[Any] = ()) -> None:
         """Handle ``batch`` (``poll``'s records by partition), except the partitions in ``skip``."""
         context = self.context
         summary = context.summary
@@ -92,122 +96,128 @@ class Dispatcher:
         summary.events += events
         self.committer.schedule.count(events)
 
-    def _decide(self, state: PartitionState, records: list[Any]) -> int:
+    def _decide(self, state: PartitionState, records: Records) -> int:
         """Decide (or replay, or reject) a partition's records; returns how many were consumed."""
-        if records[0].offset < state.next_offset:  # never feed the learner a record twice
-            records = records[bisect.bisect_left(records, state.next_offset, key=offset_of) :]
-            if not records:
-                return 0
+        records = _from(records, state.next_offset)  # never feed the learner a record twice
+        if records is None:
+            return 0
         consumed = len(records)
-        if state.replay_until > records[0].offset:
-            cut = bisect.bisect_left(records, state.replay_until, key=offset_of)
+        offsets = records.offsets
+        if state.replay_until > offsets[0]:
+            cut = bisect.bisect_left(offsets, state.replay_until)
             self._replay(state, records[:cut])
-            records = records[cut:]
-            if not records:
+            if cut == consumed:
                 return consumed
-        values = [record.value for record in records]
+            records = records[cut:]
+        values = records.values
         start = time.perf_counter_ns()
         payloads, depths, errors = state.learner.process_batch(values, self.max_input_bytes)
         self._timings.append((time.perf_counter_ns() - start, len(values)))
-        send = self.committer.producer.send
-        topic = self.context.topics.output
-        partition = state.out_partition
-        on_error = self.committer.on_delivery_error
+        keys = records.keys
         counts = self._batch_depths
-        for record, payload, depth in zip(records, payloads, depths):
-            if payload is not None:
-                counts[depth] += 1
-                send(topic, payload, key=record.key, partition=partition).add_errback(on_error)
+        if None in payloads:  # rejected (or not to be answered)
+            sent = [i for i, payload in enumerate(payloads) if payload is not None]
+            payloads = [payloads[i] for i in sent]
+            keys = [keys[i] for i in sent]
+            depths = [depths[i] for i in sent]
         if any(errors):
-            for record, error in zip(records, errors):
+            for i, error in enumerate(errors):
                 if error is not None:
-                    self._reject(state.dlq_partition, record, error.reason, error.detail)
-        state.next_offset = records[-1].offset + 1
+                    self._reject(state.dlq_partition, records, i, error.reason, error.detail)
+        for depth in depths:
+            counts[depth] += 1
+        self.committer.producer.send_many(self.context.topics.output, payloads, keys, state.out_partition)
+        state.next_offset = records.next_offset
         return consumed
 
-    def _replay(self, state: PartitionState, records: list[Any]) -> None:
+    def _replay(self, state: PartitionState, records: Records) -> None:
         """Feed records whose results were already delivered to the learner, producing nothing."""
-        state.learner.process_batch([record.value for record in records], self.max_input_bytes)
-        state.next_offset = records[-1].offset + 1
+        state.learner.process_batch(records.values, self.max_input_bytes)
+        state.next_offset = records.next_offset
         self.context.summary.replayed += len(records)
         self.context.metrics.replayed.inc(len(records))
 
-    def _learn(self, labels: LabelsPartitionState, records: list[Any]) -> None:
-        from kafka import TopicPartition
-
+    def _learn(self, labels: LabelsPartitionState, records: Records) -> None:
         context = self.context
         state = context.partitions.get(TopicPartition(context.topics.input, labels.tp.partition))
-        if records[0].offset < labels.next_offset:  # never feed the stages a label twice
-            records = records[bisect.bisect_left(records, labels.next_offset, key=offset_of) :]
-            if not records:
-                return
+        records = _from(records, labels.next_offset)  # never feed the stages a label twice
+        if records is None:
+            return
         limit = self.max_input_bytes
-        for record in records:
-            value = record.value
+        for i, value in enumerate(records.values):
             if state is None:
                 self._reject(
                     labels.dlq_partition,
-                    record,
+                    records,
+                    i,
                     "processing_error",
                     f"no learner for input partition {labels.tp.partition} in this instance",
                 )
             elif value is not None and len(value) > limit:
-                self._reject(
-                    labels.dlq_partition, record, "oversize", f"value has {len(value)} bytes, limit {limit}"
-                )
+                detail = f"value has {len(value)} bytes, limit {limit}"
+                self._reject(labels.dlq_partition, records, i, "oversize", detail)
             else:
                 try:
                     state.learner.learn(value)
                 except InvalidEvent as error:
-                    self._reject(labels.dlq_partition, record, error.reason, error.detail)
-        labels.next_offset = records[-1].offset + 1
+                    self._reject(labels.dlq_partition, records, i, error.reason, error.detail)
+        labels.next_offset = records.next_offset
         if state is not None:
             state.labels_offset = labels.next_offset
         context.summary.labels += len(records)
         context.metrics.labels.inc(len(records))
 
-    def _reject(self, dlq_partition: int, record: Any, reason: str, detail: str) -> None:
-        letter = DeadLetter.for_record(record, reason, detail)
-        key, value, headers = letter.to_record(self.max_input_bytes, self.dead_letter_bytes)
+    def _reject(self, dlq_partition: int, records: Records, index: int, reason: str, detail: str) -> None:
+        letter = DeadLetter.for_record(records.record(index), reason, detail)
+        self._send_dead_letter(letter, dlq_partition, self.dead_letter_bytes)
+
+    def _send_dead_letter(self, letter: DeadLetter, dlq_partition: int, limit: int | None) -> None:
+        key, value, headers = letter.to_record(self.max_input_bytes, limit)
         self.committer.producer.send(
-            self.context.topics.dead_letter, value, key=key, headers=headers, partition=dlq_partition
-        ).add_errback(self.committer.on_delivery_error)
-        self.context.summary.dead_letters[reason] += 1
-        self.context.metrics.dead_letter(reason)
+            self.context.topics.dead_letter, value, key=key, partition=dlq_partition, headers=headers
+        )
+        self.context.summary.dead_letters[letter.reason] += 1
+        self.context.metrics.dead_letter(letter.reason)
 
-    def skip_undecodable(self, error: Exception) -> None:
-        """Dead-letter a record batch ``poll()`` could not decode and seek past it; else re-raise.
+    def skip_undecodable(self, error: UndecodableError) -> None:
+        """Dead-letter a record batch ``poll()`` could not decode and seek past it.
 
-        Its records cannot be read, so the batch (raw bytes and offsets) is the dead letter; the
-        offsets move past it only with that record (in the same transaction in exactly-once mode).
+        Its records cannot be read, so the batch (raw bytes and offsets, when the client hands them
+        over; else the first record's offset) is the dead letter; the offsets move past it only with
+        that record (in the same transaction in exactly-once mode). Re-raises ``error`` for a
+        partition this instance does not process.
         """
         context = self.context
-        batch = undecodable_batch(error)
+        batch = error.batch
         with context.lock:
-            state = None
-            if batch is not None:
-                state = context.partitions.get(batch.tp) or context.labels.get(batch.tp)
+            state = context.partitions.get(error.tp) or context.labels.get(error.tp)
             if state is None:
                 raise error
-            first = max(batch.base_offset, state.next_offset, context.consumer.position(batch.tp) or 0)
+            first = max(error.offset, state.next_offset)
+            if batch is not None:  # kafka-python may have handed over the batch's first records
+                first = max(first, batch.base_offset, context.consumer.position(error.tp) or 0)
+            after = first + 1 if batch is None else batch.next_offset
             self.committer.begin()
-            detail = batch.describe(first)
-            log.error("%s/%d: %s; dead-lettered and skipped", batch.tp.topic, batch.tp.partition, detail)
+            detail = str(error) if batch is None else batch.describe(first)
+            log.error("%s/%d: %s; dead-lettered and skipped", error.tp.topic, error.tp.partition, detail)
             letter = DeadLetter(
                 reason="undecodable_batch",
                 error=detail,
-                topic=batch.tp.topic,
-                partition=batch.tp.partition,
+                topic=error.tp.topic,
+                partition=error.tp.partition,
                 offset=first,
                 timestamp=None,
                 key=None,
-                value=batch.raw,
+                value=None if batch is None else batch.raw,
             )
-            key, value, headers = letter.to_record(self.max_input_bytes)
-            self.committer.producer.send(
-                context.topics.dead_letter, value, key=key, headers=headers, partition=state.dlq_partition
-            ).add_errback(self.committer.on_delivery_error)
-            context.summary.dead_letters["undecodable_batch"] += 1
-            context.metrics.dead_letter("undecodable_batch")
-            state.next_offset = batch.next_offset
-            context.consumer.seek(batch.tp, batch.next_offset)
+            self._send_dead_letter(letter, state.dlq_partition, None)
+            state.next_offset = after
+            context.consumer.seek(error.tp, after)
+
+
+def _from(records: Records, offset: int) -> Records | None:
+    """The records at ``offset`` and after (``None`` if none)."""
+    offsets = records.offsets
+    if offsets[0] < offset:
+        records = records[bisect.bisect_left(offsets, offset) :]
+    return records if len(records) else None

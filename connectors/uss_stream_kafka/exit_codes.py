@@ -67,6 +67,14 @@ def exit_code(error: BaseException) -> int | None:
 
     from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
 
+    from uss_stream_kafka.clients import ClientError
+
+    if isinstance(error, ClientError):  # the client seam's: judge the library's own error
+        if isinstance(error.__cause__, Exception) and not isinstance(error.__cause__, ClientError):
+            return exit_code(error.__cause__)
+        if error.code in (29, 30, 31, 53, 58) or "AUTH" in error.name or "SSL" in error.name:
+            return EXIT_CODES["security"]
+        return EXIT_CODES["unreachable"] if error.retriable or error.timeout else None
     if isinstance(error, StartupInterrupted):
         return 128 + error.signum
     if isinstance(error, CheckpointError):

@@ -28,7 +28,7 @@ def record_limit(admin: Any, topic: str, producer_settings: Mapping[str, Any]) -
     """The largest record (key, value and headers) the service may send to ``topic``.
 
     ``min(producer max_request_size, topic max.message.bytes) - MARGIN``; the topic's setting is
-    read with ``admin`` (a ``KafkaAdminClient``, or ``None``), the broker default if it cannot be.
+    read with ``admin`` (the client seam's ``Admin``, or ``None``), the broker default if it cannot be.
     """
     producer = int(producer_settings.get("max_request_size", PRODUCER_DEFAULT_MAX_REQUEST_SIZE))
     return min(producer, topic_max_message_bytes(admin, topic)) - MARGIN
@@ -36,14 +36,9 @@ def record_limit(admin: Any, topic: str, producer_settings: Mapping[str, Any]) -
 
 def topic_max_message_bytes(admin: Any, topic: str) -> int:
     """The topic's ``max.message.bytes`` (the broker default if it cannot be read)."""
-    from kafka.admin import ConfigResource, ConfigResourceType
-
     if admin is not None:
         try:
-            described = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all"
-            )
-            return int(described["topic"][topic]["max.message.bytes"]["value"])
+            return int(admin.topic_config(topic)["max.message.bytes"])
         except Exception as error:  # e.g. DescribeConfigs not authorised: assume the default
             log.warning(
                 "could not read max.message.bytes of topic %r (%s): assuming the broker default %d",

@@ -17,9 +17,11 @@ managers):
 Features mode: a restored or rewound learner re-learns the retained labels log up to where its
 stage models had learned (:mod:`uss_stream_kafka.relearn`).
 
-The listener runs on kafka-python's IO thread while the main thread waits in ``poll()``,
-``commit()`` or ``close()``: it must not call blocking consumer methods, so it only flushes the
-producer, writes checkpoints, commits asynchronously and pauses; restores happen in the loop.
+The rebalance callbacks (:meth:`~Recovery.on_revoked`, :meth:`~Recovery.on_assigned`,
+:meth:`~Recovery.on_lost`, given to the client seam's ``subscribe``) run inside the consumer's
+``poll()`` or ``close()`` (kafka-python: on its IO thread): they must not call blocking consumer
+methods, so they only flush the producer, write checkpoints, commit asynchronously and pause;
+restores happen in the loop.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore
 from uss_stream_kafka.checkpointing import Committer
+from uss_stream_kafka.clients import ClientError, TopicPartition
 from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext, names
 from uss_stream_kafka.exceptions import CheckpointError
 from uss_stream_kafka.progress import IdleGate
@@ -93,23 +96,9 @@ class Recovery:
         self.rebalancing = False  # between a revocation and the next assignment
         self._revocations = 0  # revocations so far: a restore interrupted by one stops
 
-    def listener(self) -> Any:
-        """The kafka-python ``ConsumerRebalanceListener`` that calls this object."""
-        from kafka import ConsumerRebalanceListener
-
-        recovery = self
-
-        class _Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                recovery.on_revoked(revoked)
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                recovery.on_assigned(assigned)
-
-            def on_partitions_lost(self, lost: Any) -> None:
-                recovery.on_lost(lost)
-
-        return _Listener()
+    def callbacks(self) -> dict[str, Any]:
+        """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
+        return {"on_assign": self.on_assigned, "on_revoke": self.on_revoked, "on_lost": self.on_lost}
 
     # -- rebalances ------------------------------------------------------------------------------
     def on_revoked(self, revoked: Iterable[Any]) -> None:
@@ -130,7 +119,7 @@ class Recovery:
             if context.metrics is not None:
                 context.metrics.assigned.set(len(context.partitions))
         if offsets:
-            context.consumer.commit_async(offsets)
+            context.consumer.commit(offsets, asynchronous=True)
         if states:
             log.info("revoked %s", names(state.tp for state in states))
 
@@ -158,7 +147,7 @@ class Recovery:
                     context.labels[tp] = LabelsPartitionState(tp, dlq_partition=tp.partition % self.n_dlq)
         if assigned:
             # Nothing is fetched until the loop has restored the learners (and positioned the consumer).
-            context.consumer.pause(*assigned)
+            context.consumer.pause(assigned)
         context.last_activity = time.monotonic()
         self.assigned_once = True
         self.rebalancing = False
@@ -167,8 +156,6 @@ class Recovery:
     # -- restore ---------------------------------------------------------------------------------
     def restore_pending(self) -> set[Any]:
         """Restore the learners of newly assigned partitions; returns the partitions restored."""
-        from kafka import TopicPartition
-
         context = self.context
         consumer = context.consumer
         processor = context.processor
@@ -185,7 +172,9 @@ class Recovery:
             starts = consumer.beginning_offsets(pending)
             ends = consumer.end_offsets(pending)
             committed = {tp: consumer.committed(tp) for tp in pending}
-        except unreachable_errors() as error:
+        except (ClientError, TimeoutError) as error:
+            if not unreachable(error):
+                raise
             # A broker restart right after the assignment: the partitions stay paused and pending,
             # and the restore is tried again after the next poll.
             with context.lock:
@@ -228,7 +217,7 @@ class Recovery:
             try:
                 if seek is not None:
                     consumer.seek(tp, seek)
-            except ValueError:  # kafka-python: "Unassigned partition", revoked meanwhile
+            except (ValueError, ClientError):  # the partition was revoked meanwhile
                 revocations = -1
             state = PartitionState(
                 tp=tp,
@@ -260,7 +249,7 @@ class Recovery:
                 labels_tp = TopicPartition(topics.labels, tp.partition)
                 if labels_tp in context.labels:
                     to_resume.append(labels_tp)
-            consumer.resume(*to_resume)
+            consumer.resume(to_resume)
             restored.append(
                 f"{tp.topic}/{tp.partition}: "
                 + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
@@ -277,7 +266,7 @@ class Recovery:
                 and tp in consumer.paused()
             ]
         if orphans:
-            consumer.resume(*orphans)
+            consumer.resume(orphans)
         context.summary.restored.extend(restored)
         context.metrics.assigned.set(len(context.partitions))
         context.last_activity = time.monotonic()
@@ -294,8 +283,6 @@ class Recovery:
         the labels partition, which the consumer is then positioned at. Returns that offset (``-1``:
         nothing to re-learn, the consumer keeps its own position).
         """
-        from kafka import TopicPartition
-
         if self.labels_log is None:
             return -1
         context = self.context
@@ -328,8 +315,6 @@ class Recovery:
         From memory: right after a commit, the broker may not serve its offsets and checkpoints yet.
         Features mode: the stage models are rebuilt from the labels log up to the committed position.
         """
-        from kafka import TopicPartition
-
         context = self.context
         consumer = context.consumer
         with context.lock:
@@ -354,9 +339,9 @@ class Recovery:
                 if labels.committed >= 0:
                     consumer.seek(labels.tp, labels.committed)
                 elif self.auto_offset_reset == "earliest":
-                    consumer.seek_to_beginning(labels.tp)
+                    consumer.seek_to_beginning([labels.tp])
                 else:
-                    consumer.seek_to_end(labels.tp)
+                    consumer.seek_to_end([labels.tp])
                 labels.next_offset = -1
         context.last_activity = time.monotonic()
         log.info("rewound %s to the last committed transaction", names(context.partitions))
@@ -365,8 +350,6 @@ class Recovery:
 
     def _rebuild_models(self, state: PartitionState, until: int) -> None:
         """Re-learn the labels below ``until`` into ``state``'s (new) learner; ``-1``: none."""
-        from kafka import TopicPartition
-
         if until > 0:
             labels_tp = TopicPartition(self.context.topics.labels, state.tp.partition)
             self.labels_log.relearn(state.learner, labels_tp, until)
@@ -374,14 +357,14 @@ class Recovery:
         state.labels_checkpointed = min(state.labels_checkpointed, until)
 
 
-def unreachable_errors() -> tuple[type[BaseException], ...]:
-    """The errors of a broker that does not answer (for now): worth retrying, never fatal.
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is that of a broker that does not answer (for now): worth retrying, never fatal.
 
-    >>> from kafka.errors import KafkaConnectionError
-    >>> issubclass(KafkaConnectionError, unreachable_errors())
+    >>> unreachable(ClientError("offsets", name="_TIMED_OUT", retriable=True, timeout=True))
     True
+    >>> unreachable(TimeoutError("state topic")), unreachable(ClientError("denied", code=29))
+    (True, False)
     """
-    from kafka import errors
-
-    names = ("KafkaConnectionError", "KafkaTimeoutError", "NoBrokersAvailable")  # the last: older clients
-    return (*(getattr(errors, name) for name in names if hasattr(errors, name)), TimeoutError)
+    return isinstance(error, TimeoutError) or (
+        isinstance(error, ClientError) and (error.retriable or error.timeout)
+    )

@@ -76,19 +76,28 @@ def learn_values(learner: Any, values: Iterable[bytes | None], max_bytes: int) -
 
 
 class LabelsLog:
-    """Re-reads labels partitions from their start (kafka-python consumer, no group, ``read_committed``).
+    """Re-reads labels partitions from their start (a consumer without group, ``read_committed``).
 
     Parameters
     ----------
     consumer_kwargs
-        kafka-python ``KafkaConsumer`` settings (connection, security).
+        Consumer settings (connection, security), kafka-python names.
     max_bytes
         The service's ``max_input_bytes``: larger labels were dead-lettered, not learned.
     timeout
         Seconds without progress after which :meth:`relearn` raises ``TimeoutError``.
+    library
+        The client library (see :data:`uss_stream_kafka.clients.CLIENTS`).
     """
 
-    def __init__(self, consumer_kwargs: dict[str, Any], max_bytes: int, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        consumer_kwargs: dict[str, Any],
+        max_bytes: int,
+        timeout: float = 60.0,
+        library: str = "kafka-python",
+    ) -> None:
+        self.library = library
         self.consumer_kwargs = {**consumer_kwargs, "isolation_level": "read_committed"}
         self.max_bytes = max_bytes
         self.timeout = timeout
@@ -103,9 +112,10 @@ class LabelsLog:
         if until <= 0:
             return 0
         if self._consumer is None:
-            from kafka import KafkaConsumer
+            from uss_stream_kafka import clients
 
-            self._consumer = KafkaConsumer(
+            self._consumer = clients.consumer(
+                self.library,
                 **self.consumer_kwargs,
                 group_id=None,
                 enable_auto_commit=False,
@@ -136,10 +146,10 @@ class LabelsLog:
         progress, position = started, start
         learned = 0
         while position < until:
-            batch = consumer.poll(timeout_ms=200, max_records=10_000).get(tp, [])
-            learned += learn_values(
-                learner, [record.value for record in batch if record.offset < until], self.max_bytes
-            )
+            batch = consumer.poll(0.2, max_records=10_000).get(tp)
+            if batch is not None:
+                kept = [value for value, offset in zip(batch.values, batch.offsets) if offset < until]
+                learned += learn_values(learner, kept, self.max_bytes)
             if consumer.position(tp) > position:
                 progress, position = time.monotonic(), consumer.position(tp)
             elif time.monotonic() - progress > self.timeout:

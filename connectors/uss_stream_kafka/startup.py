@@ -6,9 +6,12 @@
 
 Examples
 --------
->>> class Admin:  # a stand-in answering describe_topics as kafka-python's admin client does
-...     def describe_topics(self, names):
-...         return [{"name": n, "error_code": 0, "partitions": [{}] * 2} for n in names if n != "nope"]
+>>> from uss_stream_kafka.clients import ClientError
+>>> class Admin:  # a stand-in answering as the client seam's Admin does
+...     def partitions(self, names):
+...         if "nope" in names:
+...             raise ClientError("topic(s) nope do not exist", name="UNKNOWN_TOPIC_OR_PARTITION")
+...         return {name: 2 for name in names}
 >>> partition_counts(Admin(), ["events", "decisions"])
 {'events': 2, 'decisions': 2}
 >>> partition_counts(Admin(), ["events", "nope"])
@@ -24,6 +27,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from uss_stream_kafka import clients
+from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.topics import Topics, check_state_topic
@@ -47,32 +52,33 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 
 
 def new_consumer(
-    client: ClientConfig, subscribe: list[str], listener: Any, settings: Mapping[str, Any]
-) -> Any:
-    """The service's consumer, subscribed to the topics ``subscribe`` with the rebalance ``listener``.
+    library: str,
+    client: ClientConfig,
+    subscribe: list[str],
+    callbacks: Mapping[str, Any],
+    settings: Mapping[str, Any],
+) -> clients.Consumer:
+    """The service's consumer (client ``library``) of the topics ``subscribe``, with rebalance ``callbacks``.
 
     ``settings`` (the group, ``consumer_options``, ...) override :data:`CONSUMER_DEFAULTS`; the
     offsets are committed by the service only, and the range assignor keeps partition ``p`` of the
     input and labels topics on the same member.
     """
-    from kafka import KafkaConsumer
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-
     consumer_settings = {
         **CONSUMER_DEFAULTS,
         **settings,
         "enable_auto_commit": False,
         "allow_auto_create_topics": False,
         # Range keeps partition p of the input and labels topics on the same member.
-        "partition_assignment_strategy": [RangePartitionAssignor()],
+        "partition_assignment_strategy": "range",
     }
-    consumer = KafkaConsumer(**{**client.kafka_kwargs("consumer"), **consumer_settings})
+    consumer = clients.consumer(library, **{**client.kafka_kwargs("consumer"), **consumer_settings})
     try:
         wait_for_metadata(consumer, subscribe)
     except BaseException:
         consumer.close()
         raise
-    consumer.subscribe(subscribe, listener=listener)
+    consumer.subscribe(subscribe, **callbacks)
     return consumer
 
 
@@ -140,19 +146,9 @@ def check_topics(
 
 def partition_counts(admin: Any, names: Iterable[str]) -> dict[str, int]:
     """The partition count of each topic in ``names``; a clear error names those that do not exist."""
-    names = list(names)
-    described = admin.describe_topics(names)
-    counts = {}
-    missing = []
-    for entry in described:
-        if entry.get("error_code", 0) != 0 or not entry.get("partitions"):
-            missing.append(entry.get("name"))
-        else:
-            counts[entry["name"]] = len(entry["partitions"])
-    missing += [name for name in names if name not in counts and name not in missing]
-    if missing:
-        raise ValueError(
-            f"topic(s) {', '.join(sorted(set(missing)))} do not exist; create them first "
-            "(uss-stream kafka create-topics ...)"
-        )
-    return counts
+    try:
+        return admin.partitions(list(names))
+    except ClientError as error:
+        if error.name != "UNKNOWN_TOPIC_OR_PARTITION":
+            raise
+        raise ValueError(f"{error}; create them first (uss-stream kafka create-topics ...)") from None

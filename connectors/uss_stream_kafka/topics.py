@@ -140,11 +140,18 @@ def create_topics(
 
 
 def check_state_topic(admin: Any, name: str) -> None:
-    """Raise ``ValueError`` unless topic ``name`` has ``cleanup.policy`` ``compact``."""
-    from kafka.admin import ConfigResource, ConfigResourceType
+    """Raise ``ValueError`` unless topic ``name`` has ``cleanup.policy`` ``compact``.
 
-    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)], config_filter="all")
-    policy = described.get("topic", {}).get(name, {}).get("cleanup.policy", {}).get("value", "")
+    ``admin``: the client seam's ``Admin`` (``topic_config``) or a kafka-python ``KafkaAdminClient``.
+    """
+    if hasattr(admin, "topic_config"):
+        policy = admin.topic_config(name).get("cleanup.policy", "")
+    else:
+        from kafka.admin import ConfigResource, ConfigResourceType
+
+        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        described = admin.describe_configs([resource], config_filter="all")
+        policy = described.get("topic", {}).get(name, {}).get("cleanup.policy", {}).get("value", "")
     if "compact" not in policy.split(","):
         raise ValueError(
             f"state topic {name!r} has cleanup.policy={policy!r}: checkpoints need a compacted topic "

@@ -252,8 +252,16 @@ class Consumer(ABC):
         """The records fetched within ``timeout`` seconds, per partition (``{}`` if none)."""
 
     @abstractmethod
+    def subscription(self) -> set[str]:
+        """The topics subscribed to (empty if none or manually assigned)."""
+
+    @abstractmethod
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        """The partitions of ``topic`` as the client's metadata knows them (empty if not known)."""
+
+    @abstractmethod
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        """Stop fetching ``partitions`` until :meth:`resume`."""
+        """Stop fetching ``partitions`` until :meth:`resume` (also from an ``on_assign`` callback)."""
 
     @abstractmethod
     def resume(self, partitions: Iterable[TopicPartition]) -> None:

@@ -223,6 +223,8 @@ class ConfluentConsumer(Consumer):
         self._paused: set[TopicPartition] = set()
         self._in_rebalance = False
         self._seeks: dict[TopicPartition, int] = {}
+        self._pauses: set[TopicPartition] = set()  # asked for by an on_assign callback
+        self._subscription: set[str] = set()
         #: Offsets sought and not yet passed by a poll (librdkafka's position() does not show them).
         self._sought: dict[TopicPartition, int] = {}
 
@@ -238,6 +240,7 @@ class ConfluentConsumer(Consumer):
                 tps = [TopicPartition(p.topic, p.partition) for p in partitions]
                 self._in_rebalance = assigning
                 self._seeks.clear()
+                self._pauses.clear()
                 try:
                     if callback is not None:
                         callback(tps)
@@ -252,6 +255,10 @@ class ConfluentConsumer(Consumer):
                         consumer.incremental_assign(native)
                     else:
                         consumer.assign(native)
+                    pauses, self._pauses = self._pauses, set()
+                    if pauses:  # likewise pauses: only an assigned partition can be paused
+                        consumer.pause([_native(tp) for tp in pauses])
+                        self._paused.update(pauses)
                 else:
                     if self._cooperative:
                         consumer.incremental_unassign([_native(tp) for tp in tps])
@@ -261,6 +268,7 @@ class ConfluentConsumer(Consumer):
 
             return called
 
+        self._subscription = set(topics)
         self._consumer.subscribe(
             list(topics),
             on_assign=wrap(on_assign, True),
@@ -329,11 +337,28 @@ class ConfluentConsumer(Consumer):
                 tp=tp,
                 offset=message.offset(),
             )
-        raise _error(error, f"poll ({message.topic()}/{message.partition()})")
+        failure = _error(error, f"poll ({message.topic()}/{message.partition()})")
+        # librdkafka recovers from every non-fatal consumer error by itself (a broker restart...).
+        failure.retriable = failure.retriable or not failure.fatal
+        raise failure
+
+    def subscription(self) -> set[str]:
+        return set(self._subscription)
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        try:
+            metadata = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+        except _ck().KafkaException:
+            return set()
+        if metadata is None or metadata.error is not None:
+            return set()
+        return set(metadata.partitions)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         tps = list(partitions)
-        if tps:
+        if tps and self._in_rebalance:
+            self._pauses.update(tps)
+        elif tps:
             self._consumer.pause([_native(tp) for tp in tps])
             self._paused.update(tps)
 

@@ -63,6 +63,22 @@ def _create(kind: str, settings: dict[str, Any]) -> Any:
         raise _error(error, f"creating a {kind}") from error
 
 
+def _assignors(names: str) -> list[Any]:
+    """kafka-python assignors for librdkafka's comma-separated names (``"range,roundrobin"``)."""
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    known = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}
+    known["sticky"] = StickyPartitionAssignor
+    try:
+        return [known[name.strip()]() for name in names.split(",")]
+    except KeyError as error:
+        raise ValueError(
+            f"partition_assignment_strategy: unknown assignor {error.args[0]!r}; one of {', '.join(known)}"
+        ) from None
+
+
 def _native(tp: TopicPartition) -> Any:
     return _kafka().TopicPartition(tp.topic, tp.partition)
 
@@ -107,6 +123,9 @@ class KafkaPythonConsumer(Consumer):
     """A ``KafkaConsumer`` (``settings``: its keyword arguments; auto-commit is off)."""
 
     def __init__(self, **settings: Any) -> None:
+        assignors = settings.get("partition_assignment_strategy")
+        if isinstance(assignors, str):  # librdkafka's spelling: "range", "roundrobin"...
+            settings["partition_assignment_strategy"] = _assignors(assignors)
         self._consumer = _create("KafkaConsumer", {**settings, "enable_auto_commit": False})
 
     def subscribe(
@@ -160,6 +179,12 @@ class KafkaPythonConsumer(Consumer):
             for tp, records in fetched.items()
             if records
         }
+
+    def subscription(self) -> set[str]:
+        return set(self._consumer.subscription() or ())
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return set(self._consumer.partitions_for_topic(topic) or ())
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         self._consumer.pause(*map(_native, partitions))
