@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from clients_param import kafka_client  # noqa: F401 (the client library under test: a fixture)
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import (

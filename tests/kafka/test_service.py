@@ -35,11 +35,13 @@ pytestmark = [
 ]
 
 
-def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_servers, make_topics):
+def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
-    app = new_app(bootstrap_servers, topics, http_port=0, http_host="127.0.0.1")
+    app = new_app(bootstrap_servers, topics, http_port=0, http_host="127.0.0.1", client_library=kafka_client)
     running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
     running.wait_for(lambda a: a.summary.events == 10_000)
     host, port = app.http_address
@@ -65,7 +67,9 @@ def test_every_event_gets_one_decision_with_the_depths_of_ussucb_run(bootstrap_s
     assert last.state == policy_after(outputs).state_dict()
 
 
-def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstrap_servers, make_topics):
+def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     valid, outputs = stream(200)
     malformed = [
@@ -86,7 +90,10 @@ def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstr
             bad_offsets[len(values)] = malformed[len(bad_offsets)]
             values.append(malformed[len(bad_offsets) - 1][0])
     produce(bootstrap_servers, topics.input, values)
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=512, client_library=kafka_client),
+        OutputsProcessor(COSTS),
+    )
 
     letters = [
         DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter, expected=8)
@@ -106,18 +113,23 @@ def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstr
     assert summary.events == len(values)
 
 
-def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers, make_topics):
+def test_a_stop_and_restart_continues_exactly_where_it_stopped(kafka_client, bootstrap_servers, make_topics):
     topics = make_topics()
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
     group = f"restart-{uuid.uuid4().hex[:8]}"
-    first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS))
+    first = Running(
+        new_app(bootstrap_servers, topics, group, max_poll_records=700, client_library=kafka_client),
+        OutputsProcessor(COSTS),
+    )
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
     stopped_at = first.join().events
     assert 5_000 <= stopped_at < 10_000
 
-    second = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    second = run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
     assert second.restored == [
         f"{topics.input}/0: checkpoint @{stopped_at}, committed @{stopped_at}, start @{stopped_at}"
     ]
@@ -129,7 +141,7 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers
 
 
 def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes(
-    bootstrap_servers, make_topics, admin
+    kafka_client, bootstrap_servers, make_topics, admin
 ):
     from kafka import TopicPartition
     from kafka.structs import OffsetAndMetadata
@@ -138,13 +150,15 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:4_000])
     group = f"ahead-{uuid.uuid4().hex[:8]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
     # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
     # committed offset lags behind.
     admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(1_000, "", -1)})
     produce(bootstrap_servers, topics.input, values[4_000:])
 
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
     assert summary.restored == [f"{topics.input}/0: checkpoint @4000, committed @1000, start @4000"]
     assert (summary.events, summary.replayed) == (2_000, 0)
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=6_000))
@@ -153,7 +167,7 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
 
 
 def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
-    bootstrap_servers, make_topics
+    kafka_client, bootstrap_servers, make_topics
 ):
     from kafka import KafkaProducer
 
@@ -161,11 +175,11 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     values, outputs = stream(10_000)
     group = f"behind-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.input, values[:3_000])
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
     (old,) = checkpoints_of(bootstrap_servers, topics.state)
     assert old.offset == 3_000
     produce(bootstrap_servers, topics.input, values[3_000:6_000])
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
     # As when checkpoints are rarer than commits: the last checkpoint (3000) lags the commit (6000).
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
     producer.send(topics.state, old.to_bytes(), key=old.key)
@@ -173,7 +187,9 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     producer.close()
     produce(bootstrap_servers, topics.input, values[6_000:])
 
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
     assert summary.restored == [
         f"{topics.input}/0: checkpoint @3000, committed @6000, start @3000, replay to @6000"
     ]
@@ -184,20 +200,28 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
 
 
-def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_topics):
+def test_a_state_topic_shared_by_two_groups_is_refused(kafka_client, bootstrap_servers, make_topics):
     from uss_stream_kafka import CheckpointError
 
     topics = make_topics()
     values, _ = stream(100)
     produce(bootstrap_servers, topics.input, values)
-    run_app(new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS))
+    run_app(
+        new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}", client_library=kafka_client),
+        OutputsProcessor(COSTS),
+    )
     with pytest.raises(CheckpointError, match="needs its own state topic"):
         run_app(
-            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS)
+            new_app(
+                bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}", client_library=kafka_client
+            ),
+            OutputsProcessor(COSTS),
         )
 
 
-def test_partitions_move_between_instances_with_their_learners(bootstrap_servers, make_topics, admin):
+def test_partitions_move_between_instances_with_their_learners(
+    kafka_client, bootstrap_servers, make_topics, admin
+):
     from kafka import TopicPartition
 
     topics = make_topics(partitions=2)
@@ -205,10 +229,14 @@ def test_partitions_move_between_instances_with_their_learners(bootstrap_servers
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
     group = f"moving-{uuid.uuid4().hex[:8]}"
-    first = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    first = Running(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
     first.wait_for(lambda a: a.summary.events == 3_000)
     # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
-    second = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    second = Running(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
     second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[1_500:], partition=p)
@@ -228,7 +256,9 @@ def test_partitions_move_between_instances_with_their_learners(bootstrap_servers
         assert depths == USSUCB(COSTS).run(outputs).tolist()
 
 
-def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bootstrap_servers, make_topics):
+def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics(labels=True)
     stream_phases = phases(4, labels=40, events=120, seed=3)
     expected = reference_decisions(stream_phases)
@@ -243,7 +273,9 @@ def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bo
         produce(bootstrap_servers, topics.input, phase.events)
         running.wait_for(lambda a: a.summary.events == events_before + len(phase.events))
 
-    first = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    first = Running(
+        new_app(bootstrap_servers, topics, group, exit_when_idle=None, client_library=kafka_client), processor
+    )
     for k, phase in enumerate(stream_phases[:3]):
         feed(first, phase, 40 * k, 120 * k)
     first.app.stop()
@@ -254,7 +286,9 @@ def test_features_mode_learns_each_phase_of_labels_before_deciding_its_events(bo
     assert checkpoint.processor["mode"] == "features"
 
     # A restart re-learns the 120 labels: the stages are those of an uninterrupted run.
-    second = Running(new_app(bootstrap_servers, topics, group, exit_when_idle=None), processor)
+    second = Running(
+        new_app(bootstrap_servers, topics, group, exit_when_idle=None, client_library=kafka_client), processor
+    )
     second.wait_for(lambda a: bool(a.summary.restored))
     assert second.app.summary.restored == [
         f"{topics.input}/0: checkpoint @360, committed @360, start @360, labels relearned to @120"
