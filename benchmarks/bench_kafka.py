@@ -1,34 +1,28 @@
-"""End-to-end throughput of the Kafka decision service against a bare consume→produce passthrough.
+"""End-to-end throughput of the Kafka decision service on both clients against bare passthroughs.
 
 Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``.
 
-The input topic (one partition, outputs mode, K = 3) is written once with a fast producer. Then,
-alternately, in the same process and on the same broker:
+Two input topics (one partition each, outputs mode) are written once: the easiest case (K = 3,
+USS-UCB) and a hard one (K = 5, USS-KL-UCB, whose KL bound costs more per event). Then, per round,
+in the same process and on the same broker:
 
-* **passthrough, per client**: a consumer → producer loop that copies each record to an output
-  topic (no decoding, no commits; one flush at the end), with the service's own client settings:
-  bare kafka-python, bare confluent-kafka (librdkafka), and each through the client seam
-  (:mod:`uss_stream_kafka.clients`), whose overhead over the bare library is reported;
-* **decide loop, per client**: the seam passthrough with the service's decision kernel in the
-  middle (``OutputsLearner.process_batch``: decode, decide, encode), without checkpoints or
-  metrics: the most a service on that client could reach with today's kernel; also exactly-once
-  (decisions and consumed offsets in one transaction a second), read back ``read_committed``;
-* **service**: :class:`uss_stream_kafka.Application` with :class:`OutputsProcessor` (decode,
-  validate, USS-UCB select/update, encode, per-batch metrics, flush + commit every second,
-  checkpoints every five seconds), on kafka-python (the only client it runs on so far).
+* **bare passthrough, per client**: a consumer → producer loop that copies each record of the K = 3
+  topic to an output topic (no decoding, no commits; one flush at the end), with the service's own
+  client settings: bare kafka-python and bare confluent-kafka (librdkafka), the loop of
+  ``/work/shared/tools/passthrough.py``;
+* **service, per case, client and guarantee**: :class:`uss_stream_kafka.Application` with
+  :class:`OutputsProcessor` (decode, validate, select/update, encode, per-batch metrics, flush +
+  commit every second, checkpoints every five seconds) on ``client_library="kafka-python"`` and
+  ``"confluent"``, at-least-once and exactly-once (transactions; read back ``read_committed``).
 
 All are timed the same way, from the output topic, whose records carry the broker's append time
 (``message.timestamp.type=LogAppendTime``): events / (append time of the last output record −
 append time of the first), so start-up (group join, restore) is excluded for all, and delivery is
-included (the time a record was created is not: librdkafka creates records far ahead of their
-delivery). The figure of merit is the ratio service / passthrough of the same client (median of
-the rounds' ratios); every decision output is checked against ``USSUCB.run`` on the same stream.
-Also reported: p50/p99 of the per-event decide latency (raw bytes → encoded decision) and whether
-kafka-python uses the C ``crc32c``.
-
-Each round also runs the service with ``guarantee="exactly-once"`` (transactions, offsets and
-checkpoints committed in them every second) and reports its throughput as a ratio of the
-at-least-once service's (target >= 0.5); its output is read with ``read_committed``.
+included. Every service's decisions are checked against the policy's own ``run`` on the same
+stream. Reported: medians over the rounds and the medians of the rounds' ratios (each ratio's
+numerator and denominator measured in the same round): confluent service / bare confluent
+passthrough (target >= 0.8), confluent service / kafka-python service (target >= 3) and
+exactly-once / at-least-once per client (target >= 0.5).
 """
 
 from __future__ import annotations
@@ -42,22 +36,24 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from uss_stream.policies import USSUCB
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, create_topics
 from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from uss_stream_kafka.clients import CLIENTS
+from uss_stream_kafka.processing import label_free_policy
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 
 
-def _outputs(n: int, seed: int) -> np.ndarray:
-    """A BSC-like stream: stage 1 errs 20%, stage 2 10%, stage 3 is the truth."""
+def _outputs(n: int, seed: int, stages: int = 3) -> np.ndarray:
+    """A BSC-like stream: stage k < K errs with probability 0.2 / k, stage K is the truth."""
     rng = np.random.default_rng(seed)
     truth = rng.integers(0, 2, n)
-    return np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1).astype(int)
+    noisy = [truth ^ (rng.random(n) < 0.2 / k) for k in range(1, stages)]
+    return np.stack([*noisy, truth], axis=1).astype(int)
 
 
 def _produce_input(bootstrap: str, topic: str, outputs: np.ndarray) -> None:
@@ -165,102 +161,8 @@ def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max
     consumer.close()
 
 
-def _passthrough_seam(
-    client: str, bootstrap: str, source: str, target: str, n: int, max_poll_records: int
-) -> None:
-    """The same loop through the client seam: a column batch per partition, ``send_many``."""
-    from uss_stream_kafka import clients
-
-    consumer = clients.consumer(
-        client,
-        bootstrap_servers=bootstrap,
-        group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
-        auto_offset_reset="earliest",
-        max_poll_records=max_poll_records,
-        **CONSUMER_DEFAULTS,
-    )
-    consumer.subscribe([source])
-    producer = clients.producer(
-        client, bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
-    )
-    copied = 0
-    while copied < n:
-        for tp, records in consumer.poll(0.5).items():
-            producer.send_many(target, records.values, records.keys, tp.partition)
-            copied += len(records)
-    producer.flush()
-    if producer.take_errors():
-        raise SystemExit(f"{client} seam passthrough: records not delivered")
-    producer.close()
-    consumer.close()
-
-
-def _decide_loop_seam(
-    client: str,
-    bootstrap: str,
-    source: str,
-    target: str,
-    n: int,
-    max_poll_records: int,
-    exactly_once: bool = False,
-) -> None:
-    """The passthrough through the seam with the service's decision kernel in the middle.
-
-    Decode, decide and encode (``OutputsLearner.process_batch``) per polled batch, decisions sent
-    with ``send_many``; no checkpoints or metrics. Not the service: the most a service on this
-    client could reach with today's kernel. With ``exactly_once``, a transactional producer
-    commits the decisions and the consumed offsets once a second, as the service does.
-    """
-    from uss_stream_kafka import clients
-
-    learner = OutputsProcessor(STAGE_COSTS).new_learner()
-    consumer = clients.consumer(
-        client,
-        bootstrap_servers=bootstrap,
-        group_id=f"bench-decide-{uuid.uuid4().hex[:8]}",
-        auto_offset_reset="earliest",
-        max_poll_records=max_poll_records,
-        **CONSUMER_DEFAULTS,
-    )
-    consumer.subscribe([source])
-    transactional = {"transactional_id": f"bench-tx-{uuid.uuid4().hex[:8]}"} if exactly_once else {}
-    producer = clients.producer(
-        client,
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        **PRODUCER_DEFAULTS,
-        **transactional,
-    )
-    if exactly_once:
-        producer.init_transactions(60)
-    decided, offsets, open_since = 0, {}, None
-    while decided < n or offsets:
-        if exactly_once and offsets and (decided >= n or time.monotonic() - open_since >= 1.0):
-            producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), 60)
-            producer.commit_transaction(60)
-            offsets, open_since = {}, None
-            continue
-        for tp, records in consumer.poll(0.5).items():
-            if exactly_once and open_since is None:
-                producer.begin_transaction()
-                open_since = time.monotonic()
-            payloads, _, errors = learner.process_batch(records.values, 256 * 1024)
-            if any(errors):
-                raise SystemExit(f"{client} decide loop: invalid events in the benchmark's input")
-            producer.send_many(target, payloads, records.keys, tp.partition)
-            decided += len(records)
-            if exactly_once:
-                offsets[tp] = records.next_offset
-    producer.flush()
-    if producer.take_errors():
-        raise SystemExit(f"{client} decide loop: decisions not delivered")
-    producer.close()
-    consumer.close()
-
-
 def _service(
-    bootstrap: str, topics: Topics, n: int, max_poll_records: int, guarantee: str = "at-least-once"
+    bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
 ) -> Application:
     group = f"bench-svc-{uuid.uuid4().hex[:8]}"
     app = Application(
@@ -271,8 +173,10 @@ def _service(
         guarantee=guarantee,
         group_instance_id=group,
         http_port=None,
+        client_library=client,
     )
-    thread = threading.Thread(target=app.run, args=(OutputsProcessor(STAGE_COSTS),), daemon=True)
+    processor = OutputsProcessor(case.stage_costs, policy=case.policy)
+    thread = threading.Thread(target=app.run, args=(processor,), daemon=True)
     thread.start()
     while app.summary.events < n and thread.is_alive():
         time.sleep(0.05)
@@ -281,12 +185,35 @@ def _service(
     return app
 
 
+class Case(NamedTuple):
+    """A workload: the cascade's stage costs and the policy deciding it."""
+
+    name: str
+    stage_costs: list[float]
+    policy: str
+
+
+#: The easiest case (K = 3, USS-UCB) and a hard one (K = 5, USS-KL-UCB: a KL bound per stage).
+CASES = (
+    Case("K=3 uss-ucb", STAGE_COSTS, "uss-ucb:alpha=0.51"),
+    Case("K=5 uss-kl-ucb", [0.0, 0.05, 0.1, 0.15, 0.2], "uss-kl-ucb"),
+)
+#: The services measured per case: (client, guarantee).
+SERVICES = [(client, guarantee) for client in CLIENTS for guarantee in ("at-least-once", "exactly-once")]
+
+
+def _median_ratio(numerators: list[float], denominators: list[float]) -> str:
+    ratios = [a / b for a, b in zip(numerators, denominators)]
+    return f"{statistics.median(ratios):.2f}x (lowest {min(ratios):.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-poll-records", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--easy-only", action="store_true", help="only the K = 3 USS-UCB case")
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -297,42 +224,31 @@ def main() -> None:
 
     crc = "C crc32c" if record_util._crc32c is not record_util.crc32c_py else "pure-Python crc32c"
     n = args.events
-    outputs = _outputs(n, args.seed)
-    expected = USSUCB(STAGE_COSTS).run(outputs)
+    cases = CASES[:1] if args.easy_only else CASES
     run_id = uuid.uuid4().hex[:8]
-    source = f"bench-in-{run_id}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics({source: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
-    made = [source]
-    started = time.perf_counter()
-    _produce_input(bootstrap, source, outputs)
-    print(
-        f"kafka-python with {crc}; {n} events (K = 3) written in {time.perf_counter() - started:.1f}s",
-        flush=True,
-    )
-
-    passthroughs = {
-        "kafka-python": lambda target: _passthrough(bootstrap, source, target, n, args.max_poll_records),
-        "confluent": lambda target: _passthrough_confluent(
-            bootstrap, source, target, n, args.max_poll_records
-        ),
-        "kafka-python seam": lambda target: _passthrough_seam(
-            "kafka-python", bootstrap, source, target, n, args.max_poll_records
-        ),
-        "confluent seam": lambda target: _passthrough_seam(
-            "confluent", bootstrap, source, target, n, args.max_poll_records
-        ),
-    }
-    decide_loops = {
-        f"{client}{suffix}": lambda target, client=client, eos=eos: _decide_loop_seam(
-            client, bootstrap, source, target, n, args.max_poll_records, exactly_once=eos
+    made: list[str] = []
+    sources, expected = {}, {}
+    for c, case in enumerate(cases):
+        outputs = _outputs(n, args.seed, len(case.stage_costs))
+        expected[case] = label_free_policy(case.policy, case.stage_costs, "bench")[0].run(outputs)
+        sources[case] = f"bench-in-{run_id}-{c}"
+        admin.create_topics(
+            {sources[case]: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True
         )
-        for client in ("kafka-python", "confluent")
-        for suffix, eos in (("", False), (" exactly-once", True))
+        made.append(sources[case])
+        started = time.perf_counter()
+        _produce_input(bootstrap, sources[case], outputs)
+        print(f"{case.name}: {n} events written in {time.perf_counter() - started:.1f}s", flush=True)
+    print(f"kafka-python with {crc}", flush=True)
+
+    easy = sources[cases[0]]
+    passthroughs = {
+        "kafka-python": lambda target: _passthrough(bootstrap, easy, target, n, args.max_poll_records),
+        "confluent": lambda target: _passthrough_confluent(bootstrap, easy, target, n, args.max_poll_records),
     }
     pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
-    decide_rates: dict[str, list[float]] = {name: [] for name in decide_loops}
-    service_rates, eos_rates, latencies = [], [], []
+    rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in SERVICES}
     for r in range(args.rounds):
         for i, (name, copy) in enumerate(passthroughs.items()):
             target = f"bench-pass-{run_id}-{r}-{i}"
@@ -341,122 +257,55 @@ def main() -> None:
             copy(target)
             pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
             gc.collect()  # the records read back must not slow the next run's garbage collections
-        passthrough_rates = pass_rates["kafka-python"]
-        for i, (name, decide) in enumerate(decide_loops.items()):
-            target = f"bench-decide-{run_id}-{r}-{i}"
-            _output_topic(admin, target)
-            made.append(target)
-            decide(target)
-            decisions = _read_output(bootstrap, target, n)
-            depths = np.array([json.loads(record.value)["depth"] for record in decisions])
-            if not np.array_equal(depths, expected):
-                raise SystemExit(f"{name} decide loop: decisions differ from USSUCB.run on the same stream")
-            decide_rates[name].append(_rate(decisions))
-            del decisions
-            gc.collect()
-
-        # Each round's service is a new group, so it gets its own topics (checkpoints are keyed by
-        # input partition: a shared state topic would hand it the previous round's learner).
-        topics = Topics(
-            input=source,
-            output=f"bench-out-{run_id}-{r}",
-            dead_letter=f"bench-dlq-{run_id}-{r}",
-            state=f"bench-st-{run_id}-{r}",
-        )
-        _output_topic(admin, topics.output)
-        create_topics(admin, topics)
-        made += [topics.output, topics.dead_letter, topics.state]
-        app = _service(bootstrap, topics, n, args.max_poll_records)
-        decisions = _read_output(bootstrap, topics.output, n)
-        depths = np.array([json.loads(record.value)["depth"] for record in decisions])
-        if not np.array_equal(depths, expected):
-            raise SystemExit("service decisions differ from USSUCB.run on the same stream")
-        service_rates.append(_rate(decisions))
-        metrics = app.metrics
-        latencies.append(
-            (
-                metrics.latency.quantile(0.5),
-                metrics.latency.quantile(0.99),
-                metrics.batch_time.quantile(0.5),
-                metrics.batch_time.quantile(0.99),
-            )
-        )
-        del decisions, app
-        gc.collect()
-
-        topics = Topics(
-            input=source,
-            output=f"bench-eos-out-{run_id}-{r}",
-            dead_letter=f"bench-eos-dlq-{run_id}-{r}",
-            state=f"bench-eos-st-{run_id}-{r}",
-        )
-        _output_topic(admin, topics.output)
-        create_topics(admin, topics)
-        made += [topics.output, topics.dead_letter, topics.state]
-        _service(bootstrap, topics, n, args.max_poll_records, guarantee="exactly-once")
-        decisions = _read_output(bootstrap, topics.output, n)  # read_committed (CONSUMER_DEFAULTS)
-        depths = np.array([json.loads(record.value)["depth"] for record in decisions])
-        if not np.array_equal(depths, expected):
-            raise SystemExit("exactly-once decisions differ from USSUCB.run on the same stream")
-        eos_rates.append(_rate(decisions))
-        del decisions
-        gc.collect()
-        print(
-            f"round {r + 1}: passthrough "
-            + "  ".join(f"{name} {rates[-1]:7.0f}" for name, rates in pass_rates.items())
-            + " ev/s | decide loop "
-            + "  ".join(f"{name} {rates[-1]:7.0f}" for name, rates in decide_rates.items())
-            + f" ev/s | service (kafka-python) {service_rates[-1]:7.0f} ev/s"
-            f" ({service_rates[-1] / passthrough_rates[-1]:.2f}x its passthrough)"
-            f" | exactly-once {eos_rates[-1]:7.0f} ev/s ({eos_rates[-1] / service_rates[-1]:.2f}x)",
-            flush=True,
-        )
+        line = [f"round {r + 1}: passthrough " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in pass_rates.items())]
+        for c, case in enumerate(cases):
+            for s, (client, guarantee) in enumerate(SERVICES):
+                # A new group per service, so new topics (checkpoints are keyed by input partition).
+                tag = f"{run_id}-{r}-{c}-{s}"
+                topics = Topics(sources[case], f"bench-out-{tag}", f"bench-dlq-{tag}", f"bench-st-{tag}")
+                _output_topic(admin, topics.output)
+                create_topics(admin, topics)
+                made += [topics.output, topics.dead_letter, topics.state]
+                _service(bootstrap, topics, n, args.max_poll_records, client, guarantee, case)
+                decisions = _read_output(bootstrap, topics.output, n)  # read_committed
+                depths = np.array([json.loads(record.value)["depth"] for record in decisions])
+                if not np.array_equal(depths, expected[case]):
+                    raise SystemExit(
+                        f"{case.name}, {client} {guarantee}: decisions differ from the policy's run"
+                    )
+                rates[case, client, guarantee].append(_rate(decisions))
+                line.append(f"{case.name} {client} {guarantee} {rates[case, client, guarantee][-1]:.0f}")
+                del decisions
+                gc.collect()
+        print(" | ".join(line) + " ev/s", flush=True)
     admin.delete_topics(made)
     admin.close()
 
     print()
-    for name, rates in pass_rates.items():
-        print(f"passthrough {name:18s} (median): {statistics.median(rates):9.0f} events/s")
-    for client in ("kafka-python", "confluent"):
-        overhead = [seam / bare for seam, bare in zip(pass_rates[f"{client} seam"], pass_rates[client])]
-        median, lowest = statistics.median(overhead), min(overhead)
-        print(f"seam / bare passthrough, {client}: {median:.2f} (lowest {lowest:.2f})")
-    for client in ("kafka-python", "confluent"):
-        rates, eos = decide_rates[client], decide_rates[f"{client} exactly-once"]
-        ratio = [d / p for d, p in zip(rates, pass_rates[client])]
-        eos_ratio = [e / d for e, d in zip(eos, rates)]
+    for name, values in pass_rates.items():
+        print(f"bare passthrough {name:12s} (median): {statistics.median(values):9.0f} events/s")
+    for case in cases:
+        print(f"\n{case.name}:")
+        for client, guarantee in SERVICES:
+            values = rates[case, client, guarantee]
+            print(
+                f"  service {client:12s} {guarantee:13s} (median): {statistics.median(values):9.0f} events/s,"
+                f" {_median_ratio(values, pass_rates[client])} the bare {client} passthrough"
+            )
+        alo = {client: rates[case, client, "at-least-once"] for client in CLIENTS}
         print(
-            f"decide loop on the seam, {client} (median): {statistics.median(rates):9.0f} events/s,"
-            f" {statistics.median(ratio):.2f}x the bare {client} passthrough; exactly-once"
-            f" {statistics.median(eos):9.0f} events/s, {statistics.median(eos_ratio):.2f}x"
-            " (not the service: no checkpoints or metrics)"
+            "  confluent service / bare confluent passthrough: "
+            f"{_median_ratio(alo['confluent'], pass_rates['confluent'])}   (target >= 0.80)"
         )
-    speedup = [c / k for c, k in zip(pass_rates["confluent"], pass_rates["kafka-python"])]
-    print(f"bare passthrough confluent / kafka-python: {statistics.median(speedup):.2f}")
-    service = statistics.median(service_rates)
-    p50, p99, batch50, batch99 = (statistics.median(values) for values in zip(*latencies))
-    print(f"service on kafka-python (median): {service:9.0f} events/s   (target >= 20000)")
-    ratios = [s / p for s, p in zip(service_rates, passthrough_rates)]
-    print(
-        "ratio service / kafka-python passthrough (median of the rounds' ratios):"
-        f" {statistics.median(ratios):.2f}"
-        f"   (lowest {min(ratios):.2f}; target >= 0.80)"
-    )
-    to_confluent = [s / c for s, c in zip(service_rates, pass_rates["confluent"])]
-    print(
-        f"ratio service (kafka-python) / confluent passthrough: {statistics.median(to_confluent):.2f}"
-        "   (issue 14's target for the service on confluent: >= 0.80)"
-    )
-    eos_ratios = [e / s for e, s in zip(eos_rates, service_rates)]
-    print(
-        f"exactly-once (median): {statistics.median(eos_rates):9.0f} events/s; ratio exactly-once /"
-        f" at-least-once {statistics.median(eos_ratios):.2f} (lowest {min(eos_ratios):.2f}; target >= 0.5)"
-    )
-    print(f"decide time per event: p50 {p50 * 1e6:.1f} us, p99 {p99 * 1e6:.1f} us")
-    print(
-        f"batch time (<= {args.max_poll_records} records): p50 {batch50 * 1e3:.1f} ms,"
-        f" p99 {batch99 * 1e3:.1f} ms"
-    )
+        print(
+            "  confluent service / kafka-python service: "
+            f"{_median_ratio(alo['confluent'], alo['kafka-python'])}   (target >= 3)"
+        )
+        for client in CLIENTS:
+            print(
+                f"  exactly-once / at-least-once, {client}: "
+                f"{_median_ratio(rates[case, client, 'exactly-once'], alo[client])}   (target >= 0.5)"
+            )
 
 
 if __name__ == "__main__":
