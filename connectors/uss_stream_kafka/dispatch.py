@@ -102,9 +102,8 @@ class Dispatcher:
         if records is None:
             return 0
         consumed = len(records)
-        offsets = records.offsets
-        if state.replay_until > offsets[0]:
-            cut = bisect.bisect_left(offsets, state.replay_until)
+        if state.replay_until > records.first_offset:
+            cut = bisect.bisect_left(records.offsets, state.replay_until)
             self._replay(state, records[:cut])
             if cut == consumed:
                 return consumed
@@ -217,7 +216,6 @@ class Dispatcher:
 
 def _from(records: Records, offset: int) -> Records | None:
     """The records at ``offset`` and after (``None`` if none)."""
-    offsets = records.offsets
-    if offsets[0] < offset:
-        records = records[bisect.bisect_left(offsets, offset) :]
+    if records.first_offset < offset:
+        records = records[bisect.bisect_left(records.offsets, offset) :]
     return records if len(records) else None

@@ -89,7 +89,7 @@ def restartable_broker() -> Iterator[RestartableBroker]:
 
 
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
-def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, record_property):
+def test_the_service_rides_out_a_broker_restart(kafka_client, guarantee, restartable_broker, record_property):
     from kafka import KafkaAdminClient
 
     bootstrap = restartable_broker.bootstrap
@@ -101,7 +101,7 @@ def test_the_service_rides_out_a_broker_restart(guarantee, restartable_broker, r
     n = 10_000
     values, outputs = stream(n)
     options = ["--guarantee", guarantee, "--group-instance-id", "restart-1", "--commit-interval", "0.5",
-               "--checkpoint-interval", "1"]  # fmt: skip
+               "--checkpoint-interval", "1", "--client", kafka_client]  # fmt: skip
     if guarantee == "exactly-once":
         # A transaction stuck by the outage is given up after 10 s (half this timeout).
         options += ["--producer-option", "transaction_timeout_ms=20000"]

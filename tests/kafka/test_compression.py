@@ -72,7 +72,7 @@ def stored_bytes(admin: Any, topic: str) -> int:
 
 @pytest.mark.parametrize("client", clients.CLIENTS)
 @pytest.mark.parametrize("codec", CODECS)
-def test_compressed_input_is_decided(codec, client, bootstrap_servers, make_topics, admin):
+def test_compressed_input_is_decided(kafka_client, codec, client, bootstrap_servers, make_topics, admin):
     topics = make_topics()
     values, outputs = stream(N, seed=3)
     produce_compressed(bootstrap_servers, topics.input, values, codec, client)
@@ -80,7 +80,9 @@ def test_compressed_input_is_decided(codec, client, bootstrap_servers, make_topi
     raw = sum(map(len, values))
     assert stored_bytes(admin, topics.input) < raw / 2
 
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
 
     assert summary.events == N and sum(summary.dead_letters.values()) == 0
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]
@@ -189,8 +191,8 @@ def test_an_unknown_compression_is_refused_by_name(bootstrap_servers, make_topic
     assert "--compression: must be one of none, gzip, snappy, lz4, zstd, got 'brotli'" in log
 
 
-def test_the_service_decides_every_codec_of_both_clients(bootstrap_servers, make_topics, admin):
-    """``uss-stream kafka run`` on one topic holding batches of every codec from both libraries."""
+def test_the_service_decides_every_codec_of_both_clients(kafka_client, bootstrap_servers, make_topics, admin):
+    """``uss-stream kafka run`` (each client) on one topic holding every codec of both libraries."""
     topics = make_topics()
     values, outputs = stream(2_400, seed=7)
     segments = [(codec, client) for codec in CODECS for client in clients.CLIENTS]
@@ -200,7 +202,7 @@ def test_the_service_decides_every_codec_of_both_clients(bootstrap_servers, make
     assert stored_bytes(admin, topics.input) < sum(map(len, values)) / 2
 
     group = f"every-codec-{uuid.uuid4().hex[:10]}"
-    service = CliService(bootstrap_servers, topics, group=group)
+    service = CliService(bootstrap_servers, topics, "--client", kafka_client, group=group)
     code, log = service.finish_at(admin, group, TopicPartition(topics.input, 0), len(values))
     assert code == 0, log[-3000:]
     assert "Traceback" not in log and "0 dead letters" in log

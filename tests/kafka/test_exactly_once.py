@@ -35,7 +35,9 @@ pytestmark = [
 ]
 
 
-def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_servers, make_topics, admin):
+def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(
+    kafka_client, bootstrap_servers, make_topics, admin
+):
     topics = make_topics()
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:3_000])
@@ -46,6 +48,7 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
         group_instance_id=f"abort-{uuid.uuid4().hex[:8]}",
         max_poll_records=500,
         exit_when_idle=None,
+        client_library=kafka_client,
     )
     running = Running(app, OutputsProcessor(COSTS))
     running.wait_for(lambda a: a.summary.commits >= 1 and a.summary.events >= 3_000)
@@ -53,13 +56,13 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
     real_commit = app._producer.commit_transaction
     failures = []
 
-    def failing_commit() -> None:
+    def failing_commit(timeout: float | None = None) -> None:
         if not failures:
-            from kafka.errors import KafkaError
+            from uss_stream_kafka.clients import ClientError
 
             failures.append(1)
-            raise KafkaError("injected failure")
-        real_commit()
+            raise ClientError("injected failure", abortable=True)
+        real_commit(timeout)
 
     app._producer.commit_transaction = failing_commit
     produce(bootstrap_servers, topics.input, values[3_000:])
@@ -79,7 +82,7 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
 
 
 def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
-    bootstrap_servers, make_topics, admin
+    kafka_client, bootstrap_servers, make_topics, admin
 ):
     from kafka import KafkaProducer
 
@@ -98,6 +101,7 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
         max_poll_records=20,
         commit_interval=0.2,
         exit_when_idle=None,
+        client_library=kafka_client,
     )
     running = Running(app, OutputsProcessor(COSTS))
     running.wait_for(lambda a: committed_offset(admin, a.group_id, topics.input) == 2_000)
@@ -142,7 +146,7 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
 
 
 def test_four_sigkills_leave_exactly_one_decision_per_event(
-    bootstrap_servers, make_topics, admin, record_property
+    kafka_client, bootstrap_servers, make_topics, admin, record_property
 ):
     topics = make_topics()
     n = 20_000
@@ -150,7 +154,8 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     expected = USSUCB(COSTS).run(outputs).tolist()
     group = f"eos-sigkill-{uuid.uuid4().hex[:8]}"
     options = ["--guarantee", "exactly-once", "--group-instance-id", group, "--commit-interval", "0.3",
-               "--max-poll-records", "300", "--session-timeout-ms", "6000"]  # fmt: skip
+               "--max-poll-records", "300", "--session-timeout-ms", "6000",
+               "--client", kafka_client]  # fmt: skip
     seed = random.randrange(1_000_000)
     kill_at = sorted(random.Random(seed).sample(range(1_500, n - 3_000), 4))
     started = time.monotonic()

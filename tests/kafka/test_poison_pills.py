@@ -54,11 +54,15 @@ def letters_of(bootstrap: str, topic: str, expected: int | None = None) -> list[
 
 
 # -- item 1: nested JSON -----------------------------------------------------------------------------
-def test_nested_json_events_are_dead_lettered_and_the_batch_goes_on(bootstrap_servers, make_topics):
+def test_nested_json_events_are_dead_lettered_and_the_batch_goes_on(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     values, outputs = stream(30)
     produce(bootstrap_servers, topics.input, [*values[:10], NESTED, *values[10:20], DEEPER, *values[20:]])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
 
     letters = letters_of(bootstrap_servers, topics.dead_letter, expected=2)
     assert [(letter.offset, letter.reason) for letter in letters] == [
@@ -71,14 +75,15 @@ def test_nested_json_events_are_dead_lettered_and_the_batch_goes_on(bootstrap_se
     assert summary.events == 32 and summary.dead_letters["invalid_json"] == 2
 
 
-def test_nested_json_labels_are_dead_lettered(bootstrap_servers, make_topics):
+def test_nested_json_labels_are_dead_lettered(kafka_client, bootstrap_servers, make_topics):
     topics = make_topics(labels=True)
     event = json.dumps({"id": 1, "features": {"age": 50, "bmi": 30.0, "glucose": 120}}).encode()
     label = json.dumps({"id": 1, "features": {"age": 50, "bmi": 30.0, "glucose": 120}, "label": 1}).encode()
     produce(bootstrap_servers, topics.input, [event, event])
     produce(bootstrap_servers, topics.labels, [label, NESTED, label])
     summary = run_app(
-        new_app(bootstrap_servers, topics), FeaturesProcessor("uss_stream_kafka.demo:pima_cascade")
+        new_app(bootstrap_servers, topics, client_library=kafka_client),
+        FeaturesProcessor("uss_stream_kafka.demo:pima_cascade"),
     )
 
     (letter,) = letters_of(bootstrap_servers, topics.dead_letter, expected=1)
@@ -86,16 +91,20 @@ def test_nested_json_labels_are_dead_lettered(bootstrap_servers, make_topics):
     assert (summary.decisions, summary.labels) == (2, 3)
 
 
-def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(bootstrap_servers, make_topics):
+def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     values, outputs = stream(40)
     produce(bootstrap_servers, topics.input, values[:20])
     group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
     # A corrupt record under the partition's key, after the valid checkpoint (offset 20).
     _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.input, 0), NESTED)
     produce(bootstrap_servers, topics.input, values[20:])
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
 
     assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
@@ -164,13 +173,17 @@ def _send_with_header(bootstrap: str, topic: str, value: bytes, headers: list[tu
     producer.close()
 
 
-def test_a_dead_letter_of_a_record_with_an_800kb_header_is_capped(bootstrap_servers, make_topics):
+def test_a_dead_letter_of_a_record_with_an_800kb_header_is_capped(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     values, outputs = stream(20)
     produce(bootstrap_servers, topics.input, values[:10])
     _send_with_header(bootstrap_servers, topics.input, b"not json", [("trace", b"t" * 800_000), ("a", b"b")])
     produce(bootstrap_servers, topics.input, values[10:])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
@@ -182,12 +195,17 @@ def test_a_dead_letter_of_a_record_with_an_800kb_header_is_capped(bootstrap_serv
     assert summary.dead_letters["invalid_json"] == 1
 
 
-def test_a_900kb_invalid_value_under_a_1mb_input_limit_is_capped(bootstrap_servers, make_topics):
+def test_a_900kb_invalid_value_under_a_1mb_input_limit_is_capped(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     values, _outputs = stream(4)
     big = b'{"id": "big", "outputs": "' + b"x" * 900_000 + b'"}'
     produce(bootstrap_servers, topics.input, [*values[:2], big, *values[2:]])
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=1_000_000, client_library=kafka_client),
+        OutputsProcessor(COSTS),
+    )
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
@@ -241,13 +259,17 @@ def nan_cascade() -> Any:
     )
 
 
-def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(bootstrap_servers, make_topics):
+def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(
+    kafka_client, bootstrap_servers, make_topics
+):
     topics = make_topics()
     events = [{"id": i, "features": {"a": i % 3 - 1}} for i in range(12)]
     # First: round 1 queries every stage, the NaN one too.
     events.insert(0, {"id": "poison", "features": {"a": 1, "poison": 1}})
     produce(bootstrap_servers, topics.input, [json.dumps(e).encode() for e in events])
-    summary = run_app(new_app(bootstrap_servers, topics), FeaturesProcessor(nan_cascade))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, client_library=kafka_client), FeaturesProcessor(nan_cascade)
+    )
 
     (letter,) = letters_of(bootstrap_servers, topics.dead_letter, expected=1)
     assert (letter.offset, letter.reason) == (0, "processing_error")
@@ -271,7 +293,7 @@ def test_checkpoint_parser_never_raises_anything_but_value_error() -> None:
 
 
 def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_topic(
-    bootstrap_servers, make_topics, admin
+    kafka_client, bootstrap_servers, make_topics, admin
 ):
     from kafka.admin import ConfigResource, ConfigResourceType
 
@@ -283,7 +305,9 @@ def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_top
     produce(bootstrap_servers, topics.input, values[:1])
     _send_with_header(bootstrap_servers, topics.input, b"x" * 120_000, [("trace", b"t" * 200_000)])
     produce(bootstrap_servers, topics.input, values[1:])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS)
+    )
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 50_000

@@ -88,7 +88,7 @@ def wait_until(condition: Any, what: str, workers: list[Service], timeout: float
 
 @pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_a_killed_workers_partitions_move_with_their_state(
-    guarantee, bootstrap_servers, make_topics, record_property
+    kafka_client, guarantee, bootstrap_servers, make_topics, record_property
 ):
     topics = make_topics(partitions=PARTITIONS)
     streams = partition_streams()
@@ -102,7 +102,8 @@ def test_a_killed_workers_partitions_move_with_their_state(
     group = f"scale-out-{guarantee}-{topics.input}"
     # Commits every 2 s: the killed worker leaves up to 2 s of uncommitted decisions behind.
     options = ["--commit-interval", "2", "--checkpoint-interval", "3", "--max-poll-records", "200",
-               "--session-timeout-ms", "6000", "--guarantee", guarantee]  # fmt: skip
+               "--session-timeout-ms", "6000", "--guarantee", guarantee,
+               "--client", kafka_client]  # fmt: skip
     if guarantee == "exactly-once":
         # A dead worker's open transaction blocks read_committed readers until the broker aborts it.
         options += ["--producer-option", "transaction_timeout_ms=8000"]

@@ -21,7 +21,9 @@ pytestmark = [
 
 
 @pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
-def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, bootstrap_servers, make_topics):
+def test_a_worker_decides_on_the_counts_another_worker_published(
+    kafka_client, guarantee, bootstrap_servers, make_topics
+):
     from kafka import TopicPartition
 
     topics = make_topics(partitions=2)
@@ -34,7 +36,13 @@ def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, boot
     workers = [
         Running(
             new_app(
-                bootstrap_servers, topics, group, guarantee=guarantee, group_instance_id=f"w{k}", **settings
+                bootstrap_servers,
+                topics,
+                group,
+                guarantee=guarantee,
+                group_instance_id=f"w{k}",
+                **settings,
+                client_library=kafka_client,
             ),
             OutputsProcessor(COSTS),
         )
@@ -81,7 +89,7 @@ def test_shared_learning_is_refused_in_features_mode(bootstrap_servers, make_top
 
 
 def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
-    bootstrap_servers, make_topics, caplog
+    kafka_client, bootstrap_servers, make_topics, caplog
 ):
     """One instance holds both partitions; checkpoints of two more partitions are in the state topic."""
     from kafka import KafkaProducer
@@ -110,7 +118,14 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     values, outputs = stream(1_000, seed=0)
     produce(bootstrap_servers, topics.input, values, partition=0)
 
-    app = new_app(bootstrap_servers, topics, group, shared_learning=True, checkpoint_interval=0.2)
+    app = new_app(
+        bootstrap_servers,
+        topics,
+        group,
+        shared_learning=True,
+        checkpoint_interval=0.2,
+        client_library=kafka_client,
+    )
     with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         summary = run_app(app, OutputsProcessor(COSTS))
 

@@ -214,6 +214,11 @@ class Records(ABC):
         """The ``index``-th record in full (timestamp and headers too)."""
 
     @property
+    def first_offset(self) -> int:
+        """The offset of the first record (without building :attr:`offsets`)."""
+        return self.offsets[0]
+
+    @property
     def next_offset(self) -> int:
         """The offset after the last record: where the partition's consumption goes on."""
         return self.offsets[-1] + 1

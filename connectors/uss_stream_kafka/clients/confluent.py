@@ -187,6 +187,10 @@ class ConfluentRecords(Records):
         return [message.offset() for message in self._messages]
 
     @property
+    def first_offset(self) -> int:
+        return self._messages[0].offset()
+
+    @property
     def next_offset(self) -> int:
         return self._messages[-1].offset() + 1
 
@@ -545,6 +549,8 @@ class ConfluentProducer(Producer):
                 self._serve()
                 self.send_many(topic, values[i:], keys[i:], partition)
                 return
+            except _ck().KafkaException as error:
+                raise _error(error, f"send to {topic}") from error
         self._serve()
 
     def flush(self, timeout: float | None = None) -> None:

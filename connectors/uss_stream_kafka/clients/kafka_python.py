@@ -111,6 +111,10 @@ class KafkaPythonRecords(Records):
         return [record.offset for record in self._records]
 
     @property
+    def first_offset(self) -> int:
+        return self._records[0].offset
+
+    @property
     def next_offset(self) -> int:
         return self._records[-1].offset + 1
 
