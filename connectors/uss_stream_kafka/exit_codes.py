@@ -65,9 +65,8 @@ def exit_code(error: BaseException) -> int | None:
     """
     from kafka import errors
 
-    from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
-
     from uss_stream_kafka.clients import ClientError
+    from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
 
     if isinstance(error, ClientError):  # the client seam's: judge the library's own error
         if isinstance(error.__cause__, Exception) and not isinstance(error.__cause__, ClientError):
