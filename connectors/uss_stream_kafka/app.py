@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from uss_stream_kafka import clients
 from uss_stream_kafka.checkpoint import CheckpointStore
 from uss_stream_kafka.checkpointing import (
     MAX_REPLACEMENTS,  # noqa: F401 (re-exported)
@@ -28,7 +27,7 @@ from uss_stream_kafka.checkpointing import (
     transactional_id,
 )
 from uss_stream_kafka.clients import ClientError, UndecodableError
-from uss_stream_kafka.config import ClientConfig, check_client_options
+from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import RunContext, RunSummary
 from uss_stream_kafka.dispatch import Dispatcher
 from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
@@ -39,15 +38,18 @@ from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.relearn import LabelsLog
 from uss_stream_kafka.shared import SharedLearning
-from uss_stream_kafka.startup import CONSUMER_DEFAULTS, check_topics, new_consumer  # noqa: F401 (re-exported)
+from uss_stream_kafka.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-exported)
+    CONSUMER_DEFAULTS,
+    GUARANTEES,
+    check_settings,
+    check_topics,
+    new_consumer,
+)
 from uss_stream_kafka.topics import Topics
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
 log = logging.getLogger("uss_stream_kafka")
-
-#: The delivery guarantees :class:`Application` offers.
-GUARANTEES = ("at-least-once", "exactly-once")
 
 
 class Application:
@@ -151,31 +153,7 @@ class Application:
         health_timeout: float = 60.0,
         client_library: str = "kafka-python",
     ) -> None:
-        if not isinstance(group_id, str) or not group_id:
-            raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
-        for name, value in (
-            ("commit_interval", commit_interval),
-            ("checkpoint_interval", checkpoint_interval),
-            ("health_timeout", health_timeout),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
-        for name, value in (("commit_every", commit_every), ("checkpoint_every", checkpoint_every)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        for name, value in (("max_input_bytes", max_input_bytes), ("max_poll_records", max_poll_records)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if auto_offset_reset not in ("earliest", "latest"):
-            raise ValueError(f"auto_offset_reset must be 'earliest' or 'latest', got {auto_offset_reset!r}")
-        if guarantee not in GUARANTEES:
-            raise ValueError(f"guarantee must be one of {', '.join(GUARANTEES)}, got {guarantee!r}")
-        if client_library not in clients.CLIENTS:
-            raise ValueError(
-                f"client_library must be one of {', '.join(clients.CLIENTS)}, got {client_library!r}"
-            )
-        if exit_when_idle is not None and not exit_when_idle > 0:
-            raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {exit_when_idle!r}")
+        check_settings(**locals())
         self.client = client
         self.group_id = group_id
         self.topics = topics
@@ -194,8 +172,6 @@ class Application:
         self.client_library = client_library
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
-        check_client_options("consumer", _kafka_python_names(self.consumer_options), "consumer_options")
-        check_client_options("producer", _kafka_python_names(self.producer_options), "producer_options")
         self.http_host = http_host
         self.http_port = http_port
         self.health_timeout = float(health_timeout)
@@ -336,29 +312,16 @@ class Application:
             self._close()
             self.summary.seconds = time.monotonic() - self._started
         self._status = "stopped"
-        log.info(
-            "stopped: %d events, %d decisions %s, %d dead letters, %d replayed, %d commits, %d checkpoints",
-            self.summary.events,
-            self.summary.decisions,
-            self.summary.depth_counts,
-            sum(self.summary.dead_letters.values()),
-            self.summary.replayed,
-            self.summary.commits,
-            self.summary.checkpoints,
-        )
+        log.info("stopped: %s", self.summary.describe())
         return self.summary
 
     def _setup(self) -> None:
         context = self._context
         topics = self.topics
         library = self.client_library
-        admin = clients.admin(library, **self.client.kafka_kwargs("admin"))
-        try:
-            partitions, dead_letter_bytes = check_topics(
-                admin, topics, {**PRODUCER_DEFAULTS, **self.producer_options}
-            )
-        finally:
-            admin.close()
+        partitions, dead_letter_bytes = check_topics(
+            library, self.client, topics, {**PRODUCER_DEFAULTS, **self.producer_options}
+        )
         context.metrics = ServiceMetrics(context.processor.n_stages)
         if self.http_port is not None:
             self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
@@ -505,8 +468,3 @@ class Application:
         if self._http is not None:
             self._http.close()
             self._http = None
-
-
-def _kafka_python_names(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` without librdkafka's own (dotted) names, which only the confluent client checks."""
-    return {key: value for key, value in options.items() if "." not in key}

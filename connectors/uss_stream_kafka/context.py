@@ -59,6 +59,18 @@ class RunSummary:
     def decisions(self) -> int:
         return sum(self.depth_counts)
 
+    def describe(self) -> str:
+        """One line: what the run did.
+
+        >>> RunSummary(events=5, depth_counts=[3, 1], commits=2).describe()
+        '5 events, 4 decisions [3, 1], 0 dead letters, 0 replayed, 2 commits, 0 checkpoints'
+        """
+        return (
+            f"{self.events} events, {self.decisions} decisions {self.depth_counts}, "
+            f"{sum(self.dead_letters.values())} dead letters, {self.replayed} replayed, "
+            f"{self.commits} commits, {self.checkpoints} checkpoints"
+        )
+
 
 @dataclass
 class PartitionState:

@@ -29,13 +29,24 @@ from typing import Any
 
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError
-from uss_stream_kafka.config import ClientConfig
+from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.limits import record_limit
 from uss_stream_kafka.topics import Topics, check_state_topic
 
-__all__ = ["CONSUMER_DEFAULTS", "check_topics", "new_consumer", "partition_counts", "wait_for_metadata"]
+__all__ = [
+    "CONSUMER_DEFAULTS",
+    "GUARANTEES",
+    "check_settings",
+    "check_topics",
+    "new_consumer",
+    "partition_counts",
+    "wait_for_metadata",
+]
 
 log = logging.getLogger("uss_stream_kafka")
+
+#: The delivery guarantees :class:`~uss_stream_kafka.app.Application` offers.
+GUARANTEES = ("at-least-once", "exactly-once")
 
 #: Seconds the consumer may take to learn the partitions of the (existing) topics it subscribes to.
 METADATA_TIMEOUT = 60.0
@@ -118,16 +129,67 @@ def wait_for_metadata(consumer: Any, topics: Iterable[str], timeout: float = MET
         time.sleep(0.2)
 
 
+def check_settings(**settings: Any) -> None:
+    """Raise ``ValueError`` naming the first :class:`~uss_stream_kafka.app.Application` setting out of range.
+
+    >>> check_settings(group_id="g", commit_interval=1.0, max_poll_records=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_poll_records must be an integer >= 1, got 0
+    """
+    group_id = settings.get("group_id")
+    if not isinstance(group_id, str) or not group_id:
+        raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
+    seconds = ("commit_interval", "checkpoint_interval", "health_timeout")
+    counts = ("commit_every", "checkpoint_every")
+    sizes = ("max_input_bytes", "max_poll_records")
+    for names, lowest, what in (
+        (seconds, 0, "a number of seconds"),
+        (counts, 0, "an integer"),
+        (sizes, 1, "an integer"),
+    ):
+        for name in names:
+            value = settings.get(name, lowest)
+            kinds = (int, float) if names is seconds else int
+            if isinstance(value, bool) or not isinstance(value, kinds) or not value >= lowest:
+                raise ValueError(f"{name} must be {what} >= {lowest}, got {value!r}")
+    choices = {
+        "auto_offset_reset": ("earliest", "latest"),
+        "guarantee": GUARANTEES,
+        "client_library": clients.CLIENTS,
+    }
+    for name, allowed in choices.items():
+        if name in settings and settings[name] not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {settings[name]!r}")
+    idle = settings.get("exit_when_idle")
+    if idle is not None and not idle > 0:
+        raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
+    for kind in ("consumer", "producer"):
+        # librdkafka's own (dotted) names are checked by the confluent client.
+        options = {k: v for k, v in (settings.get(f"{kind}_options") or {}).items() if "." not in k}
+        check_client_options(kind, options, f"{kind}_options")
+
+
 def check_topics(
-    admin: Any, topics: Topics, producer_settings: Mapping[str, Any]
+    library: str, client: ClientConfig, topics: Topics, producer_settings: Mapping[str, Any]
 ) -> tuple[dict[str, int], int]:
-    """Check the service's topics with ``admin``; returns their partition counts and the dead-letter limit.
+    """Check the service's topics (an admin of ``library``); their partition counts, the dead-letter limit.
 
     Every topic must exist, the labels topic (if any) must have as many partitions as the input
     topic, and the state topic should be compacted (a warning if that cannot be checked). The
     limit is the largest dead letter the broker and the producer accept
     (:func:`~uss_stream_kafka.limits.record_limit`).
     """
+    admin = clients.admin(library, **client.kafka_kwargs("admin"))
+    try:
+        return _check_topics(admin, topics, producer_settings)
+    finally:
+        admin.close()
+
+
+def _check_topics(
+    admin: Any, topics: Topics, producer_settings: Mapping[str, Any]
+) -> tuple[dict[str, int], int]:
     partitions = partition_counts(admin, topics.all())
     try:
         check_state_topic(admin, topics.state)
