@@ -86,7 +86,7 @@ def exit_code(error: BaseException) -> int | None:
         return EXIT_CODES["security"]
     if isinstance(error, _kafka_errors(_UNREACHABLE)):
         return EXIT_CODES["unreachable"]
-    if isinstance(error, (ValueError, errors.KafkaConfigurationError)):
+    if isinstance(error, (ValueError, ImportError, errors.KafkaConfigurationError)):
         return EXIT_CODES["configuration"]
     return None
 

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from uss_stream._extras import require
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.config import ClientConfig, check_client_options
@@ -161,6 +162,8 @@ def check_settings(**settings: Any) -> None:
     for name, allowed in choices.items():
         if name in settings and settings[name] not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {settings[name]!r}")
+    if settings.get("client_library") == "confluent":
+        require("confluent_kafka", extra="confluent", purpose="the confluent-kafka client")
     idle = settings.get("exit_when_idle")
     if idle is not None and not idle > 0:
         raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
