@@ -112,7 +112,12 @@ def one_line_errors(command: str) -> Callable[[Callable[..., int]], Callable[...
 
 
 def _message(error: BaseException, args: Any) -> str:
+    from uss_stream_kafka.clients import ClientError
+
+    if isinstance(error, ClientError) and isinstance(error.__cause__, Exception):
+        error = error.__cause__  # the library's own error says more
     text = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, _kafka_errors(_UNREACHABLE)):
+    unreachable = isinstance(error, ClientError) and exit_code(error) == EXIT_CODES["unreachable"]
+    if unreachable or isinstance(error, _kafka_errors(_UNREACHABLE)):
         return f"cannot reach the Kafka brokers at {getattr(args, 'bootstrap_servers', '?')}: {text}"
     return text
