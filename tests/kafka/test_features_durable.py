@@ -180,9 +180,9 @@ def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
     bootstrap_servers, make_topics, admin
 ):
     from kafka import TopicPartition
-    from kafka.errors import KafkaError
 
     from uss_stream_kafka import FeaturesProcessor
+    from uss_stream_kafka.clients import ClientError
 
     topics = make_topics(labels=True)
     stream = phases(3, labels=40, events=200, seed=8)
@@ -200,10 +200,10 @@ def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
     def fail_next_commit() -> None:
         real_commit = app._producer.commit_transaction
 
-        def failing_commit() -> None:
+        def failing_commit(timeout: float | None = None) -> None:
             app._producer.commit_transaction = real_commit
             failures.append(1)
-            raise KafkaError("injected failure")
+            raise ClientError("injected failure", abortable=True)
 
         app._producer.commit_transaction = failing_commit
 
