@@ -189,14 +189,14 @@ class Case(NamedTuple):
     """A workload: the cascade's stage costs and the policy deciding it."""
 
     name: str
-    stage_costs: list[float]
+    stage_costs: tuple[float, ...]
     policy: str
 
 
 #: The easiest case (K = 3, USS-UCB) and a hard one (K = 5, USS-KL-UCB: a KL bound per stage).
 CASES = (
-    Case("K=3 uss-ucb", STAGE_COSTS, "uss-ucb:alpha=0.51"),
-    Case("K=5 uss-kl-ucb", [0.0, 0.05, 0.1, 0.15, 0.2], "uss-kl-ucb"),
+    Case("K=3 uss-ucb", tuple(STAGE_COSTS), "uss-ucb:alpha=0.51"),
+    Case("K=5 uss-kl-ucb", (0.0, 0.05, 0.1, 0.15, 0.2), "uss-kl-ucb"),
 )
 #: The services measured per case: (client, guarantee).
 SERVICES = [(client, guarantee) for client in CLIENTS for guarantee in ("at-least-once", "exactly-once")]
