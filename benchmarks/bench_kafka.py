@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import multiprocessing
 import os
 import statistics
 import sys
@@ -163,7 +164,25 @@ def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max
 
 def _service(
     bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
-) -> Application:
+) -> None:
+    """Run a service in a process of its own until it decided ``n`` events, then stop it.
+
+    A new process per service: kafka-python's clients share process-wide state (its IO thread), and
+    a group consumer made after many others in one process was seen to wait for its coordinator forever.
+    """
+    process = multiprocessing.get_context("spawn").Process(
+        target=_serve, args=(bootstrap, topics, n, max_poll_records, client, guarantee, case)
+    )
+    process.start()
+    process.join(timeout=600)
+    if process.exitcode != 0:
+        process.kill()
+        raise SystemExit(f"{case.name}, {client} {guarantee}: the service failed (exit {process.exitcode})")
+
+
+def _serve(
+    bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
+) -> None:
     group = f"bench-svc-{uuid.uuid4().hex[:8]}"
     app = Application(
         ClientConfig(bootstrap),
@@ -182,7 +201,8 @@ def _service(
         time.sleep(0.05)
     app.stop()
     thread.join()
-    return app
+    if app.summary.events < n:
+        raise SystemExit(f"the service stopped after {app.summary.events} of {n} events")
 
 
 class Case(NamedTuple):
