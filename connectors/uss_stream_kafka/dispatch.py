@@ -192,6 +192,11 @@ class Dispatcher:
             state = context.partitions.get(error.tp) or context.labels.get(error.tp)
             if state is None:
                 raise error
+            if batch is None and 0 <= state.next_offset < error.offset:
+                # Records before it are still to be processed (the partition was repositioned):
+                # they are read again, and so is the undecodable record, in its turn.
+                context.consumer.seek(error.tp, state.next_offset)
+                return
             first = max(error.offset, state.next_offset)
             if batch is not None:  # kafka-python may have handed over the batch's first records
                 first = max(first, batch.base_offset, context.consumer.position(error.tp) or 0)

@@ -228,6 +228,7 @@ class ConfluentConsumer(Consumer):
         self._in_rebalance = False
         self._seeks: dict[TopicPartition, int] = {}
         self._pauses: set[TopicPartition] = set()  # asked for by an on_assign callback
+        self._pending: ClientError | None = None  # the error that ended the last poll's messages
         self._subscription: set[str] = set()
         #: Offsets sought and not yet passed by a poll (librdkafka's position() does not show them).
         self._sought: dict[TopicPartition, int] = {}
@@ -287,12 +288,15 @@ class ConfluentConsumer(Consumer):
         return {TopicPartition(p.topic, p.partition) for p in self._consumer.assignment()}
 
     def poll(self, timeout: float, max_records: int | None = None) -> dict[TopicPartition, Records]:
+        if self._pending is not None:
+            error, self._pending = self._pending, None
+            raise error
         messages = self._consumer.consume(max_records or self._max_records, timeout)
         if not messages:
             return {}
         failed = [i for i, message in enumerate(messages) if message.error() is not None]
         if failed:
-            self._raise(messages[failed[0]], self._group(messages[: failed[0]]))
+            messages = self._failed(messages, failed[0])
         grouped = self._group(messages)
         if self._sought:
             for tp in grouped:
@@ -328,23 +332,33 @@ class ConfluentConsumer(Consumer):
             run.append(message)
         return {TopicPartition(*key): run for key, run in grouped.items()}
 
-    def _raise(self, message: Any, grouped: dict[TopicPartition, list[Any]]) -> None:
-        """Raise the error a consumed message carries (after rewinding what this poll returned)."""
+    def _failed(self, messages: list[Any], index: int) -> list[Any]:
+        """The messages before the error at ``index``; its error is raised by the next poll (now if none).
+
+        The messages after it are not returned: their partitions are rewound to them, so nothing
+        is skipped (a dead letter's handler seeks past the undecodable record itself).
+        """
         ck = _ck()
-        error = message.error()
-        for tp, run in grouped.items():  # not returned: consumed again after the error
+        message = messages[index]
+        tail = [m for m in messages[index + 1 :] if m.error() is None]
+        for tp, run in self._group(tail).items():
             self._consumer.seek(_native(tp, run[0].offset()))
+        error = message.error()
         if error.code() in (ck.KafkaError._BAD_MSG, ck.KafkaError._BAD_COMPRESSION):
             tp = TopicPartition(message.topic(), message.partition())
-            raise UndecodableError(
+            failure: ClientError = UndecodableError(
                 f"{tp.topic}/{tp.partition} offset {message.offset()}: {error.str()}",
                 tp=tp,
                 offset=message.offset(),
             )
-        failure = _error(error, f"poll ({message.topic()}/{message.partition()})")
-        # librdkafka recovers from every non-fatal consumer error by itself (a broker restart...).
-        failure.retriable = failure.retriable or not failure.fatal
-        raise failure
+        else:
+            failure = _error(error, f"poll ({message.topic()}/{message.partition()})")
+            # librdkafka recovers from every non-fatal consumer error by itself (a broker restart...).
+            failure.retriable = failure.retriable or not failure.fatal
+        if index == 0:
+            raise failure
+        self._pending = failure
+        return messages[:index]
 
     def subscription(self) -> set[str]:
         return set(self._subscription)
