@@ -29,7 +29,7 @@ pytestmark = [
 ]
 
 
-def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(restartable_broker):  # noqa: F811
+def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_client, restartable_broker):  # noqa: F811
     from kafka import KafkaAdminClient
 
     bootstrap = restartable_broker.bootstrap
@@ -47,7 +47,8 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(restartab
     # service is mid-transaction when the broker goes. Commits every 5 s; a flush gives up after 10 s.
     produce(bootstrap, topics.input, values)
     options = ["--guarantee", "exactly-once", "--group-instance-id", "outage-1", "--commit-interval", "5",
-               "--max-poll-records", "500", "--producer-option", "transaction_timeout_ms=20000"]  # fmt: skip
+               "--max-poll-records", "500", "--producer-option", "transaction_timeout_ms=20000",
+               "--client", kafka_client]  # fmt: skip
     service = Service(bootstrap, topics, "outage-group", *options)
     try:
         deadline = time.monotonic() + 120
