@@ -39,7 +39,7 @@ from uss_stream_kafka.config import ClientConfig, check_client_options
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import REASONS, InvalidEvent, json_scalar
 from uss_stream_kafka.limits import record_limit
-from uss_stream_kafka.processing import label_free_policy
+from uss_stream_kafka.processing import label_free_policy, policy_spec
 from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.state_budget import StateBudget
 from uss_stream_kafka.topics import Topics, create_topics
@@ -254,10 +254,11 @@ class Orchestrator:
     stage_names
         Names of the stages in the decisions (default ``stage1`` ... ``stageK``).
     alpha
-        Shorthand for ``policy="uss-ucb:alpha=A"``; the policy when ``policy`` is not given.
+        Shorthand for ``policy="uss-ucb:alpha=A"``; give it or ``policy``, not both.
     policy
-        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-kl-ucb"``;
-        the checkpoint records it and a restart with another one is refused.
+        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-ucb:alpha=0.51"``;
+        the checkpoint records it and a restart with another one is refused. With neither: the
+        library's default (USS-KL-UCB), as on the command line.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
         late report is then dead-lettered as ``report_expired``. Whatever they are, the
@@ -300,7 +301,7 @@ class Orchestrator:
         topics: OrchestrationTopics,
         stage_costs: Sequence[float],
         stage_names: Sequence[str] | None = None,
-        alpha: float = 0.51,
+        alpha: float | None = None,
         policy: str | None = None,
         max_age_decisions: int | None = None,
         max_age_seconds: float | None = None,
@@ -325,7 +326,7 @@ class Orchestrator:
             raise ValueError(f"stage_names must be {k} distinct names, got {self.stage_names!r}")
         self.alpha = alpha
         learner, self.policy = label_free_policy(
-            f"uss-ucb:alpha={alpha!r}" if policy is None else policy, self.stage_costs, "orchestration"
+            policy_spec(policy, alpha), self.stage_costs, "orchestration"
         )
         self.book = PendingDecisions(
             learner,
