@@ -435,12 +435,12 @@ def policy_spec(policy: str | None, alpha: float | None) -> str:
     >>> policy_spec("uss-ts", 0.5)
     Traceback (most recent call last):
     ...
-    ValueError: give policy (--policy) or alpha (--alpha, shorthand for --policy uss-ucb:alpha=A), not both: got 'uss-ts' and 0.5
+    ValueError: give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), not both: ...
 
     """
     if policy is not None and alpha is not None:
         raise ValueError(
-            "give policy (--policy) or alpha (--alpha, shorthand for --policy uss-ucb:alpha=A), "
+            "give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), "
             f"not both: got {policy!r} and {alpha!r}"
         )
     if alpha is not None:

@@ -187,7 +187,9 @@ def test_a_900kb_invalid_value_under_a_1mb_input_limit_is_capped(bootstrap_serve
     values, _outputs = stream(4)
     big = b'{"id": "big", "outputs": "' + b"x" * 900_000 + b'"}'
     produce(bootstrap_servers, topics.input, [*values[:2], big, *values[2:]])
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS, alpha=0.51))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes

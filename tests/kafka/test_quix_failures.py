@@ -68,7 +68,8 @@ def test_a_committed_offset_deleted_by_retention_resumes_by_the_reset_policy(
 
     with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         summary = run_app(
-            new_app(bootstrap_servers, topics, group, auto_offset_reset=reset), OutputsProcessor(COSTS, alpha=0.51)
+            new_app(bootstrap_servers, topics, group, auto_offset_reset=reset),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
 
     warnings = " ".join(r.getMessage() for r in caplog.records)
@@ -165,7 +166,8 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
     group = f"g-{uuid.uuid4().hex[:10]}"
     settings = {"guarantee": "exactly-once", "group_instance_id": f"q-{group}", "max_poll_records": 100}
     run_app(
-        new_app(bootstrap_servers, topics, group, checkpoint_every=100, **settings), OutputsProcessor(COSTS, alpha=0.51)
+        new_app(bootstrap_servers, topics, group, checkpoint_every=100, **settings),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     # Roll segments and wait (observable) for the cleaner: fewer records than offsets.
     deadline = time.monotonic() + 200
@@ -178,7 +180,9 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
         time.sleep(1)
 
     produce(bootstrap_servers, topics.input, values[2_000:])
-    summary = run_app(new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS, alpha=0.51))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS, alpha=0.51)
+    )
     assert summary.restored == [f"{topics.input}/0: checkpoint @2000, committed @2000, start @2000"]
     decisions = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     assert [json.loads(r.value)["depth"] for r in decisions] == USSUCB(COSTS).run(outputs).tolist()

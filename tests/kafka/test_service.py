@@ -86,7 +86,9 @@ def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstr
             bad_offsets[len(values)] = malformed[len(bad_offsets)]
             values.append(malformed[len(bad_offsets) - 1][0])
     produce(bootstrap_servers, topics.input, values)
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS, alpha=0.51))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     letters = [
         DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter, expected=8)
@@ -111,7 +113,9 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
     group = f"restart-{uuid.uuid4().hex[:8]}"
-    first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS, alpha=0.51))
+    first = Running(
+        new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS, alpha=0.51)
+    )
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
     stopped_at = first.join().events
@@ -190,10 +194,14 @@ def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_t
     topics = make_topics()
     values, _ = stream(100)
     produce(bootstrap_servers, topics.input, values)
-    run_app(new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS, alpha=0.51))
+    run_app(
+        new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"),
+        OutputsProcessor(COSTS, alpha=0.51),
+    )
     with pytest.raises(CheckpointError, match="needs its own state topic"):
         run_app(
-            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS, alpha=0.51)
+            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
 
 

@@ -97,7 +97,11 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     mismatched.run(remote_outputs)
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
     for partition, policy, processor in (
-        (7, remote, OutputsProcessor(COSTS, alpha=0.51)),  # written by this group with this configuration: shared
+        (
+            7,
+            remote,
+            OutputsProcessor(COSTS, alpha=0.51),
+        ),  # written by this group with this configuration: shared
         (8, mismatched, OutputsProcessor(COSTS, alpha=1.0)),  # another configuration: not shared, warned
     ):
         checkpoint = Checkpoint(
