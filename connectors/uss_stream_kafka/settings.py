@@ -29,6 +29,8 @@ __all__ = [
     "env_name",
     "markdown_table",
     "parse_switch",
+    "row",
+    "setting",
 ]
 
 #: The subcommands that take settings.
@@ -55,6 +57,10 @@ def env_name(flag: str) -> str:
 def _number(kind: type, low: float, strict: bool = False) -> Callable[[Any], Any]:
     def convert(value: Any) -> Any:
         try:
+            if isinstance(value, bool) or (
+                kind is int and isinstance(value, float) and not value.is_integer()
+            ):
+                raise ValueError  # no silent truncation of 2.5 to 2, no True for 1
             number = kind(value)
         except (TypeError, ValueError):
             what = "an integer" if kind is int else "a number"
@@ -98,7 +104,10 @@ def _spec(value: Any) -> str:
     """A ``--policy`` spec, checked by the library's one parser (:mod:`uss_stream.policies.specs`)."""
     from uss_stream.policies.specs import parse_spec
 
-    parse_spec(str(value))
+    try:
+        parse_spec(str(value))
+    except ValueError as error:
+        raise ValueError(str(error).removeprefix("--policy ")) from None
     return str(value)
 
 

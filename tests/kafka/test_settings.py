@@ -268,6 +268,8 @@ def minimal_values(command: str) -> dict[str, Any]:
         ("orchestrate", {"kafka_option": ["no_such_setting=1"]}, ["--kafka-option"]),
         ("orchestrate", {"compression": "gzip"}, ["--compression"]),  # not a setting of orchestrate
         ("orchestrate", {"input_topic": None}, ["--input-topic"]),
+        ("run", {"max_poll_records": 2.5}, ["--max-poll-records"]),  # Python values: no silent truncation
+        ("orchestrate", {"checkpoint_every": True}, ["--checkpoint-every"]),
     ],
 )  # fmt: skip
 def test_settings_that_do_not_go_together_are_refused_naming_each_flag_and_variable(command, given, names):
@@ -352,11 +354,15 @@ def test_the_python_default_policy_is_the_command_line_default():
 
 # -- on the real broker -----------------------------------------------------------------------------
 def service(arguments: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run ``uss-stream kafka ARGUMENTS`` to its exit, with only ``environment``'s service variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("USS_KAFKA_")}
-    return subprocess.run(
-        [sys.executable, "-m", "uss_stream.cli", "kafka", *arguments],
-        env={**env, **environment}, capture_output=True, text=True, timeout=150,
-    )  # fmt: skip
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "uss_stream.cli", "kafka", *arguments],
+            env={**env, **environment}, capture_output=True, text=True, timeout=150,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as timeout:  # run() has killed it
+        pytest.fail(f"no exit in 150 s:\n{str(timeout.stderr or '')[-3000:]}")
 
 
 @pytest.mark.kafka
