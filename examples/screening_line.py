@@ -93,6 +93,7 @@ def main() -> None:
         topics=topics,
         stage_costs=instance.stage_costs.tolist(),
         stage_names=["xray", "ct", "trace"],
+        alpha=0.51,  # USS-UCB, as measured in docs/orchestration.md (the default is USS-KL-UCB)
         max_age_seconds=max(5.0, 10 * args.max_delay),
         exit_when_idle=3.0,
     )
