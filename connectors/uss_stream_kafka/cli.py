@@ -40,10 +40,10 @@ __all__ = ["ENVIRONMENT", "LEGACY_ENVIRONMENT", "env_name", "register"]
 ENVIRONMENT: dict[str, str] = {item.name: item.env for item in SETTINGS}
 
 #: Deprecated variables still read (with a warning) when the ruled one is not set, by destination.
-LEGACY_ENVIRONMENT: dict[str, str] = {
-    item.name: old
+LEGACY_ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    item.name: (*(env_name(alias) for alias in item.aliases), *filter(None, [item.legacy_env]))
     for item in SETTINGS
-    for old in [*(env_name(alias) for alias in item.aliases), *filter(None, [item.legacy_env])]
+    if item.aliases or item.legacy_env
 }
 
 

@@ -314,6 +314,12 @@ def test_the_older_spellings_still_work_with_a_warning_and_lose_to_the_ruled_one
     with pytest.warns(FutureWarning, match="--requests-topic is deprecated: use --input-topic"):
         args = build_parser().parse_args([*old, "--requests-topic", "q", "--decisions-topic", "d"])
     assert (args.input_topic, args.output_topic) == ("q", "d")
+    monkeypatch.setenv("USS_KAFKA_REQUESTS_TOPIC", "old-q")  # an old flag's variable, by the same rule
+    with pytest.warns(FutureWarning, match="USS_KAFKA_REQUESTS_TOPIC is deprecated: use --input-topic"):
+        args = build_parser().parse_args([*old, "--output-topic", "d"])
+    assert args.input_topic == "old-q"
+    monkeypatch.setenv("USS_KAFKA_INPUT_TOPIC", "q")
+    assert parse([*old, "--output-topic", "d"]).input_topic == "q"
     with pytest.warns(FutureWarning, match="--topic is deprecated: use --input-topic"):
         args = build_parser().parse_args([*argv("demo-producer", without="--input-topic"), "--topic", "t"])
     assert args.input_topic == "t"
