@@ -7,8 +7,10 @@ only, linger 2 ms), without an HTTP endpoint; :class:`Serving` runs it in a thre
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -104,8 +106,15 @@ class Serving:
         deadline = time.monotonic() + timeout
         while not self.orchestrator.ready():
             assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
-            assert time.monotonic() < deadline, "the orchestrator got no partition"
+            assert time.monotonic() < deadline, (
+                f"the orchestrator got no partition in {timeout}s; its health "
+                f"{self.orchestrator.app.health()}, its thread at:\n{self._stack()}"
+            )
             time.sleep(0.02)
+
+    def _stack(self) -> str:
+        frame = sys._current_frames().get(self._thread.ident)
+        return "".join(traceback.format_stack(frame)) if frame is not None else "(ended)"
 
     def stop(self) -> OrchestrationSummary:
         self.orchestrator.stop()
