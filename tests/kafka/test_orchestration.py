@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import PROCESSES, produce, read_all
+from conftest import PROCESSES, checkpoints_of, produce, read_all
 from orchestrated import Orchestrator, Serving, orchestrator
 
 from uss_stream.stats import DisagreementStats
@@ -95,7 +95,7 @@ def test_decision_and_checkpoint_round_trip() -> None:
 def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], OrchestrationTopics]]:
     created: list[str] = []
 
-    def make() -> OrchestrationTopics:
+    def make(partitions: int = 1) -> OrchestrationTopics:
         run = uuid.uuid4().hex[:10]
         topics = OrchestrationTopics(
             requests=f"o-{run}-req",
@@ -104,7 +104,7 @@ def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], Orchestration
             dead_letter=f"o-{run}-dlq",
             state=f"o-{run}-state",
         )
-        create_orchestration_topics(admin, topics)
+        create_orchestration_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
         return topics
 
@@ -271,3 +271,47 @@ def test_cli_orchestrate(
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions)]
     assert [d["id"] for d in decisions] == [f"b{i}" for i in range(20)]
     assert decisions[0]["stages"] == ["xray", "ct", "manual"][: decisions[0]["depth"]]
+
+
+@pytest.mark.kafka
+def test_reports_reach_the_learner_of_their_requests_partition(
+    bootstrap_servers: str, make_orchestration_topics: Callable[..., OrchestrationTopics]
+) -> None:
+    """Two partitions, one learner each: a report in partition p is joined to the decisions of
+    requests partition p (the topics are co-partitioned by id), and a report sent to the other
+    partition finds no decision there."""
+    topics = make_orchestration_topics(partitions=2)
+    serving = Serving(new_orchestrator(bootstrap_servers, topics, f"g-{uuid.uuid4().hex[:8]}"))
+    rng = np.random.default_rng(5)
+    outputs = rng.integers(0, 2, (400, 3))
+    for p in (0, 1):
+        requests = [json.dumps({"id": f"p{p}-{i}"}).encode() for i in range(200)]
+        produce(bootstrap_servers, topics.requests, requests, partition=p)
+    serving.wait_for(lambda s: s.decisions == 400)
+    decisions = {}
+    for record in read_all(bootstrap_servers, topics.decisions, expected=400):
+        decision = json.loads(record.value)
+        assert decision["id"].startswith(f"p{record.partition}-")  # the request's partition
+        decisions[decision["id"]] = decision["depth"]
+    expected = {p: DisagreementStats(3) for p in (0, 1)}
+    for p in (0, 1):
+        reports = []
+        for i in range(200):
+            depth = decisions[f"p{p}-{i}"]
+            row = outputs[200 * p + i, :depth].tolist()
+            reports.append(json.dumps({"id": f"p{p}-{i}", "outputs": row}).encode())
+            expected[p].record(row)
+        expected[p].decisions = 200
+        produce(bootstrap_servers, topics.reports, reports, partition=p)
+    # Mis-partitioned: the report of a partition-0 decision, sent to reports partition 1.
+    produce(bootstrap_servers, topics.reports, [b'{"id": "p0-0", "outputs": [1]}'], partition=1)
+    serving.wait_for(lambda s: s.reports == 401)
+    summary = serving.stop()
+
+    assert (summary.applied, summary.pending) == (400, 0)
+    (letter,) = [DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter)]
+    assert (letter.reason, letter.topic, letter.partition) == ("report_unknown", topics.reports, 1)
+    last = {c.partition: c for c in checkpoints_of(bootstrap_servers, topics.state)}
+    for p in (0, 1):
+        assert DisagreementStats.from_dict(last[p].state["policy"]["stats"]) == expected[p]
+        assert (last[p].offset, last[p].labels_offset) == (200, 200 + p)
