@@ -291,17 +291,87 @@ def add_orchestrate(commands: argparse._SubParsersAction) -> None:
         "orchestrate",
         help="orchestration mode: decide requests now, learn from the sensors' later reports",
         description="Consume requests (--input-topic), produce decisions (depth, stages, cost) to "
-        "--output-topic, join the sensors' reports (--reports-topic) to the pending decisions by id. "
-        "Single process: one learner for all partitions.",
+        "--output-topic, join the sensors' reports (--reports-topic, co-partitioned with the requests "
+        "by id) to the pending decisions by id.",
     )
     add_settings(parser, "orchestrate")
-    parser.set_defaults(handler=_orchestrate)
+    parser.set_defaults(handler=orchestrate)
 
 
-def _orchestrate(args: argparse.Namespace) -> int:
-    from uss_stream_kafka.orchestration_cli import orchestrate_command
+@one_line_errors("orchestrate")
+def orchestrate(args: argparse.Namespace) -> int:
+    """``uss-stream kafka orchestrate``: the runtime with an orchestration processor.
 
-    return orchestrate_command(args)
+    See ``docs/orchestration.md``; errors print one line, as :func:`run`'s.
+    """
+    from uss_stream_kafka.app import Application
+    from uss_stream_kafka.orchestrating import (
+        OrchestrationProcessor,
+        OrchestrationSummary,
+        OrchestrationTopics,
+    )
+
+    settings = KafkaSettings.from_args(args)
+    _setup_logging(settings.log_level)
+    processor = OrchestrationProcessor(
+        settings.stage_costs,
+        stage_names=settings.stage_names,
+        policy=settings.policy_spec(),
+        max_age_decisions=settings.max_age_decisions,
+        max_age_seconds=settings.max_age_seconds,
+    )
+    topics = OrchestrationTopics(
+        settings.input_topic,
+        settings.reports_topic,
+        settings.output_topic,
+        settings.dlq_topic,
+        settings.state_topic,
+    )
+    client = settings.client_config()
+    if not _security_checked(client):
+        return 7
+    app = Application(
+        client,
+        group_id=settings.group_id,
+        topics=topics.as_topics(),
+        # Commits only at the checkpoints: both cover the same offsets of both topics.
+        commit_interval=float("inf"),
+        checkpoint_interval=settings.checkpoint_interval,
+        checkpoint_every=settings.checkpoint_every,
+        max_input_bytes=settings.max_input_bytes,
+        max_poll_records=settings.max_poll_records,
+        auto_offset_reset=settings.auto_offset_reset,
+        group_instance_id=settings.group_instance_id,
+        guarantee=settings.guarantee,
+        exit_when_idle=settings.exit_when_idle,
+        consumer_options=settings.consumer_options(),
+        # A decision is awaited: linger 2 ms rather than the throughput default.
+        producer_options={"linger_ms": 2, **settings.producer_options()},
+        http_host=settings.metrics_host,
+        http_port=None if settings.metrics_port < 0 else settings.metrics_port,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    summary = OrchestrationSummary.of(app)
+    dead = {reason: n for reason, n in summary.dead_letters.items() if n}
+    print(
+        f"kafka orchestrate: {summary.requests} requests, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {summary.reports} reports, {summary.applied} applied, "
+        f"{summary.pending} pending, {summary.expired} expired, dead letters {dead}, "
+        f"{summary.checkpoints} checkpoints in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
 
 
 # -- create-topics ---------------------------------------------------------------------------------

@@ -340,11 +340,12 @@ class KafkaSettings:
         None, "package.module:function returning a CascadeClassifier (features mode)", ("run",), _PROCESSING
     )
     max_input_bytes: int = setting(
-        256 * 1024,
+        None,
         "larger values are dead-lettered as oversize",
         _SERVICE,
         _PROCESSING,
         convert=_positive_int,
+        defaults={"run": 256 * 1024, "orchestrate": 1 << 20},
     )
     max_age_decisions: int | None = setting(
         None, "expire a pending decision after that many later decisions", ("orchestrate",), _PROCESSING,
@@ -379,7 +380,7 @@ class KafkaSettings:
     )
     checkpoint_interval: float = setting(
         5.0,
-        "seconds between checkpoints (0 = off; orchestrate: a checkpoint is also its commit, and with "
+        "seconds between checkpoints (0 = off; orchestrate commits only with a checkpoint, and with "
         "both checkpoint settings off the only one is at the stop)",
         _SERVICE,
         _DELIVERY,
@@ -393,9 +394,9 @@ class KafkaSettings:
         convert=_non_negative_int,
         defaults={"run": 0, "orchestrate": 10_000},
     )
-    max_poll_records: int = setting(5000, "records per batch", ("run",), _DELIVERY, convert=_positive_int)
+    max_poll_records: int = setting(5000, "records per batch", _SERVICE, _DELIVERY, convert=_positive_int)
     auto_offset_reset: str = setting(
-        "earliest", "where a new consumer group starts", ("run",), _DELIVERY, choices=("earliest", "latest")
+        "earliest", "where a new consumer group starts", _SERVICE, _DELIVERY, choices=("earliest", "latest")
     )
     exit_when_idle: float | None = setting(
         None,
@@ -408,7 +409,7 @@ class KafkaSettings:
     compression: str = setting(
         "none",
         "compression of the produced records (decisions, dead letters, checkpoints)",
-        ("run",),
+        _SERVICE,
         _DELIVERY,
         choices=COMPRESSIONS,
     )
@@ -428,9 +429,9 @@ class KafkaSettings:
         convert=_options,
     )  # fmt: skip
     # metrics, health and logging
-    metrics_host: str = setting("0.0.0.0", "address of /metrics, /healthz", ("run",), _OPS)
+    metrics_host: str = setting("0.0.0.0", "address of /metrics, /healthz", _SERVICE, _OPS)
     metrics_port: int = setting(
-        9108, "port of /metrics and /healthz (0 = any free port, -1 = no endpoint)", ("run",), _OPS,
+        9108, "port of /metrics and /healthz (0 = any free port, -1 = no endpoint)", _SERVICE, _OPS,
         convert=_port,
     )  # fmt: skip
     log_level: str = setting(

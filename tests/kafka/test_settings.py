@@ -169,9 +169,10 @@ def test_without_flag_or_variable_each_setting_has_its_default_and_the_object_th
             ), (command, row.name)
     run = KafkaSettings.from_args(parse(argv("run")))
     orchestrate = KafkaSettings.from_args(parse(argv("orchestrate")))
-    # The documented defaults: 0 (off) for run, 10000 records for orchestrate, whose checkpoint is its commit.
+    # The two documented per-mode defaults (docs/kafka.md): checkpoints every 0 (off) records in run,
+    # 10000 in orchestrate, which commits only with a checkpoint; 256 KiB inputs in run, 1 MiB in orchestrate.
     assert (run.checkpoint_every, orchestrate.checkpoint_every) == (0, 10_000)
-    assert run.max_input_bytes == orchestrate.max_input_bytes == 256 * 1024
+    assert (run.max_input_bytes, orchestrate.max_input_bytes) == (256 * 1024, 1024 * 1024)
 
 
 def test_the_help_of_every_subcommand_lists_every_setting_with_its_variable():
@@ -266,7 +267,7 @@ def minimal_values(command: str) -> dict[str, Any]:
         ("run", {"security_protocol": "SASL_SSL"}, ["--security-protocol", "--sasl-mechanism"]),
         ("run", {"consumer_option": ["linger_ms=5"]}, ["--consumer-option"]),
         ("orchestrate", {"kafka_option": ["no_such_setting=1"]}, ["--kafka-option"]),
-        ("orchestrate", {"compression": "gzip"}, ["--compression"]),  # not a setting of orchestrate
+        ("orchestrate", {"commit_every": 5}, ["--commit-every"]),  # not a setting of orchestrate
         ("orchestrate", {"input_topic": None}, ["--input-topic"]),
         ("run", {"max_poll_records": 2.5}, ["--max-poll-records"]),  # Python values: no silent truncation
         ("orchestrate", {"checkpoint_every": True}, ["--checkpoint-every"]),
@@ -335,7 +336,7 @@ def test_the_older_spellings_still_work_with_a_warning_and_lose_to_the_ruled_one
 def test_the_python_default_policy_is_the_command_line_default():
     """USS-KL-UCB in Python and on the command line (the library's default), decided as USSKLUCB does."""
     from uss_stream_kafka import OutputsProcessor
-    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator
+    from uss_stream_kafka.orchestrating import OrchestrationProcessor
     from uss_stream_kafka.processing import label_free_policy
 
     cli = KafkaSettings.from_args(parse(argv("run")))
@@ -343,13 +344,8 @@ def test_the_python_default_policy_is_the_command_line_default():
     _, canonical = label_free_policy(cli.policy_spec(), [0, 0.1], "outputs mode")
     processor = OutputsProcessor([0, 0.1])
     assert processor.policy == canonical == "uss-kl-ucb:alpha=1.0"
-    orchestrator = Orchestrator(
-        KafkaSettings.from_args(parse(argv("orchestrate"))).client_config(),
-        group_id="g",
-        topics=OrchestrationTopics("q", "r", "d", "x", "s"),
-        stage_costs=[0, 0.1],
-    )
-    assert orchestrator.policy == canonical
+    assert OrchestrationProcessor([0, 0.1]).policy == canonical
+    assert KafkaSettings.from_args(parse(argv("orchestrate"))).policy_spec() == "uss-kl-ucb"
     _, outputs = stream(400, seed=3)
     learner = processor.new_learner()
     depths = [learner.process(json.dumps({"id": i, "outputs": row}).encode())[1]
@@ -397,7 +393,7 @@ def test_run_configured_by_variables_only_decides_every_event(bootstrap_servers,
 @pytest.mark.kafka
 @pytest.mark.timeout(200)
 def test_orchestrate_takes_zero_checkpoints_from_its_variables_as_off(bootstrap_servers, admin):
-    from uss_stream_kafka.orchestration import OrchestrationTopics, create_orchestration_topics
+    from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
     run = uuid.uuid4().hex[:10]
     topics = OrchestrationTopics(*(f"s-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
@@ -408,7 +404,7 @@ def test_orchestrate_takes_zero_checkpoints_from_its_variables_as_off(bootstrap_
         variables = {
             "USS_KAFKA_CHECKPOINT_EVERY": "0", "USS_KAFKA_CHECKPOINT_INTERVAL": "0",
             "USS_KAFKA_EXIT_WHEN_IDLE": "1", "USS_KAFKA_STAGE_COSTS": ",".join(map(str, COSTS)),
-            "USS_KAFKA_CONSUMER_OPTION": "max_poll_records=200",
+            "USS_KAFKA_MAX_POLL_RECORDS": "200", "USS_KAFKA_METRICS_PORT": "-1",
         }  # fmt: skip
         done = service(
             ["orchestrate", "--bootstrap-servers", bootstrap_servers, "--input-topic", topics.requests,
