@@ -81,7 +81,7 @@ def test_compressed_input_is_decided(kafka_client, codec, client, bootstrap_serv
     assert stored_bytes(admin, topics.input) < raw / 2
 
     summary = run_app(
-        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, client_library=kafka_client), OutputsProcessor(COSTS, alpha=0.51)
     )
 
     assert summary.events == N and sum(summary.dead_letters.values()) == 0
@@ -192,7 +192,7 @@ def test_an_unknown_compression_is_refused_by_name(bootstrap_servers, make_topic
 
 
 def test_the_service_decides_every_codec_of_both_clients(kafka_client, bootstrap_servers, make_topics, admin):
-    """``uss-stream kafka run`` (each client) on one topic holding every codec of both libraries."""
+    """``uss-stream kafka run`` on one topic holding batches of every codec from both libraries."""
     topics = make_topics()
     values, outputs = stream(2_400, seed=7)
     segments = [(codec, client) for codec in CODECS for client in clients.CLIENTS]

@@ -92,7 +92,7 @@ def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(
     produce(bootstrap_servers, topics.input, values)
     summary = run_app(
         new_app(bootstrap_servers, topics, max_input_bytes=512, client_library=kafka_client),
-        OutputsProcessor(COSTS),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
 
     letters = [
@@ -120,7 +120,7 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(kafka_client, boo
     group = f"restart-{uuid.uuid4().hex[:8]}"
     first = Running(
         new_app(bootstrap_servers, topics, group, max_poll_records=700, client_library=kafka_client),
-        OutputsProcessor(COSTS),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
@@ -128,7 +128,8 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(kafka_client, boo
     assert 5_000 <= stopped_at < 10_000
 
     second = run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     assert second.restored == [
         f"{topics.input}/0: checkpoint @{stopped_at}, committed @{stopped_at}, start @{stopped_at}"
@@ -150,14 +151,18 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:4_000])
     group = f"ahead-{uuid.uuid4().hex[:8]}"
-    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
+    run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
+    )
     # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
     # committed offset lags behind.
     admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(1_000, "", -1)})
     produce(bootstrap_servers, topics.input, values[4_000:])
 
     summary = run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     assert summary.restored == [f"{topics.input}/0: checkpoint @4000, committed @1000, start @4000"]
     assert (summary.events, summary.replayed) == (2_000, 0)
@@ -175,11 +180,17 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     values, outputs = stream(10_000)
     group = f"behind-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.input, values[:3_000])
-    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
+    run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
+    )
     (old,) = checkpoints_of(bootstrap_servers, topics.state)
     assert old.offset == 3_000
     produce(bootstrap_servers, topics.input, values[3_000:6_000])
-    run_app(new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS))
+    run_app(
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
+    )
     # As when checkpoints are rarer than commits: the last checkpoint (3000) lags the commit (6000).
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
     producer.send(topics.state, old.to_bytes(), key=old.key)
@@ -188,7 +199,8 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     produce(bootstrap_servers, topics.input, values[6_000:])
 
     summary = run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     assert summary.restored == [
         f"{topics.input}/0: checkpoint @3000, committed @6000, start @3000, replay to @6000"
@@ -208,14 +220,14 @@ def test_a_state_topic_shared_by_two_groups_is_refused(kafka_client, bootstrap_s
     produce(bootstrap_servers, topics.input, values)
     run_app(
         new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}", client_library=kafka_client),
-        OutputsProcessor(COSTS),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     with pytest.raises(CheckpointError, match="needs its own state topic"):
         run_app(
             new_app(
                 bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}", client_library=kafka_client
             ),
-            OutputsProcessor(COSTS),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
 
 
@@ -230,12 +242,14 @@ def test_partitions_move_between_instances_with_their_learners(
         produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
     group = f"moving-{uuid.uuid4().hex[:8]}"
     first = Running(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     first.wait_for(lambda a: a.summary.events == 3_000)
     # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
     second = Running(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
     for p, (values, _) in per_partition.items():
