@@ -81,7 +81,7 @@ def test_an_undecodable_record_is_dead_lettered_and_its_neighbours_decided(
         exit_when_idle=2.0,
         client_library="confluent",
     )
-    summary = run_app(app, OutputsProcessor(COSTS))
+    summary = run_app(app, OutputsProcessor(COSTS, alpha=0.51))
 
     assert [w.corrupted for w in wrapped] == [1]
     isolation = "read_committed"
