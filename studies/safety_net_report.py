@@ -15,13 +15,22 @@ CHANCE_NAME = "chance-8"
 
 
 def _load(cache: Path, names: list[str], settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The instances of ``names`` with every policy cached under ``settings``, merged per instance."""
     found = {}
     for name in names:
-        path = cache / (name.replace(" ", "_") + ".json")
-        if path.exists():
-            summary = json.loads(path.read_text())
-            if summary.get("settings") == settings:
-                found[name] = summary
+        merged: dict[str, Any] | None = None
+        for policy in POLICIES:
+            path = cache / (f"{name}__{policy}".replace(" ", "_").replace("/", "_") + ".json")
+            summary = json.loads(path.read_text()) if path.exists() else None
+            if summary is None or summary.get("settings") != settings:
+                merged = None
+                break
+            if merged is None:
+                merged = {**summary, "policies": {}, "seconds": 0.0}
+            merged["policies"].update(summary["policies"])
+            merged["seconds"] += summary["seconds"]
+        if merged is not None:
+            found[name] = merged
     return found
 
 
