@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,7 @@ class AuditedUSS(USSKLUCB):
     >>> policy = AuditedUSS(costs)
     >>> depths = policy.run(outputs, labels=labels, label_delay=100)
     >>> np.bincount(depths[-5000:], minlength=4)[1:].tolist(), policy.labels_requested
-    ([0, 4864, 136], 264)
+    ([0, 5000, 0], 275)
 
     """
 
@@ -89,10 +89,17 @@ class AuditedUSS(USSKLUCB):
         stage_costs: Sequence[float],
         alpha: float = 1.0,
         label_budget: float = 3.0,
+        contradicted_budget: float = 6.0,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
         check_positive(label_budget, "label_budget")
+        check_positive(contradicted_budget, "contradicted_budget")
+        if contradicted_budget < label_budget:
+            raise ValueError(
+                f"contradicted_budget must be >= label_budget ({label_budget}), got {contradicted_budget}"
+            )
         self.label_budget = label_budget
+        self.contradicted_budget = contradicted_budget
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
@@ -101,6 +108,7 @@ class AuditedUSS(USSKLUCB):
         self._e_cache: list[tuple[int, int, int, float, float, float]] = [
             (-1, 0, 0, 0.0, -1.0, 1.0)
         ] * n_pairs
+        self._strict_cache: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
         self._gap_matrix = [
             [self._costs[j] - self._costs[i] for j in range(self.n_stages)] for i in range(self.n_stages)
         ]
@@ -148,8 +156,20 @@ class AuditedUSS(USSKLUCB):
             cached = self._e_cache[pair] = (m, plus, minus, level, lower, upper)
         return cached[4], cached[5]
 
-    def _relations(self, t: int):
-        """``beats(i, j)`` (label-free or label-informed) and ``worth(i, j)`` (``δ^L_ij > C_j - C_i``)."""
+    def _e_strict(self, pair: int, level: float) -> float:
+        """``e^U`` of a pair at the level ``L_t`` itself (no discount for the pair's share)."""
+        evidence = self._evidence
+        m = evidence.labelled[pair]
+        plus = evidence.deeper_right[pair]
+        minus = evidence.shallower_right[pair]
+        cached = self._strict_cache[pair]
+        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
+            upper = e_bounds(m, plus, minus, level)[1]
+            cached = self._strict_cache[pair] = (m, plus, minus, level, upper)
+        return cached[4]
+
+    def _relations(self, t: int) -> _Relations:
+        """The relations of round ``t``'s decision (see :class:`_Relations`)."""
         queried = self._stats.queried
         disagreements = self._stats.disagreements
         gap = self._gap
@@ -165,21 +185,40 @@ class AuditedUSS(USSKLUCB):
             lower, upper = self._e(pair, level)
             return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
 
-        def beats(i: int, j: int) -> bool:
-            if kl(i, j):
-                return True
+        def by_labels(i: int, j: int) -> bool:
             found = bounds(i, j)
             return found is not None and gap[j * (j - 1) // 2 + i] > found[1]
+
+        def beats(i: int, j: int) -> bool:
+            return kl(i, j) or by_labels(i, j)
 
         def worth(i: int, j: int) -> bool:
             found = bounds(i, j)
             return found is not None and found[0] > gap[j * (j - 1) // 2 + i]
 
-        return beats, worth
+        contradicted = [(i, j) for i, j in self._pairs if by_labels(i, j) and not kl(i, j)]
+
+        def audit(i: int, j: int) -> bool:
+            pair = j * (j - 1) // 2 + i
+            strict = delta_bounds(
+                disagreements[i][j], queried[j], -1.0, self._e_strict(pair, level), level, k
+            )[1]
+            return not gap[pair] > strict
+
+        audits = [(i, j) for i, j in contradicted if audit(i, j)]
+        return _Relations(k, beats, worth, audits, bool(contradicted))
+
+    def _budget(self, t: int, contradicted: bool) -> float:
+        return (self.contradicted_budget if contradicted else self.label_budget) * math.sqrt(t)
 
     def _decide(self, t: int) -> int:
-        beats, _ = self._relations(t)
-        return select_depth_by(self.n_stages, beats)
+        relations = self._relations(t)
+        depth = select_depth_by(self.n_stages, relations.beats)
+        if self._requested < self._budget(t, relations.contradicted):
+            for i, j in relations.audits:
+                if j + 1 > depth and relations.plausible(i):
+                    depth = j + 1
+        return depth
 
     def label_free_depth_many(
         self, rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray
@@ -200,30 +239,24 @@ class AuditedUSS(USSKLUCB):
         (:class:`~uss_stream.pending.PendingDecisions`) calls it before recording the report.
         """
         depth = len(outputs)
-        if depth < 2 or not self._requested < self.label_budget * math.sqrt(t):
+        if depth < 2:
             return 0
-        last = depth - 1
         first = outputs[0]
         if all(output == first for output in outputs[1:]):
             return 0
-        beats, worth = self._relations(t)
-        k = self.n_stages
-        # The deepest stage answers for this depth only as a fall-back when a cheaper stage beats it.
-        fallback = depth == k and any(beats(h, last) for h in range(last))
-        plausible: dict[int, bool] = {}
-
-        def is_plausible(i: int) -> bool:
-            known = plausible.get(i)
-            if known is None:
-                known = plausible[i] = not any(beats(h, i) for h in range(i)) and not any(
-                    worth(i, j) for j in range(i + 1, k)
-                )
-            return known
-
+        relations = self._relations(t)
+        if not self._requested < self._budget(t, relations.contradicted):
+            return 0
+        beats, worth = relations.beats, relations.worth
+        audits = set(relations.audits)
         mask = 0
-        for j in range(1, depth) if fallback else (last,):
+        for j in range(1, depth):
             for i in range(j):
-                if outputs[i] != outputs[j] and is_plausible(i) and not beats(i, j) and not worth(i, j):
+                if (
+                    outputs[i] != outputs[j]
+                    and relations.plausible(i)
+                    and ((not beats(i, j) and not worth(i, j)) or (i, j) in audits)
+                ):
                     mask |= 1 << (j * (j - 1) // 2 + i)
         if mask:
             self._requested += 1
@@ -283,23 +316,33 @@ class AuditedUSS(USSKLUCB):
         *,
         streams: np.ndarray | None = None,
         evidence: np.ndarray | None = None,
+        requested: np.ndarray | None = None,
     ) -> np.ndarray:
         """As USS-KL-UCB's, with ``evidence`` the ``M x 3 x P`` label counts ``(m, w⁺, w⁻)`` per pair
-        (``None``: no labels, which is USS-KL-UCB's rule)."""
+        (``None``: no labels, which is USS-KL-UCB's rule) and ``requested`` the labels requested
+        before each state's round (``None``: none)."""
         upper_i, upper_j = self._columns
         pair_counts = np.asarray(disagreements, dtype=np.float64)[:, upper_i, upper_j]
         rounds = np.asarray(rounds)
         if evidence is None:
             evidence = np.zeros((rounds.size, 3, len(self._pairs)))
+        if requested is None:
+            requested = np.zeros(rounds.size, dtype=np.int64)
         evidence = np.asarray(evidence)
         lower = np.full(pair_counts.shape, -1.0)
         upper = np.full(pair_counts.shape, 1.0)
+        strict = np.full(pair_counts.shape, 1.0)
         for state, pair in zip(*np.nonzero(evidence[:, 0])):
             m, plus, minus = (int(v) for v in evidence[state, :, pair])
-            level = pair_level(label_level(int(rounds[state])), m, self.n_stages)
-            lower[state, pair], upper[state, pair] = e_bounds(m, plus, minus, level)
-        beats, _ = self.relations_many(rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper)
-        return select_depth_many_by(beats, self.n_stages)
+            level = label_level(int(rounds[state]))
+            lower[state, pair], upper[state, pair] = e_bounds(
+                m, plus, minus, pair_level(level, m, self.n_stages)
+            )
+            strict[state, pair] = e_bounds(m, plus, minus, level)[1]
+        relations = self.relations_many(
+            rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper, strict
+        )
+        return self.depth_many(rounds, relations, np.asarray(requested))
 
     def relations_many(
         self,
@@ -309,8 +352,10 @@ class AuditedUSS(USSKLUCB):
         has_labels: np.ndarray,
         e_lower: np.ndarray,
         e_upper: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``beats`` and ``worth`` (``M x P`` booleans) for ``M`` states, the pairs' ``e`` bounds given."""
+        e_strict: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``beats``, ``worth``, ``audit`` (``M x P`` booleans) and ``contradicted`` (``M``) for ``M``
+        states, the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
@@ -318,41 +363,59 @@ class AuditedUSS(USSKLUCB):
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
         n_pairs = n[:, upper_j]
-        beats = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))[:, None]
         lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages)
-        beats |= has_labels & (gap > upper)
-        worth = has_labels & (lower > gap)
-        return beats, worth
+        strict = delta_bounds_many(pair_counts, n_pairs, -1.0, e_strict, level, self.n_stages)[1]
+        by_labels = has_labels & (gap > upper) & ~kl
+        audit = by_labels & ~(gap > strict)
+        return kl | by_labels, has_labels & (lower > gap), audit, by_labels.any(axis=1)
+
+    def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
+        """``M x K`` booleans: stage ``i`` is plausible (see :class:`_Relations`)."""
+        plausible = np.ones((beats.shape[0], self.n_stages), dtype=bool)
+        for p, (i, j) in enumerate(self._pairs):
+            plausible[:, j] &= ~beats[:, p]
+            plausible[:, i] &= ~worth[:, p]
+        return plausible
+
+    def budget_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
+        """The label budget of each state's round (:meth:`request_label`'s, to the bit)."""
+        scale = np.where(contradicted, self.contradicted_budget, self.label_budget)
+        return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
+
+    def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
+        """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
+        beats, worth, audit, contradicted = relations
+        upper_i, upper_j = self._columns
+        depth = select_depth_many_by(beats, self.n_stages)
+        audited = audit & self.plausible_many(beats, worth)[:, upper_i]
+        deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
+        allowed = requested < self.budget_many(rounds, contradicted)
+        return np.where(allowed, np.maximum(depth, deepest), depth)
 
     def request_many(
         self,
         rounds: np.ndarray,
         depths: np.ndarray,
         disagreeing: np.ndarray,
-        beats: np.ndarray,
-        worth: np.ndarray,
+        relations: tuple,
         requested: np.ndarray,
     ) -> np.ndarray:
         """The ``M x P`` request masks of :meth:`request_label` for ``M`` states at once.
 
-        ``disagreeing`` marks the pairs that were queried and disagree on each state's event;
-        ``beats`` and ``worth`` come from :meth:`relations_many` on the counts before the event;
-        ``requested`` holds the labels requested before each state's round.
+        ``disagreeing`` marks the pairs that disagree on each state's event; ``relations`` comes
+        from :meth:`relations_many` on the counts before the event; ``requested`` holds the labels
+        requested before each state's round.
         """
+        beats, worth, audit, contradicted = relations
         upper_i, upper_j = self._columns
-        k = self.n_stages
         depths = np.asarray(depths)
-        budget = self.label_budget * np.sqrt(np.asarray(rounds, dtype=np.float64))
-        allowed = (depths >= 2) & (requested < budget)
-        plausible = np.ones((beats.shape[0], k), dtype=bool)
-        for p, (i, j) in enumerate(self._pairs):
-            plausible[:, j] &= ~beats[:, p]
-            plausible[:, i] &= ~worth[:, p]
-        fallback = (depths == k) & ~plausible[:, k - 1]
-        deepest = upper_j[None, :] == depths[:, None] - 1
-        pairs_asked = deepest | fallback[:, None]
-        return disagreeing & pairs_asked & allowed[:, None] & plausible[:, upper_i] & ~beats & ~worth
+        allowed = (depths >= 2) & (requested < self.budget_many(rounds, contradicted))
+        plausible = self.plausible_many(beats, worth)
+        queried = upper_j[None, :] < depths[:, None]
+        open_pairs = (~beats & ~worth) | audit
+        return disagreeing & queried & allowed[:, None] & plausible[:, upper_i] & open_pairs
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -385,3 +448,38 @@ class AuditedUSS(USSKLUCB):
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
         yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0}
+
+
+class _Relations:
+    """What one decision of :class:`AuditedUSS` rests on.
+
+    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` (label-free, or ``C_j - C_i > δ^U_ij``);
+    ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``contradicted``: some pair is beaten by the labels and
+    not label-free; ``audits``: those of them not confirmed at the level ``L_t`` itself.
+    ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
+    """
+
+    __slots__ = ("_plausible", "audits", "beats", "contradicted", "n_stages", "worth")
+
+    def __init__(
+        self,
+        n_stages: int,
+        beats: Callable[[int, int], bool],
+        worth: Callable[[int, int], bool],
+        audits: list[tuple[int, int]],
+        contradicted: bool,
+    ) -> None:
+        self.n_stages = n_stages
+        self.beats = beats
+        self.worth = worth
+        self.audits = audits
+        self.contradicted = contradicted
+        self._plausible: dict[int, bool] = {}
+
+    def plausible(self, i: int) -> bool:
+        known = self._plausible.get(i)
+        if known is None:
+            known = self._plausible[i] = not any(self.beats(h, i) for h in range(i)) and not any(
+                self.worth(i, j) for j in range(i + 1, self.n_stages)
+            )
+        return known
