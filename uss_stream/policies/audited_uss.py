@@ -109,6 +109,8 @@ class AuditedUSS(USSKLUCB):
             (-1, 0, 0, 0.0, -1.0, 1.0)
         ] * n_pairs
         self._strict_cache: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+        self._relations_key: tuple[int, int, int] | None = None
+        self._relations_cache: _Relations | None = None
         self._gap_matrix = [
             [self._costs[j] - self._costs[i] for j in range(self.n_stages)] for i in range(self.n_stages)
         ]
@@ -169,55 +171,47 @@ class AuditedUSS(USSKLUCB):
         return cached[4]
 
     def _relations(self, t: int) -> _Relations:
-        """The relations of round ``t``'s decision (see :class:`_Relations`)."""
-        queried = self._stats.queried
-        disagreements = self._stats.disagreements
+        """The relations of round ``t``'s decision (see :class:`_Relations`), reused by the request
+        of the same round while the counts are unchanged."""
+        stats = self._stats
+        key = (t, stats.queried[0], self._evidence.labels)
+        if self._relations_key == key:
+            return self._relations_cache
+        queried = stats.queried
+        disagreements = stats.disagreements
         gap = self._gap
         labelled = self._evidence.labelled
         level = label_level(t)
         k = self.n_stages
-        kl = self._beats(t)
 
-        def bounds(i: int, j: int) -> tuple[float, float] | None:
-            pair = j * (j - 1) // 2 + i
+        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[float, float] | None:
             if not labelled[pair]:
                 return None
-            lower, upper = self._e(pair, level)
+            if strict:
+                lower, upper = -1.0, self._e_strict(pair, level)
+            else:
+                lower, upper = self._e(pair, level)
             return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
 
-        def by_labels(i: int, j: int) -> bool:
-            found = bounds(i, j)
-            return found is not None and gap[j * (j - 1) // 2 + i] > found[1]
+        relations = _Relations(k, self._pairs, gap, self._beats(t), bounds)
+        self._relations_key, self._relations_cache = key, relations
+        return relations
 
-        def beats(i: int, j: int) -> bool:
-            return kl(i, j) or by_labels(i, j)
-
-        def worth(i: int, j: int) -> bool:
-            found = bounds(i, j)
-            return found is not None and found[0] > gap[j * (j - 1) // 2 + i]
-
-        contradicted = [(i, j) for i, j in self._pairs if by_labels(i, j) and not kl(i, j)]
-
-        def audit(i: int, j: int) -> bool:
-            pair = j * (j - 1) // 2 + i
-            strict = delta_bounds(
-                disagreements[i][j], queried[j], -1.0, self._e_strict(pair, level), level, k
-            )[1]
-            return not gap[pair] > strict
-
-        audits = [(i, j) for i, j in contradicted if audit(i, j)]
-        return _Relations(k, beats, worth, audits, bool(contradicted))
-
-    def _budget(self, t: int, contradicted: bool) -> float:
-        return (self.contradicted_budget if contradicted else self.label_budget) * math.sqrt(t)
+    def _allowed(self, t: int, relations: _Relations) -> bool:
+        """Fewer labels requested than the budget (``contradicted_budget`` once contradicted)."""
+        root = math.sqrt(t)
+        if self._requested < self.label_budget * root:
+            return True
+        return self._requested < self.contradicted_budget * root and relations.contradicted
 
     def _decide(self, t: int) -> int:
         relations = self._relations(t)
-        depth = select_depth_by(self.n_stages, relations.beats)
-        if self._requested < self._budget(t, relations.contradicted):
-            for i, j in relations.audits:
-                if j + 1 > depth and relations.plausible(i):
-                    depth = j + 1
+        k = self.n_stages
+        depth = select_depth_by(k, relations.beats)
+        for j in range(k - 1, depth - 1, -1):
+            for i in range(j):
+                if relations.audit(i, j) and relations.plausible(i):
+                    return j + 1 if self._allowed(t, relations) else depth
         return depth
 
     def label_free_depth_many(
@@ -245,17 +239,15 @@ class AuditedUSS(USSKLUCB):
         if all(output == first for output in outputs[1:]):
             return 0
         relations = self._relations(t)
-        if not self._requested < self._budget(t, relations.contradicted):
+        if not self._allowed(t, relations):
             return 0
-        beats, worth = relations.beats, relations.worth
-        audits = set(relations.audits)
         mask = 0
         for j in range(1, depth):
             for i in range(j):
                 if (
                     outputs[i] != outputs[j]
                     and relations.plausible(i)
-                    and ((not beats(i, j) and not worth(i, j)) or (i, j) in audits)
+                    and (relations.open(i, j) or relations.audit(i, j))
                 ):
                     mask |= 1 << (j * (j - 1) // 2 + i)
         if mask:
@@ -443,6 +435,7 @@ class AuditedUSS(USSKLUCB):
         self._evidence = evidence
         self._requested = requested
         self._last_request = 0
+        self._relations_key = None
 
     @classmethod
     def _unit_test_params(cls):
@@ -451,30 +444,75 @@ class AuditedUSS(USSKLUCB):
 
 
 class _Relations:
-    """What one decision of :class:`AuditedUSS` rests on.
+    """What one decision of :class:`AuditedUSS` rests on, each relation computed once, on demand.
 
-    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` (label-free, or ``C_j - C_i > δ^U_ij``);
-    ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``contradicted``: some pair is beaten by the labels and
-    not label-free; ``audits``: those of them not confirmed at the level ``L_t`` itself.
+    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` label-free (``kl``) or by the labels
+    (``C_j - C_i > δ^U_ij``); ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``open(i, j)``: neither;
+    ``contradicted``: some pair is beaten by the labels and not label-free; ``audit(i, j)``: that
+    pair is such a pair and not confirmed at the level ``L_t`` itself (``strict`` bounds);
     ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
     """
 
-    __slots__ = ("_plausible", "audits", "beats", "contradicted", "n_stages", "worth")
+    __slots__ = (
+        "_bounds",
+        "_by_labels",
+        "_contradicted",
+        "_gap",
+        "_kl",
+        "_pairs",
+        "_plausible",
+        "_worth",
+        "n_stages",
+    )
 
     def __init__(
         self,
         n_stages: int,
-        beats: Callable[[int, int], bool],
-        worth: Callable[[int, int], bool],
-        audits: list[tuple[int, int]],
-        contradicted: bool,
+        pairs: list[tuple[int, int]],
+        gap: list[float],
+        kl: Callable[[int, int], bool],
+        bounds: Callable[[int, int, int, bool], tuple[float, float] | None],
     ) -> None:
         self.n_stages = n_stages
-        self.beats = beats
-        self.worth = worth
-        self.audits = audits
-        self.contradicted = contradicted
+        self._pairs = pairs
+        self._gap = gap
+        self._kl = kl
+        self._bounds = bounds
+        self._by_labels: dict[int, bool] = {}
+        self._worth: dict[int, bool] = {}
         self._plausible: dict[int, bool] = {}
+        self._contradicted: bool | None = None
+
+    def by_labels(self, i: int, j: int) -> bool:
+        pair = j * (j - 1) // 2 + i
+        known = self._by_labels.get(pair)
+        if known is None:
+            found = self._bounds(pair, i, j, False)
+            known = self._by_labels[pair] = found is not None and self._gap[pair] > found[1]
+            self._worth[pair] = found is not None and found[0] > self._gap[pair]
+        return known
+
+    def beats(self, i: int, j: int) -> bool:
+        return self._kl(i, j) or self.by_labels(i, j)
+
+    def worth(self, i: int, j: int) -> bool:
+        self.by_labels(i, j)
+        return self._worth[j * (j - 1) // 2 + i]
+
+    def open(self, i: int, j: int) -> bool:
+        return not self.beats(i, j) and not self.worth(i, j)
+
+    def audit(self, i: int, j: int) -> bool:
+        if not self.by_labels(i, j) or self._kl(i, j):
+            return False
+        pair = j * (j - 1) // 2 + i
+        return not self._gap[pair] > self._bounds(pair, i, j, True)[1]
+
+    @property
+    def contradicted(self) -> bool:
+        if self._contradicted is None:
+            self._contradicted = any(self.by_labels(i, j) and not self._kl(i, j) for i, j in self._pairs)
+        return self._contradicted
 
     def plausible(self, i: int) -> bool:
         known = self._plausible.get(i)
