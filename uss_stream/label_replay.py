@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies.base import Policy
-from uss_stream.policies.label_evidence import e_bounds, label_level_many, pair_level
+from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
 
 __all__ = ["LabelledRun", "simulate_labelled"]
 
@@ -237,6 +237,6 @@ def _e_rows(
         found = memo.get(key)
         if found is None:
             reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-            found = memo[key] = (*reduced, e_bounds(key[0], key[1], key[2], level)[1])
+            found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
         lower[p], upper[p], strict[p] = found
     return lower, upper, strict

@@ -14,6 +14,7 @@ from uss_stream.policies.label_evidence import (
     delta_bounds,
     delta_bounds_many,
     e_bounds,
+    e_upper,
     label_level,
     label_level_many,
     pair_level,
@@ -166,7 +167,7 @@ class AuditedUSS(USSKLUCB):
         minus = evidence.shallower_right[pair]
         cached = self._strict_cache[pair]
         if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            upper = e_bounds(m, plus, minus, level)[1]
+            upper = e_upper(m, plus, minus, level)
             cached = self._strict_cache[pair] = (m, plus, minus, level, upper)
         return cached[4]
 
@@ -330,7 +331,7 @@ class AuditedUSS(USSKLUCB):
             lower[state, pair], upper[state, pair] = e_bounds(
                 m, plus, minus, pair_level(level, m, self.n_stages)
             )
-            strict[state, pair] = e_bounds(m, plus, minus, level)[1]
+            strict[state, pair] = e_upper(m, plus, minus, level)
         relations = self.relations_many(
             rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper, strict
         )
@@ -358,9 +359,19 @@ class AuditedUSS(USSKLUCB):
         kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))[:, None]
         lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages)
-        strict = delta_bounds_many(pair_counts, n_pairs, -1.0, e_strict, level, self.n_stages)[1]
         by_labels = has_labels & (gap > upper) & ~kl
-        audit = by_labels & ~(gap > strict)
+        audit = np.zeros_like(by_labels)
+        state, pair = np.nonzero(by_labels)
+        if state.size:
+            strict = delta_bounds_many(
+                pair_counts[state, pair],
+                n_pairs[state, pair],
+                -1.0,
+                e_strict[state, pair],
+                level[state, 0],
+                self.n_stages,
+            )[1]
+            audit[state, pair] = ~(gap[pair] > strict)
         return kl | by_labels, has_labels & (lower > gap), audit, by_labels.any(axis=1)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
