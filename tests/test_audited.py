@@ -261,6 +261,7 @@ def test_vectorised_rule_equals_the_scalar_rule_on_random_states(params):
         np.array([s[1] for s in states]),
         np.array([s[2] for s in states]),
         evidence=np.array([s[3] for s in states]),
+        requested=np.array([int(s[3][0].max()) for s in states]),
     )
     for (t, queried, disagreements, evidence), depth in zip(states, vectorised):
         policy = template.clone()
@@ -383,7 +384,7 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     in_low = [not any(beats[h, i] for h in range(i)) for i in range(k)]
     in_high = [all(beats[i, j] for j in range(i + 1, k)) for i in range(k)]
     depth = min([i + 1 for i in range(k) if in_low[i] and in_high[i]] + [k])
-    budget = (6.0 if contradicted else 3.0) * math.sqrt(t)
+    budget = (2 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 2·label_budget
     label_informed = depth
     if requested < budget:
         depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])

@@ -41,20 +41,30 @@ class AuditedUSS(USSKLUCB):
     otherwise.
 
     **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
-    asynchronous report) the policy asks for the event's label when (a) fewer than
-    ``label_budget·sqrt(t)`` labels were requested so far, and (b) a queried pair ``(i, j)``
-    disagrees on this event that is still *open*: stage ``i`` is *plausible* (no cheaper stage
-    beats it and no label bound shows a deeper stage to be worth its cost over it) and neither
-    "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is
-    established. The request is the bit mask of those open, disagreeing pairs; when the label
-    arrives (:meth:`learn_label`, any number of rounds later) it counts for exactly those pairs,
-    whose labelled rounds are then an unbiased sample of their disagreement rounds. A round whose
-    stages all agree is never labelled (it carries no information). Requests are a function of the
-    counts and ``t``, so the streaming loop and the replay engine request the same labels.
+    asynchronous report) the policy asks for the event's label when (a) fewer labels were requested
+    so far than the budget, ``label_budget·sqrt(t)``, raised to ``contradicted_budget·sqrt(t)``
+    once some pair is beaten by the labels and not label-free (the label-free rule is contradicted:
+    WD fails on that pair), and (b) a queried pair ``(i, j)`` disagrees on this event that is
+    *open* or *audited*. Stage ``i`` must be *plausible* (no cheaper stage beats it and no label
+    bound shows a deeper stage to be worth its cost over it); *open* means neither "``i`` beats
+    ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is established;
+    *audited* means the labels beat the pair against the label-free rule but a bound at the level
+    ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it yet. The
+    request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`, any number
+    of rounds later) it counts for exactly those pairs, whose labelled rounds are then an unbiased
+    sample of their disagreement rounds. A round whose stages all agree is never labelled.
 
-    The budget ``label_budget·sqrt(T)`` bounds the labels of any run of ``T`` rounds; where every
-    open pair gets settled (WD holds, or fails with a margin) requests stop after ``O(log T)``
-    labels per pair. See ``docs/audited.md`` for the argument and its limits.
+    **Auditing.** A contradicted pair ``(i, j)`` takes the policy to a depth below ``j``, where
+    ``j`` is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while
+    an audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
+    depth ``j`` (the deepest such), which keeps labelling the pair until the strict bound confirms
+    it or the labels undo it. Decisions and requests are functions of the counts, the labels
+    requested and ``t``, so the streaming loop and the replay engine request the same labels.
+
+    By construction at most ``contradicted_budget·sqrt(t)`` labels are requested in ``t`` rounds
+    (``label_budget·sqrt(t)`` while nothing is contradicted); where every open pair gets settled
+    requests stop after ``O(log T)`` labels per pair. See ``docs/audited.md`` for the argument
+    and its limits.
 
     Parameters
     ----------
@@ -63,7 +73,10 @@ class AuditedUSS(USSKLUCB):
     alpha
         Scale of USS-KL-UCB's exploration level.
     label_budget
-        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds.
+        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while the labels
+        contradict no label-free relation.
+    contradicted_budget
+        The budget's ``c`` once they do (``>= label_budget``; ``None``: ``2·label_budget``).
 
     Examples
     --------
@@ -90,17 +103,19 @@ class AuditedUSS(USSKLUCB):
         stage_costs: Sequence[float],
         alpha: float = 1.0,
         label_budget: float = 3.0,
-        contradicted_budget: float = 6.0,
+        contradicted_budget: float | None = None,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
         check_positive(label_budget, "label_budget")
-        check_positive(contradicted_budget, "contradicted_budget")
-        if contradicted_budget < label_budget:
-            raise ValueError(
-                f"contradicted_budget must be >= label_budget ({label_budget}), got {contradicted_budget}"
-            )
+        if contradicted_budget is not None:
+            check_positive(contradicted_budget, "contradicted_budget")
+            if contradicted_budget < label_budget:
+                raise ValueError(
+                    f"contradicted_budget must be >= label_budget ({label_budget}), got {contradicted_budget}"
+                )
         self.label_budget = label_budget
         self.contradicted_budget = contradicted_budget
+        self._raised = 2.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
@@ -203,7 +218,7 @@ class AuditedUSS(USSKLUCB):
         root = math.sqrt(t)
         if self._requested < self.label_budget * root:
             return True
-        return self._requested < self.contradicted_budget * root and relations.contradicted
+        return self._requested < self._raised * root and relations.contradicted
 
     def _decide(self, t: int) -> int:
         relations = self._relations(t)
@@ -384,7 +399,7 @@ class AuditedUSS(USSKLUCB):
 
     def budget_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """The label budget of each state's round (:meth:`request_label`'s, to the bit)."""
-        scale = np.where(contradicted, self.contradicted_budget, self.label_budget)
+        scale = np.where(contradicted, self._raised, self.label_budget)
         return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
 
     def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
@@ -451,7 +466,7 @@ class AuditedUSS(USSKLUCB):
     @classmethod
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
-        yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0}
+        yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0, "contradicted_budget": 1.5}
 
 
 class _Relations:
