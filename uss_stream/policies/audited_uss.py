@@ -373,7 +373,10 @@ class AuditedUSS(USSKLUCB):
         n_pairs = n[:, upper_j]
         kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))[:, None]
-        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages)
+        log_kn = log_count[:, upper_j]
+        lower, upper = delta_bounds_many(
+            pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn
+        )
         by_labels = has_labels & (gap > upper) & ~kl
         audit = np.zeros_like(by_labels)
         state, pair = np.nonzero(by_labels)
@@ -385,6 +388,7 @@ class AuditedUSS(USSKLUCB):
                 e_strict[state, pair],
                 level[state, 0],
                 self.n_stages,
+                log_kn[state, pair],
             )[1]
             audit[state, pair] = ~(gap[pair] > strict)
         return kl | by_labels, has_labels & (lower > gap), audit, by_labels.any(axis=1)

@@ -298,11 +298,14 @@ def delta_bounds_many(
     e_upper: np.ndarray,
     level: np.ndarray,
     n_stages: int,
+    log_kn: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`delta_bounds` (``n`` must be ``>= 1`` where the result is read)."""
+    """Vectorised :func:`delta_bounds` (``n`` must be ``>= 1`` where the result is read);
+    ``log_kn``, if given, is ``portable_log_many(K·n)`` (``n = 0`` read as 1), already computed."""
     safe = np.where(n > 0.0, n, 1.0)
     p_hat = d / safe
-    radius = np.sqrt(pair_level_many(level, safe, n_stages) / (2.0 * safe))
+    x = pair_level_many(level, safe, n_stages) if log_kn is None else np.maximum(level - log_kn, 1.0)
+    radius = np.sqrt(x / (2.0 * safe))
     p_upper = np.minimum(p_hat + radius, 1.0)
     p_lower = np.maximum(p_hat - radius, 0.0)
     upper = np.where(e_upper >= 0.0, p_upper * e_upper, p_lower * e_upper)
