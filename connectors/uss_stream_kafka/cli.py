@@ -72,10 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_run(commands)
     _add_create_topics(commands)
     _add_demo_producer(commands)
-    # Imported here: orchestration_cli reuses this module's option helpers.
-    from uss_stream_kafka.orchestration_cli import register as add_orchestrate
-
-    add_orchestrate(commands)
+    _add_orchestrate(commands)
 
 
 # -- options ---------------------------------------------------------------------------------------
@@ -574,6 +571,163 @@ def run(args: argparse.Namespace) -> int:
         f"kafka run: {summary.events} events, {summary.decisions} decisions "
         f"(depths {summary.depth_counts}), {dead} dead letters, {summary.replayed} replayed, "
         f"{summary.checkpoints} checkpoints, {summary.commits} commits in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- orchestrate -----------------------------------------------------------------------------------
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _add_orchestrate(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "orchestrate",
+        help="orchestration mode: decide requests now, learn from the sensors' later reports",
+        description="Consume requests, produce decisions (depth, stages, cost), join the sensors' "
+        "reports (co-partitioned with the requests by id) to the pending decisions by id.",
+    )
+    _add_connection(parser)
+    topics = parser.add_argument_group("topics")
+    _option(topics, "--requests-topic", required=True, help="requests")
+    _option(topics, "--reports-topic", required=True, help="sensor reports (co-partitioned by id)")
+    _option(topics, "--decisions-topic", required=True, help="decisions")
+    _option(topics, "--dlq-topic", required=True, help="dead letters")
+    _option(topics, "--state-topic", required=True, help="checkpoints (compacted)")
+    job = parser.add_argument_group("orchestration")
+    _option(job, "--group-id", required=True, help="consumer group")
+    _option(job, "--stage-costs", convert=_costs, required=True, help="c_1,...,c_K")
+    _option(job, "--stage-names", convert=_names, help="names (default stage1..K)")
+    _add_policy(job)
+    _option(
+        job,
+        "--max-age-decisions",
+        convert=_positive_int,
+        help="expire a pending decision after that many later decisions",
+    )
+    _option(
+        job,
+        "--max-age-seconds",
+        convert=_positive_float,
+        help="expire a pending decision after that many seconds",
+    )
+    _option(
+        job,
+        "--checkpoint-every",
+        convert=_non_negative_int,
+        default=10_000,
+        help="checkpoint and commit after this many records (0 = off)",
+    )
+    _option(
+        job,
+        "--checkpoint-interval",
+        convert=_non_negative_float,
+        default=5.0,
+        help="seconds between checkpoints and commits (0 = off; with both off, only at the stop)",
+    )
+    _option(
+        job,
+        "--guarantee",
+        default="at-least-once",
+        choices=("at-least-once", "exactly-once"),
+        help="delivery guarantee (exactly-once: transactions; readers use read_committed)",
+    )
+    _option(
+        job,
+        "--exit-when-idle",
+        convert=_positive_float,
+        help="stop after S seconds without records, once the partitions are assigned and read to their end",
+    )
+    _option(
+        job,
+        "--max-input-bytes",
+        convert=_positive_int,
+        default=1 << 20,
+        help="larger requests and reports are dead-lettered as oversize",
+    )
+    _add_consumer_options(parser)
+    ops = parser.add_argument_group("metrics and health")
+    _option(ops, "--metrics-host", default="0.0.0.0", help="address of /metrics, /healthz")
+    _option(
+        ops,
+        "--metrics-port",
+        convert=_port,
+        default=9108,
+        help="port of /metrics and /healthz (0 = any free port, -1 = no endpoint)",
+    )
+    _add_logging(parser)
+    parser.set_defaults(handler=orchestrate)
+
+
+@one_line_errors("orchestrate")
+def orchestrate(args: argparse.Namespace) -> int:
+    """``uss-stream kafka orchestrate``: the runtime with an orchestration processor.
+
+    See ``docs/orchestration.md``; errors print one line, as :func:`run`'s.
+    """
+    from uss_stream_kafka.app import Application
+    from uss_stream_kafka.config import merge_options
+    from uss_stream_kafka.orchestrating import (
+        OrchestrationProcessor,
+        OrchestrationSummary,
+        OrchestrationTopics,
+    )
+
+    _setup_logging(args.log_level)
+    processor = OrchestrationProcessor(
+        args.stage_costs,
+        stage_names=args.stage_names,
+        policy=_policy(args),
+        max_age_decisions=args.max_age_decisions,
+        max_age_seconds=args.max_age_seconds,
+    )
+    topics = OrchestrationTopics(
+        args.requests_topic, args.reports_topic, args.decisions_topic, args.dlq_topic, args.state_topic
+    )
+    client = _client_config(args)
+    if not _security_checked(client):
+        return 7
+    app = Application(
+        client,
+        group_id=args.group_id,
+        topics=topics.as_topics(),
+        # Commits only at the checkpoints: both cover the same offsets of both topics.
+        commit_interval=float("inf"),
+        checkpoint_interval=args.checkpoint_interval,
+        checkpoint_every=args.checkpoint_every,
+        max_input_bytes=args.max_input_bytes,
+        group_instance_id=args.group_instance_id,
+        guarantee=args.guarantee,
+        exit_when_idle=args.exit_when_idle,
+        consumer_options={
+            "session_timeout_ms": args.session_timeout_ms,
+            **merge_options(args.consumer_option),
+        },
+        # A decision is awaited: linger 2 ms rather than the throughput default.
+        producer_options={"linger_ms": 2, **merge_options(args.producer_option)},
+        http_host=args.metrics_host,
+        http_port=None if args.metrics_port < 0 else args.metrics_port,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    summary = OrchestrationSummary.of(app)
+    dead = {reason: n for reason, n in summary.dead_letters.items() if n}
+    print(
+        f"kafka orchestrate: {summary.requests} requests, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {summary.reports} reports, {summary.applied} applied, "
+        f"{summary.pending} pending, {summary.expired} expired, dead letters {dead}, "
+        f"{summary.checkpoints} checkpoints in {summary.seconds:.1f}s",
         file=sys.stderr,
     )
     return 0

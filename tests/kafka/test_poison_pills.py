@@ -25,16 +25,13 @@ from conftest import (
     run_app,
     stream,
 )
+from orchestrated import Orchestrator
+from orchestrated import orchestrator as orchestration_service
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 from uss_stream_kafka.checkpoint import Checkpoint, checkpoint_key
-from uss_stream_kafka.config import ClientConfig
-from uss_stream_kafka.orchestration import (
-    OrchestrationTopics,
-    Orchestrator,
-    create_orchestration_topics,
-)
+from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -134,7 +131,7 @@ def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], Orchestration
 
 def orchestrator(bootstrap: str, topics: OrchestrationTopics, group: str, **settings: Any) -> Orchestrator:
     settings.setdefault("exit_when_idle", 1.0)
-    return Orchestrator(ClientConfig(bootstrap), group_id=group, topics=topics, stage_costs=COSTS, **settings)
+    return orchestration_service(bootstrap, topics, group, COSTS, **settings)
 
 
 def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_checkpoint(
@@ -146,7 +143,7 @@ def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_che
     first = orchestrator(bootstrap_servers, topics, group).run()
     assert (first.decisions, first.dead_letters["invalid_json"]) == (2, 1)
 
-    _send_keyed(bootstrap_servers, topics.state, f"orchestration:{group}".encode(), NESTED)
+    _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
     produce(bootstrap_servers, topics.reports, [NESTED, b'{"id": 1, "outputs": [1, 1, 1]}'])
     second = orchestrator(bootstrap_servers, topics, group).run()
     # The nested checkpoint was skipped: decision 1 is still pending from the first run's checkpoint.

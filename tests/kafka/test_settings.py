@@ -97,23 +97,24 @@ def test_zero_checkpoints_mean_off_in_every_mode(monkeypatch):
 @pytest.mark.timeout(180)
 @pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 def test_orchestrate_with_checkpoints_off_checkpoints_only_at_the_stop(bootstrap_servers, admin):
-    from uss_stream_kafka import ClientConfig
-    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+    from orchestrated import orchestrator as orchestration_service
+
+    from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
     run = uuid.uuid4().hex[:10]
     topics = OrchestrationTopics(*(f"o-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
     create_orchestration_topics(admin, topics)
     try:
         produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(1_500)])
-        orchestrator = Orchestrator(
-            ClientConfig(bootstrap_servers),
-            group_id=f"g-{run}",
-            topics=topics,
-            stage_costs=COSTS,
+        orchestrator = orchestration_service(
+            bootstrap_servers,
+            topics,
+            f"g-{run}",
+            COSTS,
             checkpoint_every=0,
             checkpoint_interval=0,
             exit_when_idle=1.0,
-            consumer_options={"max_poll_records": 200},
+            max_poll_records=200,
         )
         summary = orchestrator.run()
         assert summary.decisions == 1_500
