@@ -60,7 +60,7 @@ def run(bootstrap: str, n_requests: int, rate: float) -> dict[str, float]:
         producer_options={"linger_ms": 2},
         http_port=None,
     )
-    thread = threading.Thread(target=app.run, args=(OrchestrationProcessor(COSTS),), daemon=True)
+    thread = threading.Thread(target=app.run, args=(OrchestrationProcessor(COSTS, alpha=0.51),), daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 60

@@ -96,6 +96,7 @@ def main() -> None:
     processor = OrchestrationProcessor(
         instance.stage_costs.tolist(),
         stage_names=["xray", "ct", "trace"],
+        alpha=0.51,  # USS-UCB, as measured in docs/orchestration.md (the default is USS-KL-UCB)
         max_age_seconds=max(5.0, 10 * args.max_delay),
     )
     app = Application(

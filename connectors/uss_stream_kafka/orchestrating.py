@@ -31,7 +31,7 @@ from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream_kafka.events import InvalidEvent
 from uss_stream_kafka.limits import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MARGIN
-from uss_stream_kafka.processing import BatchResult, label_free_policy
+from uss_stream_kafka.processing import BatchResult, label_free_policy, policy_spec
 from uss_stream_kafka.state_budget import StateBudget
 from uss_stream_kafka.topics import Topics, create_topics
 
@@ -193,10 +193,11 @@ class OrchestrationProcessor:
     stage_names
         Names of the stages in the decisions (default ``stage1`` ... ``stageK``).
     alpha
-        Shorthand for ``policy="uss-ucb:alpha=A"``; the policy when ``policy`` is not given.
+        Shorthand for ``policy="uss-ucb:alpha=A"``; give it or ``policy``, not both.
     policy
-        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-kl-ucb"``; the
-        checkpoints record it and a restart with another one is refused.
+        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-ucb:alpha=0.51"``;
+        the checkpoints record it and a restart with another one is refused. With neither: the
+        library's default (USS-KL-UCB), as on the command line.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
         late report is then dead-lettered ``report_expired``.
@@ -243,15 +244,13 @@ class OrchestrationProcessor:
         self,
         stage_costs: Sequence[float],
         stage_names: Sequence[str] | None = None,
-        alpha: float = 0.51,
+        alpha: float | None = None,
         policy: str | None = None,
         max_age_decisions: int | None = None,
         max_age_seconds: float | None = None,
         max_state_bytes: int = MAX_STATE_BYTES,
     ) -> None:
-        template, canonical = label_free_policy(
-            f"uss-ucb:alpha={alpha!r}" if policy is None else policy, stage_costs, "orchestration"
-        )
+        template, canonical = label_free_policy(policy_spec(policy, alpha), stage_costs, "orchestration")
         self.stage_costs = [float(c) for c in stage_costs]
         k = len(self.stage_costs)
         self.stage_names = (

@@ -186,7 +186,9 @@ def test_run_exit_when_idle_waits_for_the_assignment_and_the_end_offsets(
     group = f"g-{uuid.uuid4().hex[:10]}"
     join_and_die(processes, bootstrap_servers, group, topics.input)
 
-    summary = run_app(new_app(bootstrap_servers, topics, group, exit_when_idle=1.0), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, exit_when_idle=1.0), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     assert summary.events == 3_000
     depths = [json.loads(r.value)["depth"] for r in read_all(bootstrap_servers, topics.output)]

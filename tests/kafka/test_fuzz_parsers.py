@@ -86,7 +86,7 @@ events = st.fixed_dictionaries(
 def test_outputs_mode_decides_or_dead_letters_every_value(
     costs: list[float], batch: list[bytes | None]
 ) -> None:
-    learner = OutputsProcessor(costs).new_learner()
+    learner = OutputsProcessor(costs, alpha=0.51).new_learner()
     payloads, depths, errors = learner.process_batch(batch, max_bytes=400)
     reference = USSUCB(costs)  # the accepted events alone, in order, through the library's loop
     for value, payload, depth, error in zip(batch, payloads, depths, errors):
