@@ -374,9 +374,7 @@ class AuditedUSS(USSKLUCB):
         kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))[:, None]
         log_kn = log_count[:, upper_j]
-        lower, upper = delta_bounds_many(
-            pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn
-        )
+        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn)
         by_labels = has_labels & (gap > upper) & ~kl
         audit = np.zeros_like(by_labels)
         state, pair = np.nonzero(by_labels)
