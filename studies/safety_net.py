@@ -2,11 +2,12 @@
 
 Writes ``docs/results_safety_net.md`` and its figures (``docs/figures/safety_net_*.png``)::
 
-    python -m studies.safety_net --horizon 100000 --reps 50 --label-delay 100 --jobs 2
+    python -m studies.safety_net --horizon 100000 --reps 50 --label-delay 100
 
-Each instance is replayed once (all six policies see the same rows) and its summary is cached as
-JSON under ``--cache`` (default ``out/safety_net``), so an interrupted run resumes where it
-stopped; ``--report-only`` writes the page from whatever is cached. The instances: the paper's 25
+All policies see the same rows of an instance (they depend on the seed only). Each policy's
+summary on each instance is cached as JSON under ``--cache`` (default ``out/safety_net``), so an
+interrupted run resumes where it stopped and ``--policies`` replays a subset; ``--report-only``
+writes the page from whatever is cached. The instances: the paper's 25
 (``uss_stream.datasets.paper``), the same 25 with their last two stages swapped (costs in place),
 and a synthetic K = 8 cascade whose third stage is at chance level (:func:`chance_cascade`).
 """
@@ -98,14 +99,20 @@ def policies(costs: list[float]) -> dict[str, Any]:
     }
 
 
-def run_instance(name: str, costs: list[float], settings: dict[str, Any]) -> dict[str, Any]:
-    """Replay one instance; the JSON-able summary the page is written from."""
+def run_instance(
+    name: str, costs: list[float], settings: dict[str, Any], chosen: tuple[str, ...] = POLICIES
+) -> dict[str, Any]:
+    """Replay one instance with the ``chosen`` policies; the JSON-able summary the page is written from.
+
+    The rows of a repetition depend on the seed only, so policies replayed in separate calls see
+    the same rows as in one call.
+    """
     outputs, labels = instance_log(name)
     began = time.perf_counter()
     result = replay(
         outputs,
         labels,
-        policies=policies(costs),
+        policies={p: policy for p, policy in policies(costs).items() if p in chosen},
         horizon=settings["horizon"],
         reps=settings["reps"],
         seed=settings["seed"],
@@ -154,19 +161,22 @@ def run_instance(name: str, costs: list[float], settings: dict[str, Any]) -> dic
     return summary
 
 
-def _cache_file(cache: Path, name: str) -> Path:
-    return cache / (name.replace(" ", "_") + ".json")
+def cache_file(cache: Path, name: str, policy: str) -> Path:
+    """Where one policy's summary on one instance is cached."""
+    return cache / f"{name}__{policy}".replace(" ", "_").replace("/", "_")
 
 
-def _job(args: tuple[str, list[float], dict[str, Any], str]) -> str:
-    name, costs, settings, cache = args
-    target = _cache_file(Path(cache), name)
-    summary = run_instance(name, costs, settings)
-    summary["settings"] = settings
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary))
-    tmp.replace(target)
-    return f"{name}: {summary['seconds']:.0f} s"
+def _job(args: tuple[str, list[float], dict[str, Any], str, tuple[str, ...]]) -> str:
+    name, costs, settings, cache, chosen = args
+    summary = run_instance(name, costs, settings, chosen)
+    share = summary["seconds"] / len(chosen)
+    for policy, entry in summary["policies"].items():
+        document = {**summary, "policies": {policy: entry}, "seconds": share, "settings": settings}
+        target = cache_file(Path(cache), name, policy).with_suffix(".json")
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(document))
+        tmp.replace(target)
+    return f"{name} ({', '.join(chosen)}): {summary['seconds']:.0f} s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs")
     parser.add_argument("--page", default="results_safety_net.md", help="page name under --out")
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
+    parser.add_argument("--policies", help="comma-separated policy names to replay (default: all six)")
     parser.add_argument("--report-only", action="store_true", help="write the page from the cache")
     args = parser.parse_args(argv)
     settings = {
@@ -195,12 +206,18 @@ def main(argv: list[str] | None = None) -> int:
         wanted = {n.strip() for n in args.only.split(",")}
         chosen = [(n, c) for n, c in chosen if n in wanted]
     if not args.report_only:
+        wanted_policies = POLICIES
+        if args.policies:
+            wanted_policies = tuple(p for p in POLICIES if p in {q.strip() for q in args.policies.split(",")})
         todo = []
         for name, costs in chosen:
-            target = _cache_file(cache, name)
-            if target.exists() and json.loads(target.read_text()).get("settings") == settings:
-                continue
-            todo.append((name, costs, settings, str(cache)))
+            missing = []
+            for policy in wanted_policies:
+                target = cache_file(cache, name, policy).with_suffix(".json")
+                if not (target.exists() and json.loads(target.read_text()).get("settings") == settings):
+                    missing.append(policy)
+            if missing:
+                todo.append((name, costs, settings, str(cache), tuple(missing)))
         began = time.perf_counter()
         if args.jobs > 1:
             with ProcessPoolExecutor(args.jobs) as pool:

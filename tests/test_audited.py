@@ -261,6 +261,7 @@ def test_vectorised_rule_equals_the_scalar_rule_on_random_states(params):
         np.array([s[1] for s in states]),
         np.array([s[2] for s in states]),
         evidence=np.array([s[3] for s in states]),
+        requested=np.array([int(s[3][0].max()) for s in states]),
     )
     for (t, queried, disagreements, evidence), depth in zip(states, vectorised):
         policy = template.clone()
@@ -333,3 +334,113 @@ def test_monitor_flags_a_violation_on_one_certified_pair_before_the_best_depth_i
     assert wd_report(
         [0.0, 0.1, 0.3, 0.5], [10_000, 10_000, 10_000, 10], counts, evidence, t=10_001
     ).verdict == ("unknown")
+
+
+# -- a reference implementation of the decision and request rule -------------------------------------
+def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
+    """AuditedUSS's depth for round ``t`` and its request mask for ``outputs``, from docs/audited.md.
+
+    Label-free "beats" is USS-KL-UCB's (its own tests); the label bounds are ``e_bounds`` (tested
+    above against a grid) with Hoeffding on ``p``; everything else is written out here.
+    """
+    k = len(costs)
+    cumulative = np.cumsum(costs)
+    label_free = USSKLUCB(costs)
+    document = label_free.state_dict()
+    document["stats"].update(decisions=t - 1, queried=list(queried), disagreements=disagreements)
+    label_free.load_state_dict(document)
+    kl = label_free._beats(t)
+    level = ((t - 1).bit_length() + 1) * math.log(2)
+
+    def delta(i, j, e_level):
+        pair = j * (j - 1) // 2 + i
+        m, plus, minus = (int(v) for v in evidence[:, pair])
+        n = queried[j]
+        p_hat = disagreements[i][j] / n
+        radius = math.sqrt(max(level - math.log(k * n), 1.0) / (2 * n))
+        p_low, p_up = max(p_hat - radius, 0.0), min(p_hat + radius, 1.0)
+        e_low, e_up = e_bounds(m, plus, minus, e_level(m))
+        low = p_low * e_low if e_low >= 0 else p_up * e_low
+        up = p_up * e_up if e_up >= 0 else p_low * e_up
+        return low, up
+
+    def labelled(i, j):
+        return evidence[0, j * (j - 1) // 2 + i] > 0
+
+    def reduced(m):
+        return max(level - math.log(k * m), 1.0)
+
+    pairs = [(i, j) for j in range(k) for i in range(j)]
+    gap = {(i, j): cumulative[j] - cumulative[i] for i, j in pairs}
+    by_labels = {(i, j): labelled(i, j) and gap[i, j] > delta(i, j, reduced)[1] for i, j in pairs}
+    beats = {(i, j): kl(i, j) or by_labels[i, j] for i, j in pairs}
+    worth = {(i, j): labelled(i, j) and delta(i, j, reduced)[0] > gap[i, j] for i, j in pairs}
+    contradicted = [(i, j) for i, j in pairs if by_labels[i, j] and not kl(i, j)]
+    audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
+    plausible = [
+        not any(beats[h, i] for h in range(i)) and not any(worth[i, j] for j in range(i + 1, k))
+        for i in range(k)
+    ]
+    in_low = [not any(beats[h, i] for h in range(i)) for i in range(k)]
+    in_high = [all(beats[i, j] for j in range(i + 1, k)) for i in range(k)]
+    depth = min([i + 1 for i in range(k) if in_low[i] and in_high[i]] + [k])
+    budget = (2 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 2·label_budget
+    label_informed = depth
+    if requested < budget:
+        depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])
+    shown = outputs[:depth]
+    mask = 0
+    if requested < budget:
+        for i, j in pairs:
+            open_pair = (not beats[i, j] and not worth[i, j]) or (i, j) in audits
+            if j < depth and shown[i] != shown[j] and plausible[i] and open_pair:
+                mask |= 1 << (j * (j - 1) // 2 + i)
+    return depth, mask, depth > label_informed, bool(contradicted)
+
+
+@pytest.mark.parametrize("costs", [[0.0, 0.11, 0.11], [0.01, 0.011, 0.011, 0.068, 0.033]])
+def test_decision_and_request_equal_a_reference_implementation(costs):
+    rng = np.random.default_rng(3)
+    k = len(costs)
+    n_pairs = k * (k - 1) // 2
+    seen = {"audit": 0, "mask": 0, "contradicted": 0}  # how often each rule decides something
+    for _ in range(300):
+        t = int(rng.integers(50, 40_000))
+        queried = [t - 1, *sorted(rng.integers(1, t, size=k - 1).tolist(), reverse=True)]
+        disagreements = [[0] * k for _ in range(k)]
+        evidence = np.zeros((3, n_pairs), dtype=np.int64)
+        for j in range(1, k):
+            for i in range(j):
+                p = rng.uniform(0.01, 0.4)
+                d = int(rng.binomial(queried[j], p))
+                disagreements[i][j] = d
+                if rng.random() < 0.8 and d:
+                    m = int(rng.integers(1, min(d, 600) + 1))
+                    e = rng.uniform(-0.2, 1.0)
+                    plus = int(rng.binomial(m, (1 + e) / 2))
+                    evidence[:, j * (j - 1) // 2 + i] = (m, plus, m - plus)
+        requested = int(rng.integers(0, 7 * math.sqrt(t)))
+        outputs = rng.integers(0, 2, size=k).tolist()
+        policy = AuditedUSS(costs)
+        document = policy.state_dict()
+        document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
+        document["evidence"].update(
+            labelled=evidence[0].tolist(),
+            deeper_right=evidence[1].tolist(),
+            shallower_right=evidence[2].tolist(),
+            labels=int(evidence[0].max()),
+        )
+        document["labels_requested"] = max(requested, int(evidence[0].max()))
+        policy.load_state_dict(document)
+        requested = document["labels_requested"]
+        depth, mask, audit, contradicted = _reference(
+            costs, t, queried, disagreements, evidence, requested, outputs
+        )
+        assert policy.select() == depth
+        policy.update(outputs[:depth])
+        assert policy.label_request == mask
+        seen["audit"] += audit
+        seen["mask"] += mask != 0
+        seen["contradicted"] += contradicted
+    # The random states reach every rule under test.
+    assert min(seen.values()) >= 5, seen

@@ -1,17 +1,17 @@
 """Replay of policies that ask for labels: all repetitions in lock-step, labels ``D`` rounds late.
 
 A label-asking policy (``policy.asks_for_labels``, :class:`~uss_stream.policies.AuditedUSS`)
-decides on its disagreement counts *and* on the labels that have arrived; a label requested in
-round ``s`` is applied just before the decision of round ``s + D + 1`` (as
-:meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Between two label arrivals,
-and within one confidence level (:func:`~uss_stream.policies.label_evidence.label_level` changes
-only at powers of two), the decision is a function of the round and the disagreement counts, so
-:func:`simulate_labelled` speculates as :func:`uss_stream.replay.simulate` does: each repetition
-guesses that it keeps its depth for a window of rounds, every speculated state is decided (and
-its label request computed) in one vectorised call, and a repetition accepts its rounds up to the
-first changed decision, the next label arrival (known from earlier requests, or from a request in
-the window) or the next level change. The depths and requests equal the streaming loop's
-(tested).
+decides on its disagreement counts, on the labels that have arrived *and* on how many it requested
+(its budget); a label requested in round ``s`` is applied just before the decision of round ``s + D
++ 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Between two label
+arrivals or requests, and within one confidence level
+(:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of two), the
+decision is a function of the round and the disagreement counts, so :func:`simulate_labelled`
+speculates as :func:`uss_stream.replay.simulate` does: each repetition guesses that it keeps its
+depth for a window of rounds, every speculated state is decided (and its label request computed) in
+one vectorised call, and a repetition accepts its rounds up to the first changed decision, its
+first request, the next label arrival or the next level change. The depths and requests equal the
+streaming loop's (tested).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies.base import Policy
-from uss_stream.policies.label_evidence import e_bounds, label_level_many, pair_level
-from uss_stream.policies.selection_rule import select_depth_many_by
+from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
 
 __all__ = ["LabelledRun", "simulate_labelled"]
 
@@ -70,8 +69,8 @@ def simulate_labelled(
     Parameters
     ----------
     policy
-        A policy with ``asks_for_labels`` (``relations_many``, ``request_many``); its own state is
-        not used.
+        A policy with ``asks_for_labels`` (``relations_many``, ``depth_many``, ``request_many``);
+        its own state is not used.
     rows
         ``(reps, horizon)`` indices into the log.
     pairs
@@ -108,13 +107,14 @@ def simulate_labelled(
     evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
+    e_strict = np.full((reps, n_pairs), 1.0)
     e_level = np.zeros(reps)
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
     requested = np.zeros(reps, dtype=np.int64)
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     masks = np.zeros(spare + 1, dtype=np.int64)
-    memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
+    memo: dict[tuple[int, int, int, float], tuple[float, float, float]] = {}
     active = np.arange(reps)
     window = _FIRST_WINDOW
 
@@ -135,7 +135,7 @@ def simulate_labelled(
         level = label_level_many(start)
         stale = active[e_level[active] != level]
         for r, value in zip(stale.tolist(), level[e_level[active] != level].tolist()):
-            e_lower[r], e_upper[r] = _e_rows(evidence[r], value, n_stages, memo)
+            e_lower[r], e_upper[r], e_strict[r] = _e_rows(evidence[r], value, n_stages, memo)
             e_level[r] = value
 
         n_active = active.size
@@ -163,21 +163,21 @@ def simulate_labelled(
         state_d += counts[:, None, active]
         state_q = queried[:, None, active] + offset * asked_stage[:, None, :]
         rounds = (start + offset).ravel()
-        beats, worth = policy.relations_many(
+        relations = policy.relations_many(
             rounds,
             state_q.reshape(n_stages, n_states).T,
             state_d.reshape(n_pairs, n_states).T,
             np.tile(evidence[active, 0] > 0, (width, 1)),
             np.tile(e_lower[active], (width, 1)),
             np.tile(e_upper[active], (width, 1)),
+            np.tile(e_strict[active], (width, 1)),
         )
-        decided = select_depth_many_by(beats, n_stages)
-        disagreeing = pair_bool[row.ravel()] & (upper_j[None, :] < decided[:, None])
-        # Every request is decided with the count of requests before the window: exact up to the
-        # window's second request, which is where the window is cut.
-        request = policy.request_many(
-            rounds, decided, disagreeing, beats, worth, np.tile(requested[active], width)
-        )
+        # Decisions and requests use the count of requests before the window: exact up to and
+        # including the window's first request, which is where the window is cut.
+        before = np.tile(requested[active], width)
+        decided = policy.depth_many(rounds, relations, before)
+        disagreeing = pair_bool[row.ravel()]
+        request = policy.request_many(rounds, decided, disagreeing, relations, before)
         asks = (request * bits).sum(axis=1).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
         depths[flat] = decided
@@ -186,9 +186,7 @@ def simulate_labelled(
         first = np.where(decided != depth, offset, width).min(axis=0)
         ask_positions = np.where(asks != 0, offset, width)
         first_ask = ask_positions.min(axis=0)
-        second_ask = np.where(offset > first_ask, ask_positions, width).min(axis=0)
-        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
-        accept = np.minimum(accept, second_ask)
+        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + 1)
         last = accept - 1
         column = np.arange(n_active)
         new_depth = decided[last, column]
@@ -227,15 +225,18 @@ def _e_rows(
     evidence: np.ndarray,
     level: float,
     n_stages: int,
-    memo: dict[tuple[int, int, int, float], tuple[float, float]],
-) -> tuple[np.ndarray, np.ndarray]:
-    """``e^L``, ``e^U`` of every pair of one repetition (memoised scalar :func:`e_bounds`)."""
+    memo: dict[tuple[int, int, int, float], tuple[float, float, float]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of every pair of one
+    repetition (memoised scalar :func:`e_bounds`)."""
     lower = np.full(evidence.shape[1], -1.0)
     upper = np.full(evidence.shape[1], 1.0)
+    strict = np.full(evidence.shape[1], 1.0)
     for p in np.flatnonzero(evidence[0]).tolist():
         key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-        lower[p], upper[p] = found
-    return lower, upper
+            reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
+            found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
+        lower[p], upper[p], strict[p] = found
+    return lower, upper, strict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +14,7 @@ from uss_stream.policies.label_evidence import (
     delta_bounds,
     delta_bounds_many,
     e_bounds,
+    e_upper,
     label_level,
     label_level_many,
     pair_level,
@@ -40,20 +41,30 @@ class AuditedUSS(USSKLUCB):
     otherwise.
 
     **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
-    asynchronous report) the policy asks for the event's label when (a) fewer than
-    ``label_budget·sqrt(t)`` labels were requested so far, and (b) a queried pair ``(i, j)``
-    disagrees on this event that is still *open*: stage ``i`` is *plausible* (no cheaper stage
-    beats it and no label bound shows a deeper stage to be worth its cost over it) and neither
-    "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is
-    established. The request is the bit mask of those open, disagreeing pairs; when the label
-    arrives (:meth:`learn_label`, any number of rounds later) it counts for exactly those pairs,
-    whose labelled rounds are then an unbiased sample of their disagreement rounds. A round whose
-    stages all agree is never labelled (it carries no information). Requests are a function of the
-    counts and ``t``, so the streaming loop and the replay engine request the same labels.
+    asynchronous report) the policy asks for the event's label when (a) fewer labels were requested
+    so far than the budget, ``label_budget·sqrt(t)``, raised to ``contradicted_budget·sqrt(t)``
+    once some pair is beaten by the labels and not label-free (the label-free rule is contradicted:
+    WD fails on that pair), and (b) a queried pair ``(i, j)`` disagrees on this event that is
+    *open* or *audited*. Stage ``i`` must be *plausible* (no cheaper stage beats it and no label
+    bound shows a deeper stage to be worth its cost over it); *open* means neither "``i`` beats
+    ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is established;
+    *audited* means the labels beat the pair against the label-free rule but a bound at the level
+    ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it yet. The
+    request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`, any number
+    of rounds later) it counts for exactly those pairs, whose labelled rounds are then an unbiased
+    sample of their disagreement rounds. A round whose stages all agree is never labelled.
 
-    The budget ``label_budget·sqrt(T)`` bounds the labels of any run of ``T`` rounds; where every
-    open pair gets settled (WD holds, or fails with a margin) requests stop after ``O(log T)``
-    labels per pair. See ``docs/audited.md`` for the argument and its limits.
+    **Auditing.** A contradicted pair ``(i, j)`` takes the policy to a depth below ``j``, where
+    ``j`` is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while
+    an audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
+    depth ``j`` (the deepest such), which keeps labelling the pair until the strict bound confirms
+    it or the labels undo it. Decisions and requests are functions of the counts, the labels
+    requested and ``t``, so the streaming loop and the replay engine request the same labels.
+
+    By construction at most ``contradicted_budget·sqrt(t)`` labels are requested in ``t`` rounds
+    (``label_budget·sqrt(t)`` while nothing is contradicted); where every open pair gets settled
+    requests stop after ``O(log T)`` labels per pair. See ``docs/audited.md`` for the argument
+    and its limits.
 
     Parameters
     ----------
@@ -62,7 +73,10 @@ class AuditedUSS(USSKLUCB):
     alpha
         Scale of USS-KL-UCB's exploration level.
     label_budget
-        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds.
+        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while the labels
+        contradict no label-free relation.
+    contradicted_budget
+        The budget's ``c`` once they do (``>= label_budget``; ``None``: ``2·label_budget``).
 
     Examples
     --------
@@ -80,7 +94,7 @@ class AuditedUSS(USSKLUCB):
     >>> policy = AuditedUSS(costs)
     >>> depths = policy.run(outputs, labels=labels, label_delay=100)
     >>> np.bincount(depths[-5000:], minlength=4)[1:].tolist(), policy.labels_requested
-    ([0, 4864, 136], 264)
+    ([0, 5000, 0], 275)
 
     """
 
@@ -89,10 +103,19 @@ class AuditedUSS(USSKLUCB):
         stage_costs: Sequence[float],
         alpha: float = 1.0,
         label_budget: float = 3.0,
+        contradicted_budget: float | None = None,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
         check_positive(label_budget, "label_budget")
+        if contradicted_budget is not None:
+            check_positive(contradicted_budget, "contradicted_budget")
+            if contradicted_budget < label_budget:
+                raise ValueError(
+                    f"contradicted_budget must be >= label_budget ({label_budget}), got {contradicted_budget}"
+                )
         self.label_budget = label_budget
+        self.contradicted_budget = contradicted_budget
+        self._raised = 2.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
@@ -101,6 +124,9 @@ class AuditedUSS(USSKLUCB):
         self._e_cache: list[tuple[int, int, int, float, float, float]] = [
             (-1, 0, 0, 0.0, -1.0, 1.0)
         ] * n_pairs
+        self._strict_cache: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+        self._relations_key: tuple[int, int, int] | None = None
+        self._relations_cache: _Relations | None = None
         self._gap_matrix = [
             [self._costs[j] - self._costs[i] for j in range(self.n_stages)] for i in range(self.n_stages)
         ]
@@ -148,38 +174,61 @@ class AuditedUSS(USSKLUCB):
             cached = self._e_cache[pair] = (m, plus, minus, level, lower, upper)
         return cached[4], cached[5]
 
-    def _relations(self, t: int):
-        """``beats(i, j)`` (label-free or label-informed) and ``worth(i, j)`` (``δ^L_ij > C_j - C_i``)."""
-        queried = self._stats.queried
-        disagreements = self._stats.disagreements
+    def _e_strict(self, pair: int, level: float) -> float:
+        """``e^U`` of a pair at the level ``L_t`` itself (no discount for the pair's share)."""
+        evidence = self._evidence
+        m = evidence.labelled[pair]
+        plus = evidence.deeper_right[pair]
+        minus = evidence.shallower_right[pair]
+        cached = self._strict_cache[pair]
+        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
+            upper = e_upper(m, plus, minus, level)
+            cached = self._strict_cache[pair] = (m, plus, minus, level, upper)
+        return cached[4]
+
+    def _relations(self, t: int) -> _Relations:
+        """The relations of round ``t``'s decision (see :class:`_Relations`), reused by the request
+        of the same round while the counts are unchanged."""
+        stats = self._stats
+        key = (t, stats.queried[0], self._evidence.labels)
+        if self._relations_key == key:
+            return self._relations_cache
+        queried = stats.queried
+        disagreements = stats.disagreements
         gap = self._gap
         labelled = self._evidence.labelled
         level = label_level(t)
         k = self.n_stages
-        kl = self._beats(t)
 
-        def bounds(i: int, j: int) -> tuple[float, float] | None:
-            pair = j * (j - 1) // 2 + i
+        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[float, float] | None:
             if not labelled[pair]:
                 return None
-            lower, upper = self._e(pair, level)
+            if strict:
+                lower, upper = -1.0, self._e_strict(pair, level)
+            else:
+                lower, upper = self._e(pair, level)
             return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
 
-        def beats(i: int, j: int) -> bool:
-            if kl(i, j):
-                return True
-            found = bounds(i, j)
-            return found is not None and gap[j * (j - 1) // 2 + i] > found[1]
+        relations = _Relations(k, self._pairs, gap, self._beats(t), bounds)
+        self._relations_key, self._relations_cache = key, relations
+        return relations
 
-        def worth(i: int, j: int) -> bool:
-            found = bounds(i, j)
-            return found is not None and found[0] > gap[j * (j - 1) // 2 + i]
-
-        return beats, worth
+    def _allowed(self, t: int, relations: _Relations) -> bool:
+        """Fewer labels requested than the budget (``contradicted_budget`` once contradicted)."""
+        root = math.sqrt(t)
+        if self._requested < self.label_budget * root:
+            return True
+        return self._requested < self._raised * root and relations.contradicted
 
     def _decide(self, t: int) -> int:
-        beats, _ = self._relations(t)
-        return select_depth_by(self.n_stages, beats)
+        relations = self._relations(t)
+        k = self.n_stages
+        depth = select_depth_by(k, relations.beats)
+        for j in range(k - 1, depth - 1, -1):
+            for i in range(j):
+                if relations.audit(i, j) and relations.plausible(i):
+                    return j + 1 if self._allowed(t, relations) else depth
+        return depth
 
     def label_free_depth_many(
         self, rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray
@@ -200,30 +249,22 @@ class AuditedUSS(USSKLUCB):
         (:class:`~uss_stream.pending.PendingDecisions`) calls it before recording the report.
         """
         depth = len(outputs)
-        if depth < 2 or not self._requested < self.label_budget * math.sqrt(t):
+        if depth < 2:
             return 0
-        last = depth - 1
         first = outputs[0]
         if all(output == first for output in outputs[1:]):
             return 0
-        beats, worth = self._relations(t)
-        k = self.n_stages
-        # The deepest stage answers for this depth only as a fall-back when a cheaper stage beats it.
-        fallback = depth == k and any(beats(h, last) for h in range(last))
-        plausible: dict[int, bool] = {}
-
-        def is_plausible(i: int) -> bool:
-            known = plausible.get(i)
-            if known is None:
-                known = plausible[i] = not any(beats(h, i) for h in range(i)) and not any(
-                    worth(i, j) for j in range(i + 1, k)
-                )
-            return known
-
+        relations = self._relations(t)
+        if not self._allowed(t, relations):
+            return 0
         mask = 0
-        for j in range(1, depth) if fallback else (last,):
+        for j in range(1, depth):
             for i in range(j):
-                if outputs[i] != outputs[j] and is_plausible(i) and not beats(i, j) and not worth(i, j):
+                if (
+                    outputs[i] != outputs[j]
+                    and relations.plausible(i)
+                    and (relations.open(i, j) or relations.audit(i, j))
+                ):
                     mask |= 1 << (j * (j - 1) // 2 + i)
         if mask:
             self._requested += 1
@@ -283,23 +324,33 @@ class AuditedUSS(USSKLUCB):
         *,
         streams: np.ndarray | None = None,
         evidence: np.ndarray | None = None,
+        requested: np.ndarray | None = None,
     ) -> np.ndarray:
         """As USS-KL-UCB's, with ``evidence`` the ``M x 3 x P`` label counts ``(m, w⁺, w⁻)`` per pair
-        (``None``: no labels, which is USS-KL-UCB's rule)."""
+        (``None``: no labels, which is USS-KL-UCB's rule) and ``requested`` the labels requested
+        before each state's round (``None``: none)."""
         upper_i, upper_j = self._columns
         pair_counts = np.asarray(disagreements, dtype=np.float64)[:, upper_i, upper_j]
         rounds = np.asarray(rounds)
         if evidence is None:
             evidence = np.zeros((rounds.size, 3, len(self._pairs)))
+        if requested is None:
+            requested = np.zeros(rounds.size, dtype=np.int64)
         evidence = np.asarray(evidence)
         lower = np.full(pair_counts.shape, -1.0)
         upper = np.full(pair_counts.shape, 1.0)
+        strict = np.full(pair_counts.shape, 1.0)
         for state, pair in zip(*np.nonzero(evidence[:, 0])):
             m, plus, minus = (int(v) for v in evidence[state, :, pair])
-            level = pair_level(label_level(int(rounds[state])), m, self.n_stages)
-            lower[state, pair], upper[state, pair] = e_bounds(m, plus, minus, level)
-        beats, _ = self.relations_many(rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper)
-        return select_depth_many_by(beats, self.n_stages)
+            level = label_level(int(rounds[state]))
+            lower[state, pair], upper[state, pair] = e_bounds(
+                m, plus, minus, pair_level(level, m, self.n_stages)
+            )
+            strict[state, pair] = e_upper(m, plus, minus, level)
+        relations = self.relations_many(
+            rounds, queried, pair_counts, evidence[:, 0] > 0, lower, upper, strict
+        )
+        return self.depth_many(rounds, relations, np.asarray(requested))
 
     def relations_many(
         self,
@@ -309,8 +360,10 @@ class AuditedUSS(USSKLUCB):
         has_labels: np.ndarray,
         e_lower: np.ndarray,
         e_upper: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``beats`` and ``worth`` (``M x P`` booleans) for ``M`` states, the pairs' ``e`` bounds given."""
+        e_strict: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``beats``, ``worth``, ``audit`` (``M x P`` booleans) and ``contradicted`` (``M``) for ``M``
+        states, the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
@@ -318,41 +371,71 @@ class AuditedUSS(USSKLUCB):
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
         n_pairs = n[:, upper_j]
-        beats = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))[:, None]
-        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages)
-        beats |= has_labels & (gap > upper)
-        worth = has_labels & (lower > gap)
-        return beats, worth
+        log_kn = log_count[:, upper_j]
+        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn)
+        by_labels = has_labels & (gap > upper) & ~kl
+        audit = np.zeros_like(by_labels)
+        state, pair = np.nonzero(by_labels)
+        if state.size:
+            strict = delta_bounds_many(
+                pair_counts[state, pair],
+                n_pairs[state, pair],
+                -1.0,
+                e_strict[state, pair],
+                level[state, 0],
+                self.n_stages,
+                log_kn[state, pair],
+            )[1]
+            audit[state, pair] = ~(gap[pair] > strict)
+        return kl | by_labels, has_labels & (lower > gap), audit, by_labels.any(axis=1)
+
+    def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
+        """``M x K`` booleans: stage ``i`` is plausible (see :class:`_Relations`)."""
+        plausible = np.ones((beats.shape[0], self.n_stages), dtype=bool)
+        for p, (i, j) in enumerate(self._pairs):
+            plausible[:, j] &= ~beats[:, p]
+            plausible[:, i] &= ~worth[:, p]
+        return plausible
+
+    def budget_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
+        """The label budget of each state's round (:meth:`request_label`'s, to the bit)."""
+        scale = np.where(contradicted, self._raised, self.label_budget)
+        return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
+
+    def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
+        """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
+        beats, worth, audit, contradicted = relations
+        upper_i, upper_j = self._columns
+        depth = select_depth_many_by(beats, self.n_stages)
+        audited = audit & self.plausible_many(beats, worth)[:, upper_i]
+        deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
+        allowed = requested < self.budget_many(rounds, contradicted)
+        return np.where(allowed, np.maximum(depth, deepest), depth)
 
     def request_many(
         self,
         rounds: np.ndarray,
         depths: np.ndarray,
         disagreeing: np.ndarray,
-        beats: np.ndarray,
-        worth: np.ndarray,
+        relations: tuple,
         requested: np.ndarray,
     ) -> np.ndarray:
         """The ``M x P`` request masks of :meth:`request_label` for ``M`` states at once.
 
-        ``disagreeing`` marks the pairs that were queried and disagree on each state's event;
-        ``beats`` and ``worth`` come from :meth:`relations_many` on the counts before the event;
-        ``requested`` holds the labels requested before each state's round.
+        ``disagreeing`` marks the pairs that disagree on each state's event; ``relations`` comes
+        from :meth:`relations_many` on the counts before the event; ``requested`` holds the labels
+        requested before each state's round.
         """
+        beats, worth, audit, contradicted = relations
         upper_i, upper_j = self._columns
-        k = self.n_stages
         depths = np.asarray(depths)
-        budget = self.label_budget * np.sqrt(np.asarray(rounds, dtype=np.float64))
-        allowed = (depths >= 2) & (requested < budget)
-        plausible = np.ones((beats.shape[0], k), dtype=bool)
-        for p, (i, j) in enumerate(self._pairs):
-            plausible[:, j] &= ~beats[:, p]
-            plausible[:, i] &= ~worth[:, p]
-        fallback = (depths == k) & ~plausible[:, k - 1]
-        deepest = upper_j[None, :] == depths[:, None] - 1
-        pairs_asked = deepest | fallback[:, None]
-        return disagreeing & pairs_asked & allowed[:, None] & plausible[:, upper_i] & ~beats & ~worth
+        allowed = (depths >= 2) & (requested < self.budget_many(rounds, contradicted))
+        plausible = self.plausible_many(beats, worth)
+        queried = upper_j[None, :] < depths[:, None]
+        open_pairs = (~beats & ~worth) | audit
+        return disagreeing & queried & allowed[:, None] & plausible[:, upper_i] & open_pairs
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -380,8 +463,89 @@ class AuditedUSS(USSKLUCB):
         self._evidence = evidence
         self._requested = requested
         self._last_request = 0
+        self._relations_key = None
 
     @classmethod
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
-        yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0}
+        yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0, "contradicted_budget": 1.5}
+
+
+class _Relations:
+    """What one decision of :class:`AuditedUSS` rests on, each relation computed once, on demand.
+
+    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` label-free (``kl``) or by the labels
+    (``C_j - C_i > δ^U_ij``); ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``open(i, j)``: neither;
+    ``contradicted``: some pair is beaten by the labels and not label-free; ``audit(i, j)``: that
+    pair is such a pair and not confirmed at the level ``L_t`` itself (``strict`` bounds);
+    ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
+    """
+
+    __slots__ = (
+        "_bounds",
+        "_by_labels",
+        "_contradicted",
+        "_gap",
+        "_kl",
+        "_pairs",
+        "_plausible",
+        "_worth",
+        "n_stages",
+    )
+
+    def __init__(
+        self,
+        n_stages: int,
+        pairs: list[tuple[int, int]],
+        gap: list[float],
+        kl: Callable[[int, int], bool],
+        bounds: Callable[[int, int, int, bool], tuple[float, float] | None],
+    ) -> None:
+        self.n_stages = n_stages
+        self._pairs = pairs
+        self._gap = gap
+        self._kl = kl
+        self._bounds = bounds
+        self._by_labels: dict[int, bool] = {}
+        self._worth: dict[int, bool] = {}
+        self._plausible: dict[int, bool] = {}
+        self._contradicted: bool | None = None
+
+    def by_labels(self, i: int, j: int) -> bool:
+        pair = j * (j - 1) // 2 + i
+        known = self._by_labels.get(pair)
+        if known is None:
+            found = self._bounds(pair, i, j, False)
+            known = self._by_labels[pair] = found is not None and self._gap[pair] > found[1]
+            self._worth[pair] = found is not None and found[0] > self._gap[pair]
+        return known
+
+    def beats(self, i: int, j: int) -> bool:
+        return self._kl(i, j) or self.by_labels(i, j)
+
+    def worth(self, i: int, j: int) -> bool:
+        self.by_labels(i, j)
+        return self._worth[j * (j - 1) // 2 + i]
+
+    def open(self, i: int, j: int) -> bool:
+        return not self.beats(i, j) and not self.worth(i, j)
+
+    def audit(self, i: int, j: int) -> bool:
+        if not self.by_labels(i, j) or self._kl(i, j):
+            return False
+        pair = j * (j - 1) // 2 + i
+        return not self._gap[pair] > self._bounds(pair, i, j, True)[1]
+
+    @property
+    def contradicted(self) -> bool:
+        if self._contradicted is None:
+            self._contradicted = any(self.by_labels(i, j) and not self._kl(i, j) for i, j in self._pairs)
+        return self._contradicted
+
+    def plausible(self, i: int) -> bool:
+        known = self._plausible.get(i)
+        if known is None:
+            known = self._plausible[i] = not any(self.beats(h, i) for h in range(i)) and not any(
+                self.worth(i, j) for j in range(i + 1, self.n_stages)
+            )
+        return known

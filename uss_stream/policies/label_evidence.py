@@ -34,6 +34,7 @@ __all__ = [
     "delta_bounds",
     "delta_bounds_many",
     "e_bounds",
+    "e_upper",
     "label_level",
     "label_level_many",
     "pair_level",
@@ -95,16 +96,31 @@ def e_bounds(m: int, w_plus: int, w_minus: int, level: float) -> tuple[float, fl
 
     >>> [round(b, 3) for b in e_bounds(20, 20, 0, 3.0)]   # the deeper stage always right
     [0.721, 1.0]
-
     """
     if m <= 0:
         return -1.0, 1.0
+    return _e_side(m, w_plus, w_minus, level, False), _e_side(m, w_plus, w_minus, level, True)
+
+
+def e_upper(m: int, w_plus: int, w_minus: int, level: float) -> float:
+    """``e^U`` of :func:`e_bounds` alone (to the bit).
+
+    >>> e_upper(30, 12, 9, 2.5) == e_bounds(30, 12, 9, 2.5)[1]
+    True
+    """
+    if m <= 0:
+        return 1.0
+    return _e_side(m, w_plus, w_minus, level, True)
+
+
+def _e_side(m: int, w_plus: int, w_minus: int, level: float, upper: bool) -> float:
+    """One side of the KL bound on ``e`` (bisection on ``x = (e + 1) / 2``)."""
     mean = (w_plus - w_minus + m) / (2 * m)
     log_p = math.log(mean) if mean > 0.0 else 0.0
     log_rest = math.log(1.0 - mean) if mean < 1.0 else 0.0
-    if mean >= 1.0:
-        upper = 1.0
-    else:
+    if upper:
+        if mean >= 1.0:
+            return 1.0
         low, high = mean, 1.0
         for _ in range(_STEPS):
             middle = 0.5 * (low + high)
@@ -112,19 +128,17 @@ def e_bounds(m: int, w_plus: int, w_minus: int, level: float) -> tuple[float, fl
                 low = middle
             else:
                 high = middle
-        upper = high
+        return 2.0 * high - 1.0
     if mean <= 0.0:
-        lower = 0.0
-    else:
-        low, high = 0.0, mean
-        for _ in range(_STEPS):
-            middle = 0.5 * (low + high)
-            if m * _kl(mean, log_p, log_rest, middle) <= level:
-                high = middle
-            else:
-                low = middle
-        lower = low
-    return 2.0 * lower - 1.0, 2.0 * upper - 1.0
+        return -1.0
+    low, high = 0.0, mean
+    for _ in range(_STEPS):
+        middle = 0.5 * (low + high)
+        if m * _kl(mean, log_p, log_rest, middle) <= level:
+            high = middle
+        else:
+            low = middle
+    return 2.0 * low - 1.0
 
 
 class LabelEvidence:
@@ -284,11 +298,14 @@ def delta_bounds_many(
     e_upper: np.ndarray,
     level: np.ndarray,
     n_stages: int,
+    log_kn: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`delta_bounds` (``n`` must be ``>= 1`` where the result is read)."""
+    """Vectorised :func:`delta_bounds` (``n`` must be ``>= 1`` where the result is read);
+    ``log_kn``, if given, is ``portable_log_many(K·n)`` (``n = 0`` read as 1), already computed."""
     safe = np.where(n > 0.0, n, 1.0)
     p_hat = d / safe
-    radius = np.sqrt(pair_level_many(level, safe, n_stages) / (2.0 * safe))
+    x = pair_level_many(level, safe, n_stages) if log_kn is None else np.maximum(level - log_kn, 1.0)
+    radius = np.sqrt(x / (2.0 * safe))
     p_upper = np.minimum(p_hat + radius, 1.0)
     p_lower = np.maximum(p_hat - radius, 0.0)
     upper = np.where(e_upper >= 0.0, p_upper * e_upper, p_lower * e_upper)
