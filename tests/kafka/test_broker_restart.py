@@ -20,7 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import COSTS, checkpoints_of, policy_after, read_all, stream, trickle, wait_for_metadata
+from conftest import (
+    COSTS,
+    checkpoints_of,
+    policy_after,
+    private_port_range,
+    read_all,
+    stream,
+    trickle,
+    wait_for_metadata,
+)
 from test_cli import Service, output_count
 
 from uss_stream.policies import USSUCB
@@ -43,7 +52,7 @@ def _free_port_pair() -> int:
     """
     rng = random.Random()
     for _ in range(100):
-        port = rng.randrange(20_000, 32_000)
+        port = rng.choice(private_port_range())  # this xdist worker's slice of 20000-32000
         try:
             for candidate in (port, port + 1):
                 with socket.socket() as probe:
