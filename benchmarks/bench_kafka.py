@@ -213,7 +213,7 @@ def _decide_loop_seam(
     """
     from uss_stream_kafka import clients
 
-    learner = OutputsProcessor(STAGE_COSTS).new_learner()
+    learner = OutputsProcessor(STAGE_COSTS, alpha=0.51).new_learner()
     consumer = clients.consumer(
         client,
         bootstrap_servers=bootstrap,
@@ -272,7 +272,7 @@ def _service(
         group_instance_id=group,
         http_port=None,
     )
-    thread = threading.Thread(target=app.run, args=(OutputsProcessor(STAGE_COSTS),), daemon=True)
+    thread = threading.Thread(target=app.run, args=(OutputsProcessor(STAGE_COSTS, alpha=0.51),), daemon=True)
     thread.start()
     while app.summary.events < n and thread.is_alive():
         time.sleep(0.05)

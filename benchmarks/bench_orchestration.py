@@ -18,8 +18,12 @@ import uuid
 import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from uss_stream_kafka import ClientConfig
-from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+from uss_stream_kafka import Application, ClientConfig
+from uss_stream_kafka.orchestrating import (
+    OrchestrationProcessor,
+    OrchestrationTopics,
+    create_orchestration_topics,
+)
 
 COSTS = [0.0, 0.15, 0.2]
 
@@ -45,14 +49,25 @@ def run(bootstrap: str, n_requests: int, rate: float) -> dict[str, float]:
     )
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     create_orchestration_topics(admin, topics)
-    orchestrator = Orchestrator(
-        ClientConfig(bootstrap), group_id=f"bench-{tag}", topics=topics, stage_costs=COSTS
+    # What `uss-stream kafka orchestrate` runs: commits at the checkpoints, linger 2 ms.
+    app = Application(
+        ClientConfig(bootstrap),
+        group_id=f"bench-{tag}",
+        topics=topics.as_topics(),
+        commit_interval=float("inf"),
+        checkpoint_every=10_000,
+        max_input_bytes=1 << 20,
+        producer_options={"linger_ms": 2},
+        http_port=None,
     )
-    thread = threading.Thread(target=orchestrator.run, daemon=True)
+    thread = threading.Thread(target=app.run, args=(OrchestrationProcessor(COSTS, alpha=0.51),), daemon=True)
     thread.start()
     try:
-        if not orchestrator.ready.wait(60):
-            raise RuntimeError("the orchestrator did not get its partitions")
+        deadline = time.monotonic() + 60
+        while not app.learners():
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the orchestrator did not get its partitions")
+            time.sleep(0.02)
         producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
         started = time.monotonic()
         for i in range(n_requests):
@@ -66,7 +81,7 @@ def run(bootstrap: str, n_requests: int, rate: float) -> dict[str, float]:
         decisions = _read(bootstrap, topics.decisions, n_requests)
         requests = _read(bootstrap, topics.requests, n_requests)
     finally:
-        orchestrator.stop()
+        app.stop()
         thread.join(30)
         admin.delete_topics(list(topics.all()))
         admin.close()

@@ -1,10 +1,11 @@
 """A screening line on a real Kafka broker: requests, the orchestrator, and a simulated sensor service.
 
 Each event of the bundled BSC generator (case 2 costs) is a bag entering the line: its request goes
-to the requests topic; the :class:`~uss_stream_kafka.orchestration.Orchestrator` decides how many
-sensors scan it; a simulated sensor service (a thread) reads the decisions and, after a random
-delay, reports the first ``depth`` sensor outputs (1% of the reports are lost). At the end the
-script prints the depth distribution, the mean cost and the regret against the best fixed depth.
+to the requests topic; the service (:class:`~uss_stream_kafka.app.Application` running an
+:class:`~uss_stream_kafka.orchestrating.OrchestrationProcessor`) decides how many sensors scan
+it; a simulated sensor service (a thread) reads the decisions and, after a random delay, reports
+the first ``depth`` sensor outputs (1% of the reports are lost). At the end the script prints the
+depth distribution, the mean cost and the regret against the best fixed depth.
 
 Run (a broker must be up, e.g. ``KAFKA_PORT=39092 bash deploy/kafka/broker.sh start``)::
 
@@ -26,8 +27,13 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
-from uss_stream_kafka import ClientConfig
-from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+from uss_stream_kafka import Application, ClientConfig
+from uss_stream_kafka.orchestrating import (
+    OrchestrationProcessor,
+    OrchestrationSummary,
+    OrchestrationTopics,
+    create_orchestration_topics,
+)
 
 
 def sensor_service(
@@ -87,16 +93,22 @@ def main() -> None:
     )
     admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_servers)
     create_orchestration_topics(admin, topics)
-    orchestrator = Orchestrator(
+    processor = OrchestrationProcessor(
+        instance.stage_costs.tolist(),
+        stage_names=["xray", "ct", "trace"],
+        alpha=0.51,  # USS-UCB, as measured in docs/orchestration.md (the default is USS-KL-UCB)
+        max_age_seconds=max(5.0, 10 * args.max_delay),
+    )
+    app = Application(
         ClientConfig(args.bootstrap_servers),
         group_id=f"screening-{run}",
-        topics=topics,
-        stage_costs=instance.stage_costs.tolist(),
-        stage_names=["xray", "ct", "trace"],
-        max_age_seconds=max(5.0, 10 * args.max_delay),
+        topics=topics.as_topics(),
+        commit_interval=float("inf"),  # as `uss-stream kafka orchestrate`: commits at the checkpoints
         exit_when_idle=3.0,
+        producer_options={"linger_ms": 2},
+        http_port=None,
     )
-    serving = threading.Thread(target=orchestrator.run)
+    serving = threading.Thread(target=app.run, args=(processor,))
     serving.start()
     depths: dict[int, int] = {}
     sensors = threading.Thread(
@@ -113,7 +125,9 @@ def main() -> None:
         ),
     )
     sensors.start()
-    orchestrator.ready.wait(60)
+    deadline = time.monotonic() + 60
+    while not app.learners() and time.monotonic() < deadline:  # the requests partition is assigned
+        time.sleep(0.05)
     started = time.monotonic()
     producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, linger_ms=5)
     for event in range(args.events):
@@ -129,7 +143,7 @@ def main() -> None:
 
     chosen = np.array([depths[event] for event in range(args.events)])
     counts = np.bincount(chosen, minlength=instance.n_stages + 1)[1:]
-    summary = orchestrator.summary
+    summary = OrchestrationSummary.of(app)
     print(f"{instance.name}: {args.events} bags in {time.monotonic() - started:.1f}s")
     print("depth distribution:", {d + 1: int(c) for d, c in enumerate(counts)})
     print(f"mean cost (sensors run): {instance.cumulative_costs[chosen - 1].mean():.4f}")
@@ -140,7 +154,7 @@ def main() -> None:
     print(
         f"reports applied {summary.applied}, dead letters "
         f"{ {r: n for r, n in summary.dead_letters.items() if n} }, "
-        f"still pending {orchestrator.book.pending}, expired {orchestrator.book.counters['expired']}"
+        f"still pending {summary.pending}, expired {summary.expired}"
     )
 
 

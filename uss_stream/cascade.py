@@ -10,21 +10,19 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-import pandas as pd
 from river import base
 
+from uss_stream.cascade_summary import CascadeSummary, summarise
 from uss_stream.feature_costs import FeatureCosts
-from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth, Policy
+from uss_stream.policies import FixedDepth, Policy
 from uss_stream.policies.label_evidence import LabelEvidence
-from uss_stream.policies.membership import set_membership
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
 from uss_stream.stage import Stage
 from uss_stream.validation import check_stage_costs
-from uss_stream.wd_monitor import WDMonitor, WDReport
+from uss_stream.wd_monitor import WDMonitor
 
 __all__ = ["CascadeClassifier", "CascadeSummary", "Decision"]
 
@@ -274,67 +272,17 @@ class CascadeClassifier(base.Classifier):
 
     def summary(self) -> CascadeSummary:
         """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
-        policy = self._policy
-        stats = policy.stats
-        k = len(self._names)
-        queried = np.array(stats.queried)
-        counts = np.array(stats.disagreements)
-        rates = np.full((k, k), np.nan)
-        for i in range(k):
-            rates[i, i] = 0.0 if queried[i] else np.nan
-            for j in range(i + 1, k):
-                if queried[j]:
-                    rates[i, j] = rates[j, i] = counts[i, j] / queried[j]
-        t = stats.decisions + 1
-        sequential = policy.sequential
-        if sequential:
-            next_depth = None
-        elif getattr(policy, "asks_for_labels", False):
-            evidence = policy.evidence
-            labelled = [[evidence.labelled, evidence.deeper_right, evidence.shallower_right]]
-            next_depth = int(
-                policy.decide_many(
-                    np.array([t]), queried[None, :], counts[None, :, :], evidence=np.array(labelled)
-                )[0]
-            )
-        else:
-            next_depth = int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :])[0])
-        if isinstance(policy, (USSUCB, USSKLUCB)):
-            in_low, in_high = set_membership(self._cumulative, policy.upper_bounds())
-            membership = {
-                "in_B_l": pd.array(in_low, dtype="boolean"),
-                "in_B_h": pd.array(in_high, dtype="boolean"),
-            }
-        else:
-            membership = {
-                "in_B_l": pd.array([pd.NA] * k, dtype="boolean"),
-                "in_B_h": pd.array([pd.NA] * k, dtype="boolean"),
-            }
-        answered = self._depth_counts
-        table = pd.DataFrame(
-            {
-                "model": [str(model) for model, _, _ in self._plan],
-                "cost": self._stage_costs,
-                "cumulative_cost": self._cumulative,
-                "answered": answered,
-                "queried": [sum(answered[j:]) for j in range(k)],
-                **membership,
-            },
-            index=pd.Index(self._names, name="stage"),
-        )
-        label_free = policy.label_free_depth() if getattr(policy, "asks_for_labels", False) else next_depth
-        wd = self._monitor.report(list(queried), counts.tolist(), self._evidence, t, label_free)
-        return CascadeSummary(
-            labels_used=self._labels_used,
-            wd=wd,
-            events=self._n_events,
-            warm_up_events=self._n_warm_up_events,
-            learned=self._n_learned,
+        return summarise(
+            self._policy,
+            names=self._names,
+            models=[str(model) for model, _, _ in self._plan],
+            stage_costs=self._stage_costs,
+            cumulative=self._cumulative,
+            answered=self._depth_counts,
+            counters=(self._n_events, self._n_warm_up_events, self._n_learned, self._labels_used),
             total_cost=self._total_cost,
-            next_depth=next_depth,
-            stages=table,
-            disagreement=pd.DataFrame(rates, index=table.index, columns=list(self._names)),
-            contexts=policy.contexts() if sequential else None,
+            monitor=self._monitor,
+            evidence=self._evidence,
         )
 
     # -- inference -------------------------------------------------------------------------------
@@ -415,14 +363,7 @@ class CascadeClassifier(base.Classifier):
         abstained = False
         try:
             for model, features, provider in self._plan[:depth]:
-                view = _view(x, features, provider)
-                try:
-                    proba = model.predict_proba_one(view)
-                except NotImplementedError:
-                    label = model.predict_one(view)
-                    proba = {} if label is None else {label: 1.0}
-                else:
-                    label = _argmax(proba)
+                label, proba = _ask(model, _view(x, features, provider))
                 if label is None or label != label:
                     abstained = True
                 labels.append(label)
@@ -436,7 +377,7 @@ class CascadeClassifier(base.Classifier):
             seen = [_for_policy(label) for label in labels] if abstained else labels
             policy.update(seen)
             self._last_stepped = seen
-            if getattr(policy, "asks_for_labels", False) and policy.label_request:
+            if policy.asks_for_labels and policy.label_request:
                 self._last_request = (seen, policy.label_request)
         else:
             self._n_warm_up_events += 1
@@ -457,14 +398,7 @@ class CascadeClassifier(base.Classifier):
         going = True
         try:
             for model, features, provider in self._plan:
-                view = _view(x, features, provider)
-                try:
-                    proba = model.predict_proba_one(view)
-                except NotImplementedError:
-                    label = model.predict_one(view)
-                    proba = {} if label is None else {label: 1.0}
-                else:
-                    label = _argmax(proba)
+                label, proba = _ask(model, _view(x, features, provider))
                 labels.append(label)
                 abstained = label is None or label != label
                 confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
@@ -552,73 +486,6 @@ class CascadeClassifier(base.Classifier):
             ],
             "policy": FixedDepth(1),
         }
-
-
-@dataclass(frozen=True)
-class CascadeSummary:
-    """What a :class:`CascadeClassifier` has done so far (from :meth:`CascadeClassifier.summary`).
-
-    Attributes
-    ----------
-    events
-        Decided events, warm-up included.
-    warm_up_events
-        Events answered during the warm-up (all stages queried, no policy step).
-    learned
-        Labelled samples every stage has learned from.
-    total_cost
-        Sum of ``C_depth`` over the events.
-    next_depth
-        The depth the policy will choose at its next step (``None`` for a sequential policy,
-        which decides per event).
-    stages
-        One row per stage: ``model``, ``cost`` (``c_j``), ``cumulative_cost`` (``C_j``),
-        ``answered`` (events whose deepest queried stage it was: the depth histogram),
-        ``queried`` (events that ran it), ``in_B_l`` / ``in_B_h`` (membership of USS-(KL-)UCB's sets
-        for the next step; missing for other policies).
-    disagreement
-        ``K x K`` empirical disagreement rates ``p̂_ij`` of the policy's steps (NaN while a pair
-        has not been observed).
-    labels_used
-        Labels the policy learned from (only a label-asking policy asks).
-    wd
-        The WD monitor (:mod:`uss_stream.wd_monitor`) on the labels of the stepped events seen by
-        :meth:`CascadeClassifier.learn_one`: best depth, agreement of the label-free choice,
-        verdict. ``None`` only for summaries built by hand.
-    contexts
-        For a sequential policy, one row per context (stage, confidence bin): its confidence
-        range, events, how many stopped there and the depth mix of its events, and what its cost
-        test would do next (:meth:`~uss_stream.policies.SequentialKLUCB.contexts`); else ``None``.
-    """
-
-    events: int
-    warm_up_events: int
-    learned: int
-    total_cost: float
-    next_depth: int | None
-    stages: pd.DataFrame
-    disagreement: pd.DataFrame
-    contexts: pd.DataFrame | None = None
-    labels_used: int = 0
-    wd: WDReport | None = None
-
-    @property
-    def mean_cost(self) -> float:
-        """Average acquisition cost per event (NaN before the first event)."""
-        return self.total_cost / self.events if self.events else math.nan
-
-    def __str__(self) -> str:
-        head = (
-            f"{self.events} events ({self.warm_up_events} in warm-up), {self.learned} labelled, "
-            f"mean cost {self.mean_cost:.4g}, next depth {self.next_depth}"
-        )
-        rates = self.disagreement.round(4).to_string()
-        monitor = "" if self.wd is None else f"; {self.wd}"
-        labels = f"labels used by the policy: {self.labels_used}{monitor}"
-        text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
-        if self.contexts is not None:
-            text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
-        return text
 
 
 def _check_stages(stages: Any) -> tuple[str, ...]:
@@ -711,6 +578,16 @@ def _view(x: dict[Hashable, Any], features: tuple | None, provider: Any) -> dict
     if features is None:
         return source
     return {f: source[f] for f in features if f in source}
+
+
+def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[Any, float]]:
+    """A stage's label and probabilities on its view (a model without probabilities: ``{label: 1}``)."""
+    try:
+        proba = model.predict_proba_one(view)
+    except NotImplementedError:
+        label = model.predict_one(view)
+        return label, ({} if label is None else {label: 1.0})
+    return _argmax(proba), proba
 
 
 def _argmax(proba: dict[Any, float]) -> Any:

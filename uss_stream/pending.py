@@ -208,7 +208,7 @@ class PendingDecisions:
             values = check_outputs(outputs, count)
         except ValueError as error:
             self._reject("invalid", f"report of {decision_id!r}: {error}")
-        request = self.policy.request_label(entry[1], values) if self._asks_for_labels else 0
+        request = self.policy.request_label(entry[1], values) if self.policy.asks_for_labels else 0
         try:
             self.policy.stats.record(values)
         except ValueError as error:
@@ -221,10 +221,6 @@ class PendingDecisions:
         del self._pending[decision_id]
         self._close(decision_id, "reported")
         self.counters["applied"] += 1
-
-    @property
-    def _asks_for_labels(self) -> bool:
-        return bool(getattr(self.policy, "asks_for_labels", False))
 
     @property
     def awaiting_labels(self) -> int:

@@ -57,7 +57,7 @@ class Application:
     group_id
         Consumer group; instances of the same group share the input partitions.
     topics
-        Topic names; ``topics.labels`` only in features mode.
+        Topic names; ``topics.labels`` in features mode (labels) and orchestration (reports).
     commit_interval, commit_every
         Commit (after flushing) every ``commit_interval`` seconds and/or every ``commit_every``
         records (``0`` disables the count).
@@ -209,6 +209,7 @@ class Application:
         self._recovery: Recovery | None = None
         self._dispatcher: Dispatcher | None = None
         self._sharing: SharedLearning | None = None
+        self._stopped_learners: dict[int, Any] | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -243,6 +244,14 @@ class Application:
     @metrics.setter
     def metrics(self, metrics: ServiceMetrics | None) -> None:
         self._context.metrics = metrics
+
+    def learners(self) -> dict[int, Any]:
+        """The learners of the assigned input partitions by partition number (after a clean stop: those
+        it held at the stop)."""
+        if self._stopped_learners is not None:
+            return dict(self._stopped_learners)
+        with self._context.lock:
+            return {tp.partition: state.learner for tp, state in self._context.partitions.items()}
 
     @property
     def _partitions(self) -> dict[Any, Any]:
@@ -288,8 +297,10 @@ class Application:
         """Serve until :meth:`stop` (or ``exit_when_idle``); a clean stop commits and checkpoints."""
         if self._status != "created":
             raise RuntimeError("an Application runs once; create a new one")
-        if self.topics.labels is not None and processor.mode != "features":
-            raise ValueError("a labels topic is only used in features mode")
+        if self.topics.labels is not None and processor.mode == "outputs":
+            raise ValueError("a labels topic is only used in features and orchestration mode")
+        if self.topics.labels is None and processor.mode == "orchestration":
+            raise ValueError("orchestration needs a reports topic (topics.labels)")
         if self.shared_learning and processor.mode != "outputs":
             raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
         context = self._context
@@ -312,6 +323,7 @@ class Application:
                 self._status = "running"
                 self._loop()
                 self._status = "stopping"
+            self._stopped_learners = self.learners()
             context.consumer.close()
             context.consumer = None
         except BaseException:
@@ -354,7 +366,7 @@ class Application:
         self._store = CheckpointStore(
             topics.state, {**self.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"}
         )
-        if topics.labels is not None and self.rebuild_models:
+        if topics.labels is not None and self.rebuild_models and context.processor.mode == "features":
             self._labels_log = LabelsLog(self.client.kafka_kwargs("labels-reader"), self.max_input_bytes)
         if self.shared_learning:
             self._sharing = SharedLearning(context, self._store)
@@ -414,6 +426,8 @@ class Application:
                 recovery.rewind()
                 continue
             restored = recovery.restore_pending() if recovery.pending else ()
+            if recovery.held:
+                recovery.release_labels()
             if batch:
                 with context.lock:
                     try:

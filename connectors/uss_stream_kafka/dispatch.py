@@ -69,7 +69,10 @@ class Dispatcher:
         summary = context.summary
         self.committer.begin()
         events = 0
-        for tp, records in batch.items():
+        items = batch.items()
+        if context.labels:  # inputs first: a label (report) may answer an input of this batch
+            items = sorted(items, key=lambda item: item[0].topic != context.topics.input)
+        for tp, records in items:
             if not records or tp in skip:  # fetched before the partition was (re)positioned
                 continue
             state = context.partitions.get(tp)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from uss_stream.policies import Policy
-from uss_stream.policies.specs import parse_spec, spec_of
+from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
 from uss_stream_kafka.batching import decide_batch
 from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
@@ -33,6 +33,7 @@ __all__ = [
     "Processor",
     "label_free_policy",
     "load_factory",
+    "policy_spec",
 ]
 
 
@@ -99,18 +100,21 @@ class OutputsProcessor:
     stage_costs
         Per-stage costs ``c_1..c_K`` (cheapest stage first).
     alpha
-        Shorthand for ``policy="uss-ucb:alpha=A"`` (USS-UCB's exploration parameter); it is the
-        policy when ``policy`` is not given (default 0.51: this class's historical default).
+        Shorthand for ``policy="uss-ucb:alpha=A"`` (USS-UCB's exploration parameter, as
+        ``--alpha``); give it or ``policy``, not both.
     policy
-        A ``--policy`` spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-kl-ucb"`` (the
-        library's default, :data:`~uss_stream.policies.specs.DEFAULT_POLICY`),
+        A ``--policy`` spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-ucb:alpha=0.51"``,
         ``"uss-ts:seed=0"``, ``"fixed:depth=2"`` or ``"uss-kl-ucb:discount=0.999"``. Any policy
         that decides without labels; label-asking (``audited``) and supervised policies are
-        refused, since the events carry no labels.
+        refused, since the events carry no labels. With neither ``alpha`` nor ``policy``: the
+        library's default, :data:`~uss_stream.policies.specs.DEFAULT_POLICY` (USS-KL-UCB), as
+        on the command line.
 
     Examples
     --------
-    >>> processor = OutputsProcessor([0, 0.15, 0.2])
+    >>> OutputsProcessor([0, 0.15, 0.2]).policy  # the library's and the command line's default
+    'uss-kl-ucb:alpha=1.0'
+    >>> processor = OutputsProcessor([0, 0.15, 0.2], alpha=0.51)
     >>> learner = processor.new_learner()
     >>> learner.process(b'{"id": "e1", "outputs": [1, 0, 1]}')   # round 1 queries every stage
     (b'{"id":"e1","depth":3,"prediction":1,"cost":0.35}', 3)
@@ -125,7 +129,7 @@ class OutputsProcessor:
     >>> learner = processor.new_learner()
     >>> values = [json.dumps({"id": i, "outputs": r}).encode() for i, r in enumerate(rows)]
     >>> depths = [learner.process(value)[1] for value in values]
-    >>> depths == USSUCB([0, 0.15, 0.2]).run(rows).tolist()
+    >>> depths == USSUCB([0, 0.15, 0.2], alpha=0.51).run(rows).tolist()
     True
 
     Any policy by its spec; the checkpoints record it:
@@ -141,10 +145,10 @@ class OutputsProcessor:
 
     mode = "outputs"
 
-    def __init__(self, stage_costs: Sequence[float], alpha: float = 0.51, policy: str | None = None) -> None:
-        template, canonical = label_free_policy(
-            f"uss-ucb:alpha={alpha!r}" if policy is None else policy, stage_costs, "outputs mode"
-        )
+    def __init__(
+        self, stage_costs: Sequence[float], alpha: float | None = None, policy: str | None = None
+    ) -> None:
+        template, canonical = label_free_policy(policy_spec(policy, alpha), stage_costs, "outputs mode")
         self._template = template
         self.stage_costs = [float(c) for c in stage_costs]
         self.alpha = alpha
@@ -417,6 +421,31 @@ class FeaturesLearner:
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         self._cascade.load_policy_state(document)
+
+
+def policy_spec(policy: str | None, alpha: float | None) -> str:
+    """The spec of ``--policy`` / ``--alpha`` (its shorthand); the library's default without either.
+
+    One rule for the Python API and every command-line mode.
+
+    >>> policy_spec(None, None)
+    'uss-kl-ucb'
+    >>> policy_spec(None, 0.51), policy_spec("uss-ts:seed=1", None)
+    ('uss-ucb:alpha=0.51', 'uss-ts:seed=1')
+    >>> policy_spec("uss-ts", 0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), not both: ...
+
+    """
+    if policy is not None and alpha is not None:
+        raise ValueError(
+            "give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), "
+            f"not both: got {policy!r} and {alpha!r}"
+        )
+    if alpha is not None:
+        return f"uss-ucb:alpha={alpha!r}"
+    return DEFAULT_POLICY if policy is None else policy
 
 
 def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tuple[Policy, str]:

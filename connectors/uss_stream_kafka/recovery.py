@@ -15,7 +15,11 @@ managers):
   the last committed transaction and seeks the consumer back to its offsets.
 
 Features mode: a restored or rewound learner re-learns the retained labels log up to where its
-stage models had learned (:mod:`uss_stream_kafka.relearn`).
+stage models had learned (:mod:`uss_stream_kafka.relearn`). A processor whose learner state holds
+what it learned from the labels (``labels_in_state``, orchestration) needs no re-learning: the
+labels partition is positioned where the checkpoint says. With ``labels_after_inputs`` a restored
+partition's labels wait until its input is read to the end offset it had at the restore (a
+report must find its request decided), see :meth:`~Recovery.release_labels`.
 
 The listener runs on kafka-python's IO thread while the main thread waits in ``poll()``,
 ``commit()`` or ``close()``: it must not call blocking consumer methods, so it only flushes the
@@ -92,6 +96,10 @@ class Recovery:
         self.assigned_once = False  # exit_when_idle counts only from the first assignment
         self.rebalancing = False  # between a revocation and the next assignment
         self._revocations = 0  # revocations so far: a restore interrupted by one stops
+        processor = context.processor
+        self.labels_in_state = bool(getattr(processor, "labels_in_state", False))
+        self.labels_after_inputs = bool(getattr(processor, "labels_after_inputs", False))
+        self.held: dict[Any, tuple[Any, int]] = {}  # paused labels partition -> (its input, end)
 
     def listener(self) -> Any:
         """The kafka-python ``ConsumerRebalanceListener`` that calls this object."""
@@ -127,6 +135,7 @@ class Recovery:
             for tp in revoked:
                 context.partitions.pop(tp, None)
                 context.labels.pop(tp, None)
+                self.held.pop(tp, None)
             if context.metrics is not None:
                 context.metrics.assigned.set(len(context.partitions))
         if offsets:
@@ -146,6 +155,7 @@ class Recovery:
             for tp in lost:
                 context.partitions.pop(tp, None)
                 context.labels.pop(tp, None)
+                self.held.pop(tp, None)
         log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
 
     def on_assigned(self, assigned: Iterable[Any]) -> None:
@@ -258,7 +268,9 @@ class Recovery:
             to_resume = [tp]
             if topics.labels is not None:
                 labels_tp = TopicPartition(topics.labels, tp.partition)
-                if labels_tp in context.labels:
+                if labels_tp in context.labels and self.labels_after_inputs:
+                    self.held[labels_tp] = (tp, ends[tp])
+                elif labels_tp in context.labels:
                     to_resume.append(labels_tp)
             consumer.resume(*to_resume)
             restored.append(
@@ -275,6 +287,7 @@ class Recovery:
                 for tp in context.labels
                 if TopicPartition(topics.input, tp.partition) not in context.partitions
                 and tp in consumer.paused()
+                and tp not in self.held
             ]
         if orphans:
             consumer.resume(*orphans)
@@ -296,7 +309,7 @@ class Recovery:
         """
         from kafka import TopicPartition
 
-        if self.labels_log is None:
+        if self.labels_log is None and not self.labels_in_state:
             return -1
         context = self.context
         labels_tp = TopicPartition(context.topics.labels, tp.partition)
@@ -315,7 +328,8 @@ class Recovery:
                 )
         if until < 0:
             return -1
-        self.labels_log.relearn(learner, labels_tp, until)
+        if self.labels_log is not None:
+            self.labels_log.relearn(learner, labels_tp, until)
         if labels_tp in context.labels:
             context.consumer.seek(labels_tp, until)
             context.labels[labels_tp].next_offset = until
@@ -339,7 +353,7 @@ class Recovery:
                 state.learner = context.processor.new_learner()
                 if learner_state is not None:
                     state.learner.load_state_dict(learner_state)
-                if self.labels_log is not None:
+                if self.labels_log is not None or self.labels_in_state:
                     self._rebuild_models(state, state.labels_base)
                 consumer.seek(state.tp, offset)
                 state.next_offset = offset
@@ -347,7 +361,8 @@ class Recovery:
                 state.replay_until = max(state.committed, offset)
             for labels in context.labels.values():
                 learned = context.partitions.get(TopicPartition(context.topics.input, labels.tp.partition))
-                if self.labels_log is not None and learned is not None and learned.labels_base >= 0:
+                relearned = self.labels_log is not None or self.labels_in_state
+                if relearned and learned is not None and learned.labels_base >= 0:
                     consumer.seek(labels.tp, learned.labels_base)
                     labels.next_offset = learned.labels_base
                     continue
@@ -363,11 +378,37 @@ class Recovery:
         if self.sharing is not None:
             self.sharing.share()
 
+    def release_labels(self) -> None:
+        """Resume the held labels partitions whose input is read to its end offset of the restore.
+
+        After a restart with both topics backlogged, a report read before its request would be
+        judged unknown; holding the reports back until the requests have caught up (a bounded
+        wait: the end offsets are those of the restore) makes every report find its decision.
+        """
+        context = self.context
+        consumer = context.consumer
+        released = {}
+        with context.lock:
+            for labels_tp, (tp, end) in list(self.held.items()):
+                state = context.partitions.get(tp)
+                if state is not None and state.next_offset < end and consumer.position(tp) < end:
+                    continue
+                del self.held[labels_tp]
+                if state is not None and labels_tp in context.labels:
+                    released[labels_tp] = end
+        if released:
+            consumer.resume(*released)
+            log.info(
+                "requests read to their end offsets %s: reading the reports %s",
+                {f"{context.topics.input}/{tp.partition}": end for tp, end in released.items()},
+                names(released),
+            )
+
     def _rebuild_models(self, state: PartitionState, until: int) -> None:
         """Re-learn the labels below ``until`` into ``state``'s (new) learner; ``-1``: none."""
         from kafka import TopicPartition
 
-        if until > 0:
+        if until > 0 and self.labels_log is not None:
             labels_tp = TopicPartition(self.context.topics.labels, state.tp.partition)
             self.labels_log.relearn(state.learner, labels_tp, until)
         state.labels_offset = until

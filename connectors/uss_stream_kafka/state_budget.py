@@ -1,6 +1,6 @@
-"""Keep the orchestrator's checkpoint within the largest record the state topic accepts.
+"""Keep an orchestration learner's checkpoint within the largest record the state topic accepts.
 
-The orchestrator checkpoints its whole learner in one record, pending decisions included. With no
+An orchestration learner checkpoints its whole state in one record, pending decisions included. With no
 expiry, decisions whose reports never come pile up until the checkpoint is larger than the broker
 accepts; the write then fails, the offsets are never committed, and every restart redoes the same
 decisions and fails at the same point. :class:`StateBudget` makes that impossible:
@@ -30,14 +30,14 @@ TRIM_TO = 0.7
 
 
 class StateBudget:
-    """Encode checkpoints of a :class:`~uss_stream.pending.PendingDecisions` within ``limit`` bytes.
+    """Keep the state of a :class:`~uss_stream.pending.PendingDecisions` within ``limit`` bytes of JSON.
 
     Parameters
     ----------
     book
         The pending decisions (trimmed in place when the checkpoint is too large).
     limit
-        The largest checkpoint value the state topic accepts, in bytes.
+        The largest state (JSON bytes) a checkpoint may hold.
 
     Examples
     --------
@@ -47,9 +47,11 @@ class StateBudget:
     >>> for i in range(1000):
     ...     _ = book.decide(f"decision-{i:04d}")
     >>> budget = StateBudget(book, limit=20_000)
-    >>> value = budget.encode(lambda: {"state": book.state_dict()})
-    >>> len(value) <= 0.9 * 20_000, book.pending < 1000, book.counters["expired"] == 1000 - book.pending
-    (True, True, True)
+    >>> state = budget.fit(book.state_dict)
+    >>> len(_dumps(state)) <= 0.9 * 20_000, 0 < book.pending < 1000
+    (True, True)
+    >>> book.counters["expired"] == 1000 - book.pending
+    True
     >>> book.report("decision-0999", [1])   # the newest decisions stay
     >>> book.report("decision-0000", [1])
     Traceback (most recent call last):
@@ -64,19 +66,23 @@ class StateBudget:
         self._warned_at = 0.0
         self._warned_ratio = 0.0
 
-    def encode(self, document: Callable[[], dict[str, Any]]) -> bytes:
-        """The checkpoint value of ``document()``, after trimming it (and the book) if too large.
+    def fit(self, state: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``state()`` (the book's state), after trimming it (and the book) if too large.
 
         First the oldest remembered report ids are left out of the checkpoint, then the oldest
         pending decisions are expired.
         """
+
+        def document() -> dict[str, Any]:
+            return {"state": state()}
+
         checkpoint = document()
         value = _dumps(checkpoint)
         ratio = len(value) / self.limit
         if ratio >= WARN_AT:
             self._warn(len(value), ratio)
         if len(value) <= TRIM_AT * self.limit:
-            return value
+            return checkpoint["state"]
         _drop_closed(checkpoint, self.limit, len(value))
         value = _dumps(checkpoint)
         while len(value) > TRIM_AT * self.limit and self.book.pending:
@@ -102,7 +108,7 @@ class StateBudget:
                 f"the checkpoint is {len(value)} bytes after trimming, more than the state topic "
                 f"accepts ({self.limit}): raise max.message.bytes of the state topic"
             )
-        return value
+        return checkpoint["state"]
 
     def _warn(self, size: int, ratio: float) -> None:
         now = time.monotonic()

@@ -80,7 +80,7 @@ def test_compressed_input_is_decided(codec, client, bootstrap_servers, make_topi
     raw = sum(map(len, values))
     assert stored_bytes(admin, topics.input) < raw / 2
 
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS, alpha=0.51))
 
     assert summary.events == N and sum(summary.dead_letters.values()) == 0
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]

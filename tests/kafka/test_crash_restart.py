@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import COSTS, end_offsets, new_app, produce, read_all, run_app, stream, wait_for_metadata
+from orchestrated import orchestrator
 from test_cli import output_count
 from waiting import wait_until
 
 from uss_stream.policies import USSUCB
-from uss_stream_kafka import ClientConfig, DeadLetter, OutputsProcessor
-from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+from uss_stream_kafka import DeadLetter, OutputsProcessor
+from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -110,7 +111,9 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
             "--reports-topic", topics.reports, "--decisions-topic", topics.decisions,
             "--dlq-topic", topics.dead_letter, "--state-topic", topics.state, "--group-id", group,
             "--stage-costs", ",".join(map(str, COSTS)),
-            "--checkpoint-every", "1000000000", "--checkpoint-interval", "3600",
+            "--checkpoint-every", "1000000000", "--checkpoint-interval", "3600", "--metrics-port", "0",
+            # Killed: the restart waits for its session to expire (kafka-python's default, not 45 s).
+            "--session-timeout-ms", "10000",
         ]
     )  # fmt: skip
     wait_until(
@@ -137,9 +140,7 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
     ]
     produce(bootstrap_servers, topics.reports, reports)
 
-    restarted = Orchestrator(
-        ClientConfig(bootstrap_servers), group_id=group, topics=topics, stage_costs=COSTS, exit_when_idle=2.0
-    )
+    restarted = orchestrator(bootstrap_servers, topics, group, COSTS, exit_when_idle=2.0)
     summary = restarted.run()
 
     reasons = Counter(
@@ -147,7 +148,7 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
     )
     assert reasons == Counter() and sum(summary.dead_letters.values()) == 0
     assert (summary.requests, summary.decisions, summary.reports, summary.applied) == (n, n, n, n)
-    assert restarted.book.pending == 0
+    assert summary.pending == 0
     # The requests were decided again before any report: the same depths as the first run's.
     again = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions)][n:]
     assert {d["id"]: d["depth"] for d in again} == first
@@ -185,7 +186,9 @@ def test_run_exit_when_idle_waits_for_the_assignment_and_the_end_offsets(
     group = f"g-{uuid.uuid4().hex[:10]}"
     join_and_die(processes, bootstrap_servers, group, topics.input)
 
-    summary = run_app(new_app(bootstrap_servers, topics, group, exit_when_idle=1.0), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, exit_when_idle=1.0), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     assert summary.events == 3_000
     depths = [json.loads(r.value)["depth"] for r in read_all(bootstrap_servers, topics.output)]
@@ -200,9 +203,7 @@ def test_orchestrate_exit_when_idle_waits_for_the_assignment_and_the_end_offsets
     group = f"g-{uuid.uuid4().hex[:10]}"
     join_and_die(processes, bootstrap_servers, group, topics.requests, topics.reports)
 
-    summary = Orchestrator(
-        ClientConfig(bootstrap_servers), group_id=group, topics=topics, stage_costs=COSTS, exit_when_idle=1.0
-    ).run()
+    summary = orchestrator(bootstrap_servers, topics, group, COSTS, exit_when_idle=1.0).run()
 
     assert summary.decisions == 2_000
 
@@ -213,7 +214,7 @@ def orchestrate_command(bootstrap: str, topics: OrchestrationTopics, group: str,
         "--requests-topic", topics.requests, "--reports-topic", topics.reports,
         "--decisions-topic", topics.decisions, "--dlq-topic", topics.dead_letter,
         "--state-topic", topics.state, "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-        *extra,
+        "--metrics-port", "0", *extra,
     ]  # fmt: skip
 
 

@@ -77,7 +77,7 @@ def test_compose_runs_a_kraft_apache_kafka_and_real_commands(compose, monkeypatc
         topics.dlq_topic,
         topics.state_topic,
     )
-    assert producer.topic == run.input_topic and producer.mode == run.mode == "outputs"
+    assert producer.input_topic == run.input_topic and producer.mode == run.mode == "outputs"
     assert len(run.stage_costs) == 3
     assert services["service"]["ports"] == [f"{run.metrics_port}:{run.metrics_port}"]
     assert services["service"]["stop_signal"] == "SIGTERM"
@@ -141,7 +141,7 @@ def test_the_kubernetes_deployment_runs_the_service_configured_by_its_configmap(
     args = parse(command)
     assert (args.kafka_command, args.mode, args.group_id) == ("run", "outputs", config["USS_KAFKA_GROUP_ID"])
     assert args.stage_costs == [float(c) for c in config["USS_KAFKA_STAGE_COSTS"].split(",")]
-    assert args.bootstrap_servers == config["KAFKA_BOOTSTRAP_SERVERS"]
+    assert args.bootstrap_servers == config["USS_KAFKA_BOOTSTRAP_SERVERS"]
 
     (port,) = container["ports"]
     assert port["containerPort"] == args.metrics_port

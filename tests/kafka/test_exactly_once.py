@@ -47,7 +47,7 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(bootstrap_
         max_poll_records=500,
         exit_when_idle=None,
     )
-    running = Running(app, OutputsProcessor(COSTS))
+    running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
     running.wait_for(lambda a: a.summary.commits >= 1 and a.summary.events >= 3_000)
     # The next transaction fails at its commit: it is aborted and the learner rewound.
     real_commit = app._producer.commit_transaction
@@ -99,7 +99,7 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
         commit_interval=0.2,
         exit_when_idle=None,
     )
-    running = Running(app, OutputsProcessor(COSTS))
+    running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
     running.wait_for(lambda a: committed_offset(admin, a.group_id, topics.input) == 2_000)
 
     def fence() -> None:

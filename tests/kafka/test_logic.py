@@ -64,7 +64,7 @@ def test_a_learner_decides_the_same_in_batches_of_any_size():
     values = [json.dumps({"id": i, "outputs": row}).encode() for i, row in enumerate(outputs.tolist())]
     expected = USSUCB([0, 0.2, 0.1]).run(outputs).tolist()
     for size in (1, 7, 64, 1000, 3000):
-        learner = OutputsProcessor([0, 0.2, 0.1]).new_learner()
+        learner = OutputsProcessor([0, 0.2, 0.1], alpha=0.51).new_learner()
         depths = []
         for start in range(0, len(values), size):
             depths += learner.process_batch(values[start : start + size], max_bytes=1024).depths

@@ -7,8 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -16,16 +14,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import PROCESSES, produce, read_all
+from conftest import PROCESSES, checkpoints_of, produce, read_all
+from orchestrated import Orchestrator, Serving, orchestrator
 
 from uss_stream.stats import DisagreementStats
-from uss_stream_kafka import ClientConfig
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import InvalidEvent
-from uss_stream_kafka.orchestration import (
-    OrchestrationSummary,
+from uss_stream_kafka.orchestrating import (
+    OrchestrationProcessor,
     OrchestrationTopics,
-    Orchestrator,
     create_orchestration_topics,
     parse_report,
     parse_request,
@@ -61,15 +58,13 @@ def test_parse_report() -> None:
         assert error.value.reason == reason
 
 
-def offline(**settings: Any) -> Orchestrator:
-    topics = OrchestrationTopics("req", "rep", "dec", "dlq", "state")
-    return Orchestrator(
-        ClientConfig("127.0.0.1:1"), group_id="g", topics=topics, stage_costs=COSTS, **settings
-    )
+def offline(**settings: Any) -> OrchestrationProcessor:
+    return OrchestrationProcessor(COSTS, **settings)
 
 
 def test_decision_and_checkpoint_round_trip() -> None:
-    first = offline()
+    processor = offline()
+    first = processor.new_learner()
     assert first.decision(3, 3, {"lane": 1}) == {
         "id": 3,
         "depth": 3,
@@ -80,19 +75,15 @@ def test_decision_and_checkpoint_round_trip() -> None:
     first.book.decide("a")
     first.book.decide(7)
     first.book.report(7, [1, 0, 1])
-    document = json.loads(json.dumps(first.checkpoint_document()))
-    second = offline()
-    second.restore(document)
+    document = json.loads(json.dumps(first.state_dict()))
+    description = json.loads(json.dumps(processor.describe()))
+    second = offline().new_learner()
+    second.load_state_dict(document)
     assert second.book.pending == 1 and second.book.depth_of("a") == first.book.depth_of("a")
     assert second.book.policy.stats == first.book.policy.stats
     second.book.report("a", [1])
     with pytest.raises(ValueError, match="stage costs"):
-        Orchestrator(
-            ClientConfig("127.0.0.1:1"),
-            group_id="g",
-            topics=OrchestrationTopics("req", "rep", "dec", "dlq", "state"),
-            stage_costs=[0.0, 0.5],
-        ).restore(document)
+        OrchestrationProcessor([0.0, 0.5]).check_checkpoint(description)
     with pytest.raises(ValueError, match="distinct names"):
         offline(stage_names=["a", "a", "b"])
     with pytest.raises(ValueError, match="unknown dead-letter reason"):
@@ -104,7 +95,7 @@ def test_decision_and_checkpoint_round_trip() -> None:
 def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], OrchestrationTopics]]:
     created: list[str] = []
 
-    def make() -> OrchestrationTopics:
+    def make(partitions: int = 1) -> OrchestrationTopics:
         run = uuid.uuid4().hex[:10]
         topics = OrchestrationTopics(
             requests=f"o-{run}-req",
@@ -113,7 +104,7 @@ def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], Orchestration
             dead_letter=f"o-{run}-dlq",
             state=f"o-{run}-state",
         )
-        create_orchestration_topics(admin, topics)
+        create_orchestration_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
         return topics
 
@@ -122,40 +113,10 @@ def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], Orchestration
         admin.delete_topics(created)
 
 
-class Serving:
-    """An orchestrator running in a thread."""
-
-    def __init__(self, orchestrator: Orchestrator) -> None:
-        self.orchestrator = orchestrator
-        self.result: OrchestrationSummary | BaseException | None = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.result = self.orchestrator.run()
-        except BaseException as error:
-            self.result = error
-
-    def wait_for(self, condition: Callable[[OrchestrationSummary], bool], timeout: float = 40.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition(self.orchestrator.summary):
-            assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
-            assert time.monotonic() < deadline, f"condition not reached: {self.orchestrator.summary}"
-            time.sleep(0.02)
-
-    def stop(self) -> OrchestrationSummary:
-        self.orchestrator.stop()
-        self._thread.join(30)
-        assert not self._thread.is_alive()
-        assert isinstance(self.result, OrchestrationSummary), self.result
-        return self.result
-
-
 def new_orchestrator(
     bootstrap: str, topics: OrchestrationTopics, group: str, **settings: Any
 ) -> Orchestrator:
-    return Orchestrator(ClientConfig(bootstrap), group_id=group, topics=topics, stage_costs=COSTS, **settings)
+    return orchestrator(bootstrap, topics, group, COSTS, **settings)
 
 
 def dead_reasons(bootstrap: str, topic: str) -> Counter[str]:
@@ -173,7 +134,7 @@ def test_shuffled_delayed_reports_exactly_once(
     n = 5_000
     topics = make_orchestration_topics()
     serving = Serving(new_orchestrator(bootstrap_servers, topics, f"g-{uuid.uuid4().hex[:8]}"))
-    assert serving.orchestrator.ready.wait(30)
+    serving.wait_ready(30)
     rng = np.random.default_rng(1)
     truth = rng.integers(0, 2, n)
     outputs = np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
@@ -231,7 +192,8 @@ def test_rejects_restart_and_expiry(
 
     # Restart: the pending decisions come back, reports of decisions made before the restart apply.
     serving = Serving(new_orchestrator(bootstrap_servers, topics, group, max_age_decisions=200))
-    assert serving.orchestrator.ready.wait(30) and serving.orchestrator.summary.restored
+    serving.wait_ready(30)
+    assert serving.orchestrator.summary.restored
     good = [json.dumps({"id": i, "outputs": [1] * depth[i]}).encode() for i in range(50)]
     bad = [
         b"not json",
@@ -245,7 +207,7 @@ def test_rejects_restart_and_expiry(
     produce(bootstrap_servers, topics.reports, good + bad)
     serving.wait_for(lambda s: s.reports == len(good) + len(bad))
     assert serving.orchestrator.summary.applied == 50
-    assert serving.orchestrator.book.pending == 50
+    assert serving.orchestrator.summary.pending == 50
     # 200 new decisions expire the 50 still pending (max_age_decisions=200); their reports come late.
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100 + i}).encode() for i in range(200)])
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": 100}).encode()])  # duplicate request
@@ -280,7 +242,7 @@ def test_cli_orchestrate(
 ) -> None:
     topics = make_orchestration_topics()
     produce(bootstrap_servers, topics.requests, [json.dumps({"id": f"b{i}"}).encode() for i in range(20)])
-    command = [sys.executable, "-m", "uss_stream_kafka.orchestration_cli"]
+    command = [sys.executable, "-m", "uss_stream.cli", "kafka"]
     service = subprocess.Popen(
         [
             *command,
@@ -294,6 +256,7 @@ def test_cli_orchestrate(
             f"--group-id=g-{uuid.uuid4().hex[:8]}",
             "--stage-costs=0,0.1,0.2",
             "--stage-names=xray,ct,manual",
+            "--metrics-port=0",
         ],
         stderr=subprocess.PIPE,
         text=True,
@@ -308,3 +271,47 @@ def test_cli_orchestrate(
     decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.decisions)]
     assert [d["id"] for d in decisions] == [f"b{i}" for i in range(20)]
     assert decisions[0]["stages"] == ["xray", "ct", "manual"][: decisions[0]["depth"]]
+
+
+@pytest.mark.kafka
+def test_reports_reach_the_learner_of_their_requests_partition(
+    bootstrap_servers: str, make_orchestration_topics: Callable[..., OrchestrationTopics]
+) -> None:
+    """Two partitions, one learner each: a report in partition p is joined to the decisions of
+    requests partition p (the topics are co-partitioned by id), and a report sent to the other
+    partition finds no decision there."""
+    topics = make_orchestration_topics(partitions=2)
+    serving = Serving(new_orchestrator(bootstrap_servers, topics, f"g-{uuid.uuid4().hex[:8]}"))
+    rng = np.random.default_rng(5)
+    outputs = rng.integers(0, 2, (400, 3))
+    for p in (0, 1):
+        requests = [json.dumps({"id": f"p{p}-{i}"}).encode() for i in range(200)]
+        produce(bootstrap_servers, topics.requests, requests, partition=p)
+    serving.wait_for(lambda s: s.decisions == 400)
+    decisions = {}
+    for record in read_all(bootstrap_servers, topics.decisions, expected=400):
+        decision = json.loads(record.value)
+        assert decision["id"].startswith(f"p{record.partition}-")  # the request's partition
+        decisions[decision["id"]] = decision["depth"]
+    expected = {p: DisagreementStats(3) for p in (0, 1)}
+    for p in (0, 1):
+        reports = []
+        for i in range(200):
+            depth = decisions[f"p{p}-{i}"]
+            row = outputs[200 * p + i, :depth].tolist()
+            reports.append(json.dumps({"id": f"p{p}-{i}", "outputs": row}).encode())
+            expected[p].record(row)
+        expected[p].decisions = 200
+        produce(bootstrap_servers, topics.reports, reports, partition=p)
+    # Mis-partitioned: the report of a partition-0 decision, sent to reports partition 1.
+    produce(bootstrap_servers, topics.reports, [b'{"id": "p0-0", "outputs": [1]}'], partition=1)
+    serving.wait_for(lambda s: s.reports == 401)
+    summary = serving.stop()
+
+    assert (summary.applied, summary.pending) == (400, 0)
+    (letter,) = [DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter)]
+    assert (letter.reason, letter.topic, letter.partition) == ("report_unknown", topics.reports, 1)
+    last = {c.partition: c for c in checkpoints_of(bootstrap_servers, topics.state)}
+    for p in (0, 1):
+        assert DisagreementStats.from_dict(last[p].state["policy"]["stats"]) == expected[p]
+        assert (last[p].offset, last[p].labels_offset) == (200, 200 + p)

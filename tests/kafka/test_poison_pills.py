@@ -25,16 +25,13 @@ from conftest import (
     run_app,
     stream,
 )
+from orchestrated import Orchestrator
+from orchestrated import orchestrator as orchestration_service
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 from uss_stream_kafka.checkpoint import Checkpoint, checkpoint_key
-from uss_stream_kafka.config import ClientConfig
-from uss_stream_kafka.orchestration import (
-    OrchestrationTopics,
-    Orchestrator,
-    create_orchestration_topics,
-)
+from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
 pytestmark = [
     pytest.mark.kafka,
@@ -58,7 +55,7 @@ def test_nested_json_events_are_dead_lettered_and_the_batch_goes_on(bootstrap_se
     topics = make_topics()
     values, outputs = stream(30)
     produce(bootstrap_servers, topics.input, [*values[:10], NESTED, *values[10:20], DEEPER, *values[20:]])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS, alpha=0.51))
 
     letters = letters_of(bootstrap_servers, topics.dead_letter, expected=2)
     assert [(letter.offset, letter.reason) for letter in letters] == [
@@ -91,11 +88,11 @@ def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(boots
     values, outputs = stream(40)
     produce(bootstrap_servers, topics.input, values[:20])
     group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     # A corrupt record under the partition's key, after the valid checkpoint (offset 20).
     _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.input, 0), NESTED)
     produce(bootstrap_servers, topics.input, values[20:])
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
 
     assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
@@ -134,7 +131,7 @@ def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], Orchestration
 
 def orchestrator(bootstrap: str, topics: OrchestrationTopics, group: str, **settings: Any) -> Orchestrator:
     settings.setdefault("exit_when_idle", 1.0)
-    return Orchestrator(ClientConfig(bootstrap), group_id=group, topics=topics, stage_costs=COSTS, **settings)
+    return orchestration_service(bootstrap, topics, group, COSTS, **settings)
 
 
 def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_checkpoint(
@@ -146,7 +143,7 @@ def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_che
     first = orchestrator(bootstrap_servers, topics, group).run()
     assert (first.decisions, first.dead_letters["invalid_json"]) == (2, 1)
 
-    _send_keyed(bootstrap_servers, topics.state, f"orchestration:{group}".encode(), NESTED)
+    _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
     produce(bootstrap_servers, topics.reports, [NESTED, b'{"id": 1, "outputs": [1, 1, 1]}'])
     second = orchestrator(bootstrap_servers, topics, group).run()
     # The nested checkpoint was skipped: decision 1 is still pending from the first run's checkpoint.
@@ -170,7 +167,7 @@ def test_a_dead_letter_of_a_record_with_an_800kb_header_is_capped(bootstrap_serv
     produce(bootstrap_servers, topics.input, values[:10])
     _send_with_header(bootstrap_servers, topics.input, b"not json", [("trace", b"t" * 800_000), ("a", b"b")])
     produce(bootstrap_servers, topics.input, values[10:])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS, alpha=0.51))
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
@@ -187,7 +184,9 @@ def test_a_900kb_invalid_value_under_a_1mb_input_limit_is_capped(bootstrap_serve
     values, _outputs = stream(4)
     big = b'{"id": "big", "outputs": "' + b"x" * 900_000 + b'"}'
     produce(bootstrap_servers, topics.input, [*values[:2], big, *values[2:]])
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=1_000_000), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 1_048_576  # delivered: within the broker's default message.max.bytes
@@ -283,7 +282,7 @@ def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_top
     produce(bootstrap_servers, topics.input, values[:1])
     _send_with_header(bootstrap_servers, topics.input, b"x" * 120_000, [("trace", b"t" * 200_000)])
     produce(bootstrap_servers, topics.input, values[1:])
-    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics), OutputsProcessor(COSTS, alpha=0.51))
 
     (record,) = read_all(bootstrap_servers, topics.dead_letter, expected=1)
     assert len(record.value) < 50_000

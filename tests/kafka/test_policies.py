@@ -156,34 +156,35 @@ def test_orchestrate_takes_the_same_policy_option(capsys):
 
 
 def test_the_orchestrator_records_its_policy_and_refuses_another_on_restore():
-    from uss_stream_kafka import ClientConfig
-    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator
+    from uss_stream_kafka.orchestrating import OrchestrationProcessor
 
-    def orchestrator(**settings: Any) -> Orchestrator:
-        topics = OrchestrationTopics("req", "rep", "dec", "dlq", "state")
-        return Orchestrator(
-            ClientConfig("127.0.0.1:1"), group_id="g", topics=topics, stage_costs=COSTS, **settings
-        )
+    def orchestrator(**settings: Any) -> OrchestrationProcessor:
+        return OrchestrationProcessor(COSTS, **settings)
 
-    first = orchestrator(policy="uss-ts:seed=2")
+    processor = orchestrator(policy="uss-ts:seed=2")
+    first = processor.new_learner()
     reference = USSTS(COSTS, seed=2)
     for i in range(50):  # decide and report at once: the loop of the reference policy
         depth = first.book.decide(i)
         assert depth == reference.select()
         first.book.report(i, drifting(50)[i, :depth].tolist())
         reference.update(drifting(50)[i, :depth])
-    document = json.loads(json.dumps(first.checkpoint_document()))
-    assert document["policy"] == "uss-ts:seed=2"
-    second = orchestrator(policy="uss-ts:seed=2")
-    second.restore(document)
+    # What a checkpoint holds: the processor's description and the learner's state.
+    description = json.loads(json.dumps(processor.describe()))
+    state = json.loads(json.dumps(first.state_dict()))
+    assert description["policy"] == "uss-ts:seed=2"
+    restarted = orchestrator(policy="uss-ts:seed=2")
+    restarted.check_checkpoint(description)
+    second = restarted.new_learner()
+    second.load_state_dict(state)
     assert second.book.decide("next") == reference.select()
     with pytest.raises(
         ValueError, match="written with --policy uss-ts:seed=2, the service runs --policy uss-ucb"
     ):
-        orchestrator().restore(document)
-    legacy = {key: value for key, value in document.items() if key != "policy"}
+        orchestrator(alpha=0.51).check_checkpoint(description)
+    legacy = {key: value for key, value in description.items() if key != "policy"}
     with pytest.raises(ValueError, match=re.escape("written with --policy uss-ucb:alpha=0.51")):
-        orchestrator(policy="uss-ts:seed=2").restore({**legacy, "alpha": 0.51})
+        orchestrator(policy="uss-ts:seed=2").check_checkpoint({**legacy, "alpha": 0.51})
 
 
 # -- on the real broker -----------------------------------------------------------------------------
@@ -332,20 +333,18 @@ def test_the_kernel_path_decides_every_vectorised_policy_exactly(spec):
 def test_orchestrate_decides_with_its_policy_as_in_process(spec, bootstrap_servers, admin):
     """Requests, then their reports, then more requests: the orchestrator's decisions are those of
     the spec's policy stepped in process on the same rounds and the same reports, in order."""
-    from test_orchestration import Serving
+    from orchestrated import Serving
+    from orchestrated import orchestrator as orchestration_service
 
-    from uss_stream_kafka import ClientConfig
-    from uss_stream_kafka.orchestration import OrchestrationTopics, Orchestrator, create_orchestration_topics
+    from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
 
     run = uuid.uuid4().hex[:10]
     topics = OrchestrationTopics(*(f"o-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
     create_orchestration_topics(admin, topics)
-    orchestrator = Orchestrator(
-        ClientConfig(bootstrap_servers), group_id=f"g-{run}", topics=topics, stage_costs=COSTS, policy=spec
-    )
+    orchestrator = orchestration_service(bootstrap_servers, topics, f"g-{run}", COSTS, policy=spec)
     serving = Serving(orchestrator)
     try:
-        assert orchestrator.ready.wait(60)
+        serving.wait_ready(60)
         outputs = drifting(600, seed=8)
         reference = {**FAMILIES, **DISCOUNTED}[spec]()
         expected: dict[str, int] = {}
@@ -377,7 +376,8 @@ def test_orchestrate_decides_with_its_policy_as_in_process(spec, bootstrap_serve
         decided = {d["id"]: d["depth"] for d in (json.loads(r.value) for r in records)}
         assert decided == expected
         assert len(set(expected.values())) > 1 or spec.startswith("fixed")  # the reports changed decisions
-        assert json.loads(read_all(bootstrap_servers, topics.state)[-1].value)["policy"] == spec_of(reference)
+        last = json.loads(read_all(bootstrap_servers, topics.state)[-1].value)
+        assert last["processor"]["policy"] == spec_of(reference)
     finally:
         orchestrator.stop()
         admin.delete_topics(list(topics.all()))

@@ -68,7 +68,8 @@ def test_a_committed_offset_deleted_by_retention_resumes_by_the_reset_policy(
 
     with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         summary = run_app(
-            new_app(bootstrap_servers, topics, group, auto_offset_reset=reset), OutputsProcessor(COSTS)
+            new_app(bootstrap_servers, topics, group, auto_offset_reset=reset),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
 
     warnings = " ".join(r.getMessage() for r in caplog.records)
@@ -104,7 +105,7 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
     values, outputs = stream(40)
     produce(bootstrap_servers, topics.input, values[:20])
     group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     key = checkpoint_key(topics.input, 0)
     # 2.5 MB, larger than the reader's max_partition_fetch_bytes (1 MiB), and not JSON.
     _send(
@@ -114,7 +115,7 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
         b'{"format": "uss-stream/kafka-checkpoint/v1", ' + b"x" * 2_500_000,
     )
     produce(bootstrap_servers, topics.input, values[20:])
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
     depths = [json.loads(r.value)["depth"] for r in read_all(bootstrap_servers, topics.output)]
     assert depths == USSUCB(COSTS).run(outputs).tolist()
@@ -123,7 +124,7 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
     _send(bootstrap_servers, topics.state, key, json.dumps(newer).encode())
     # Every input is committed already, so run_app would stop the service before its restore:
     # the service must stop by itself, on the refused checkpoint.
-    running = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    running = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     with pytest.raises(CheckpointError, match="newer uss-stream"):
         running.join(timeout=120)
 
@@ -165,7 +166,8 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
     group = f"g-{uuid.uuid4().hex[:10]}"
     settings = {"guarantee": "exactly-once", "group_instance_id": f"q-{group}", "max_poll_records": 100}
     run_app(
-        new_app(bootstrap_servers, topics, group, checkpoint_every=100, **settings), OutputsProcessor(COSTS)
+        new_app(bootstrap_servers, topics, group, checkpoint_every=100, **settings),
+        OutputsProcessor(COSTS, alpha=0.51),
     )
     # Roll segments and wait (observable) for the cleaner: fewer records than offsets.
     deadline = time.monotonic() + 200
@@ -178,7 +180,9 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
         time.sleep(1)
 
     produce(bootstrap_servers, topics.input, values[2_000:])
-    summary = run_app(new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, group, **settings), OutputsProcessor(COSTS, alpha=0.51)
+    )
     assert summary.restored == [f"{topics.input}/0: checkpoint @2000, committed @2000, start @2000"]
     decisions = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     assert [json.loads(r.value)["depth"] for r in decisions] == USSUCB(COSTS).run(outputs).tolist()
@@ -242,7 +246,7 @@ def test_a_rebalance_landing_during_a_restore_keeps_one_decision_per_event(
     for p, (values, _) in streams.items():
         produce(bootstrap_servers, topics.input, values[:half], partition=p)
     group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     for p, (values, _) in streams.items():
         produce(bootstrap_servers, topics.input, values[half:], partition=p)
 
@@ -267,7 +271,7 @@ def test_a_rebalance_landing_during_a_restore_keeps_one_decision_per_event(
     with caplog.at_level("WARNING", logger="uss_stream_kafka"):
         for name in ("a", "b"):
             app = new_app(bootstrap_servers, topics, group, group_instance_id=f"{name}-{group}")
-            services.append(Running(app, OutputsProcessor(COSTS)))
+            services.append(Running(app, OutputsProcessor(COSTS, alpha=0.51)))
             if name == "a":
                 wait(held.is_set, "service A's restore of partition 2", services)
         wait(lambda: group_state(admin, group) == "PreparingRebalance", "service B's join", services)

@@ -86,7 +86,9 @@ def test_malformed_records_go_to_the_dead_letter_topic_with_their_reason(bootstr
             bad_offsets[len(values)] = malformed[len(bad_offsets)]
             values.append(malformed[len(bad_offsets) - 1][0])
     produce(bootstrap_servers, topics.input, values)
-    summary = run_app(new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS))
+    summary = run_app(
+        new_app(bootstrap_servers, topics, max_input_bytes=512), OutputsProcessor(COSTS, alpha=0.51)
+    )
 
     letters = [
         DeadLetter.from_record(r.value) for r in read_all(bootstrap_servers, topics.dead_letter, expected=8)
@@ -111,13 +113,15 @@ def test_a_stop_and_restart_continues_exactly_where_it_stopped(bootstrap_servers
     values, outputs = stream(10_000)
     produce(bootstrap_servers, topics.input, values)
     group = f"restart-{uuid.uuid4().hex[:8]}"
-    first = Running(new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS))
+    first = Running(
+        new_app(bootstrap_servers, topics, group, max_poll_records=700), OutputsProcessor(COSTS, alpha=0.51)
+    )
     first.wait_for(lambda a: a.summary.events >= 5_000)
     first.app.stop()
     stopped_at = first.join().events
     assert 5_000 <= stopped_at < 10_000
 
-    second = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    second = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     assert second.restored == [
         f"{topics.input}/0: checkpoint @{stopped_at}, committed @{stopped_at}, start @{stopped_at}"
     ]
@@ -138,13 +142,13 @@ def test_a_checkpoint_ahead_of_the_committed_offset_is_where_the_learner_resumes
     values, outputs = stream(6_000)
     produce(bootstrap_servers, topics.input, values[:4_000])
     group = f"ahead-{uuid.uuid4().hex[:8]}"
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     # As after a crash between writing the checkpoint (offset 4000) and committing: the group's
     # committed offset lags behind.
     admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(1_000, "", -1)})
     produce(bootstrap_servers, topics.input, values[4_000:])
 
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     assert summary.restored == [f"{topics.input}/0: checkpoint @4000, committed @1000, start @4000"]
     assert (summary.events, summary.replayed) == (2_000, 0)
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=6_000))
@@ -161,11 +165,11 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     values, outputs = stream(10_000)
     group = f"behind-{uuid.uuid4().hex[:8]}"
     produce(bootstrap_servers, topics.input, values[:3_000])
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     (old,) = checkpoints_of(bootstrap_servers, topics.state)
     assert old.offset == 3_000
     produce(bootstrap_servers, topics.input, values[3_000:6_000])
-    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     # As when checkpoints are rarer than commits: the last checkpoint (3000) lags the commit (6000).
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
     producer.send(topics.state, old.to_bytes(), key=old.key)
@@ -173,7 +177,7 @@ def test_a_checkpoint_behind_the_committed_offset_is_replayed_without_producing(
     producer.close()
     produce(bootstrap_servers, topics.input, values[6_000:])
 
-    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     assert summary.restored == [
         f"{topics.input}/0: checkpoint @3000, committed @6000, start @3000, replay to @6000"
     ]
@@ -190,10 +194,14 @@ def test_a_state_topic_shared_by_two_groups_is_refused(bootstrap_servers, make_t
     topics = make_topics()
     values, _ = stream(100)
     produce(bootstrap_servers, topics.input, values)
-    run_app(new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS))
+    run_app(
+        new_app(bootstrap_servers, topics, f"owner-{uuid.uuid4().hex[:8]}"),
+        OutputsProcessor(COSTS, alpha=0.51),
+    )
     with pytest.raises(CheckpointError, match="needs its own state topic"):
         run_app(
-            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"), OutputsProcessor(COSTS)
+            new_app(bootstrap_servers, topics, f"intruder-{uuid.uuid4().hex[:8]}"),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
 
 
@@ -205,10 +213,10 @@ def test_partitions_move_between_instances_with_their_learners(bootstrap_servers
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[:1_500], partition=p)
     group = f"moving-{uuid.uuid4().hex[:8]}"
-    first = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    first = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     first.wait_for(lambda a: a.summary.events == 3_000)
     # A second instance joins: one partition moves to it, its learner travels through the checkpoint.
-    second = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS))
+    second = Running(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
     second.wait_for(lambda a: len(a.summary.restored) == 1, timeout=30)
     for p, (values, _) in per_partition.items():
         produce(bootstrap_servers, topics.input, values[1_500:], partition=p)

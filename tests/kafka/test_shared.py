@@ -36,7 +36,7 @@ def test_a_worker_decides_on_the_counts_another_worker_published(guarantee, boot
             new_app(
                 bootstrap_servers, topics, group, guarantee=guarantee, group_instance_id=f"w{k}", **settings
             ),
-            OutputsProcessor(COSTS),
+            OutputsProcessor(COSTS, alpha=0.51),
         )
         for k in range(2)
     ]
@@ -97,7 +97,11 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
     mismatched.run(remote_outputs)
     producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
     for partition, policy, processor in (
-        (7, remote, OutputsProcessor(COSTS)),  # written by this group with this configuration: shared
+        (
+            7,
+            remote,
+            OutputsProcessor(COSTS, alpha=0.51),
+        ),  # written by this group with this configuration: shared
         (8, mismatched, OutputsProcessor(COSTS, alpha=1.0)),  # another configuration: not shared, warned
     ):
         checkpoint = Checkpoint(
@@ -112,7 +116,7 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
 
     app = new_app(bootstrap_servers, topics, group, shared_learning=True, checkpoint_interval=0.2)
     with caplog.at_level("WARNING", logger="uss_stream_kafka"):
-        summary = run_app(app, OutputsProcessor(COSTS))
+        summary = run_app(app, OutputsProcessor(COSTS, alpha=0.51))
 
     assert summary.decisions == 1_000
     assert app.metrics.registry.get_sample_value("uss_kafka_shares_total") == summary.shares > 0

@@ -80,6 +80,24 @@ class Policy(abc.ABC):
         return not (self.sequential or self._supervised)
 
     @property
+    def asks_for_labels(self) -> bool:
+        """Whether the policy asks for some events' labels (``label_request``, ``learn_label``).
+
+        Capability flag read by the cascade, the pending decisions and the replay; ``True`` only for
+        label-asking policies such as :class:`~uss_stream.policies.AuditedUSS`.
+        """
+        return False
+
+    def upper_bounds(self) -> np.ndarray | None:
+        """The ``K x K`` optimistic disagreement bounds of the paper's set test for the next step.
+
+        ``None`` for a policy that does not decide by that test; USS-UCB and USS-KL-UCB (and the
+        policies built on them) return the matrix their next :meth:`select` will use, from which
+        the cascade's summary shows each stage's membership of ``B^l`` and ``B^h``.
+        """
+        return None
+
+    @property
     def stats(self) -> DisagreementStats:
         """The learned counts (a live reference: do not modify)."""
         return self._stats
