@@ -8,6 +8,7 @@ fake the broker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -167,7 +168,8 @@ def bootstrap_servers() -> Iterator[str]:
 def admin(bootstrap_servers: str) -> Iterator[Any]:
     from kafka import KafkaAdminClient
 
-    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    # Requests may wait two minutes: a broker starved by a loaded machine answered after 30 s.
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=120_000)
     yield client
     client.close()
 
@@ -186,7 +188,10 @@ def make_topics(admin: Any) -> Iterator[Callable[..., Topics]]:
             state=f"t-{run}-state",
             labels=f"t-{run}-labels" if labels else None,
         )
-        create_topics(admin, topics, partitions=partitions)
+        from kafka.errors import KafkaTimeoutError
+
+        with contextlib.suppress(KafkaTimeoutError):  # kafka-python waits 10 s for them; we wait longer
+            create_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
         expected = {name: 1 if name == topics.state else partitions for name in topics.all()}
         wait_for_metadata(admin.config["bootstrap_servers"], expected)
