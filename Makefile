@@ -28,8 +28,12 @@ lint: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# The suite runs on TEST_WORKERS pytest-xdist workers: most Kafka tests wait on the broker, not the
+# CPU. Tests that start a private broker run in groups (tests/kafka/conftest.py), one worker each.
+TEST_WORKERS ?= 4
+
 test: lint docs
-	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest
+	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 bench: setup
 	$(BIN)/python -m benchmarks

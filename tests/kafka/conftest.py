@@ -8,6 +8,7 @@ fake the broker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -86,6 +87,47 @@ def _stop_leftover_services() -> Iterator[None]:
         running.join_quietly()
 
 
+#: The tests that start a private ``broker.sh`` broker (a JVM each), by the fixture that starts it,
+#: and the pytest-xdist group each module's tests run in (``make test``: ``--dist loadgroup``).
+#: One group runs on one worker, one test at a time: at most one private broker per group at once,
+#: a module-scoped broker (``secured_broker``) is started once, and the groups, balanced by their
+#: length (about two to three minutes each), start first (xdist runs larger groups first).
+PRIVATE_BROKER_FIXTURES = frozenset({"restartable_broker", "soak_broker", "secured_broker"})
+PRIVATE_BROKER_GROUPS = {
+    "test_long_outage": "private-broker-outage",
+    "test_soak": "private-broker-outage",
+    "test_broker_restart": "private-broker-restart",
+    "test_secured": "private-broker-secured",
+    "test_clients_secured": "private-broker-secured",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put every test that starts a private broker in its module's xdist group (see above)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if PRIVATE_BROKER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
+            continue
+        module = item.module.__name__ if getattr(item, "module", None) else item.path.stem
+        item.add_marker(pytest.mark.xdist_group(PRIVATE_BROKER_GROUPS.get(module, "private-broker")))
+
+
+def private_port_range() -> range:
+    """Where a private broker of this xdist worker picks its ports: a slice of 20000-32000 per worker.
+
+    Below Linux's ephemeral range (32768+), so that no client socket takes a port while its broker
+    is down; one slice per worker (``gw0``, ``gw1``, ...), so that two workers never race for one port.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    width = 12_000 // count
+    low = 20_000 + (index % count) * width
+    return range(low, low + width - 1)  # p and p + 1 (the controller's) both inside the slice
+
+
 NO_BROKER = (
     "The Kafka tests need a real broker and none was found. Either\n"
     "  * run `make test` (it starts the local KRaft broker of deploy/kafka/broker.sh), or\n"
@@ -127,7 +169,8 @@ def bootstrap_servers() -> Iterator[str]:
 def admin(bootstrap_servers: str) -> Iterator[Any]:
     from kafka import KafkaAdminClient
 
-    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    # Requests may wait two minutes: a broker starved by a loaded machine answered after 30 s.
+    client = KafkaAdminClient(bootstrap_servers=bootstrap_servers, request_timeout_ms=120_000)
     yield client
     client.close()
 
@@ -146,7 +189,10 @@ def make_topics(admin: Any) -> Iterator[Callable[..., Topics]]:
             state=f"t-{run}-state",
             labels=f"t-{run}-labels" if labels else None,
         )
-        create_topics(admin, topics, partitions=partitions)
+        from kafka.errors import KafkaTimeoutError
+
+        with contextlib.suppress(KafkaTimeoutError):  # kafka-python waits 10 s for them; we wait longer
+            create_topics(admin, topics, partitions=partitions)
         created.extend(topics.all())
         expected = {name: 1 if name == topics.state else partitions for name in topics.all()}
         wait_for_metadata(admin.config["bootstrap_servers"], expected)
