@@ -87,33 +87,6 @@ def _stop_leftover_services() -> Iterator[None]:
         running.join_quietly()
 
 
-#: The tests that start a private ``broker.sh`` broker (a JVM each), by the fixture that starts it,
-#: and the pytest-xdist group each module's tests run in (``make test``: ``--dist loadgroup``).
-#: One group runs on one worker, one test at a time: at most one private broker per group at once,
-#: a module-scoped broker (``secured_broker``) is started once, and the groups, balanced by their
-#: length (about two to three minutes each), start first (xdist runs larger groups first).
-PRIVATE_BROKER_FIXTURES = frozenset({"restartable_broker", "soak_broker", "secured_broker"})
-PRIVATE_BROKER_GROUPS = {
-    "test_long_outage": "private-broker-outage",
-    "test_soak": "private-broker-outage",
-    "test_broker_restart": "private-broker-restart",
-    "test_secured": "private-broker-secured",
-    "test_clients_secured": "private-broker-secured",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every test that starts a private broker in its module's xdist group (see above)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if PRIVATE_BROKER_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())):
-            continue
-        module = item.module.__name__ if getattr(item, "module", None) else item.path.stem
-        item.add_marker(pytest.mark.xdist_group(PRIVATE_BROKER_GROUPS.get(module, "private-broker")))
-
-
 def private_port_range() -> range:
     """Where a private broker of this xdist worker picks its ports: a slice of 20000-32000 per worker.
 
