@@ -63,6 +63,18 @@ def _create(kind: str, settings: dict[str, Any]) -> Any:
         raise _error(error, f"creating a {kind}") from error
 
 
+def _call(what: str, call: Any, *args: Any) -> Any:
+    """``call(*args)``, with kafka-python's errors as :class:`ClientError` (an outage: retriable).
+
+    The offset queries block on the brokers: during a broker restart kafka-python raises its
+    connection and timeout errors there, which the service retries only in the seam's terms.
+    """
+    try:
+        return call(*args)
+    except _kafka().errors.KafkaError as error:
+        raise _error(error, what) from error
+
+
 def _assignors(names: str) -> list[Any]:
     """kafka-python assignors for librdkafka's comma-separated names (``"range,roundrobin"``)."""
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -213,17 +225,18 @@ class KafkaPythonConsumer(Consumer):
             self._consumer.seek_to_end(*native)
 
     def position(self, tp: TopicPartition) -> int:
-        return self._consumer.position(_native(tp))
+        return _call("position", self._consumer.position, _native(tp))
 
     def committed(self, tp: TopicPartition) -> int | None:
-        return self._consumer.committed(_native(tp))
+        return _call("committed", self._consumer.committed, _native(tp))
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._consumer.beginning_offsets([_native(tp) for tp in partitions])
+        native = [_native(tp) for tp in partitions]
+        found = _call("beginning_offsets", self._consumer.beginning_offsets, native)
         return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
     def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        found = self._consumer.end_offsets([_native(tp) for tp in partitions])
+        found = _call("end_offsets", self._consumer.end_offsets, [_native(tp) for tp in partitions])
         return {TopicPartition(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
     def highwater(self, tp: TopicPartition) -> int | None:
