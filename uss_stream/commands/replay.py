@@ -200,7 +200,7 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     >>> parse_policy("uee-ucb:alpha=0.5", [0.0, 0.1], [0.3, 0.2])
     ('uee-ucb:alpha=0.5', UEEUCB(stage_costs=[0.0, 0.1], alpha=0.5, discount=None))
     >>> parse_policy("audited", [0.0, 0.1], [0.3, 0.2])
-    ('audited', AuditedUSS(stage_costs=[0.0, 0.1], alpha=1.0, label_budget=3.0))
+    ('audited', AuditedUSS(stage_costs=[0.0, 0.1], alpha=1.0, label_budget=3.0, contradicted_budget=None))
     >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
     Traceback (most recent call last):
     ...
