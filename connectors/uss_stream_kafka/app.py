@@ -31,7 +31,7 @@ from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import RunContext, RunSummary
 from uss_stream_kafka.dispatch import Dispatcher
 from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
-from uss_stream_kafka.http import HttpEndpoint, serve
+from uss_stream_kafka.http import HttpEndpoint, health_details, serve
 from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.processing import Processor
 from uss_stream_kafka.progress import IdleGate
@@ -41,6 +41,7 @@ from uss_stream_kafka.shared import SharedLearning
 from uss_stream_kafka.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-exported)
     CONSUMER_DEFAULTS,
     GUARANTEES,
+    check_processor,
     check_settings,
     check_topics,
     new_consumer,
@@ -265,34 +266,17 @@ class Application:
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: healthy while running and polling within ``health_timeout``."""
-        now = time.monotonic()
-        poll_age = now - self._last_poll
+        poll_age = time.monotonic() - self._last_poll
         healthy = self._status == "starting" or (self._status == "running" and poll_age < self.health_timeout)
-        details: dict[str, Any] = {
-            "status": self._status if healthy or self._status != "running" else "stalled",
-            "group_id": self.group_id,
-            "input_topic": self.topics.input,
-            "assigned_partitions": sorted(tp.partition for tp in self._partitions),
-            "last_poll_age_seconds": round(poll_age, 3),
-            "events": self.summary.events,
-            "decisions": self.summary.decisions,
-        }
-        if self.metrics is not None:
-            details["last_commit_age_seconds"] = round(self.metrics.last_commit_age(), 3)
-            details["last_checkpoint_age_seconds"] = round(self.metrics.last_checkpoint_age(), 3)
-        return healthy, details
+        status = self._status if healthy or self._status != "running" else "stalled"
+        return healthy, health_details(self._context, status, poll_age)
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self, processor: Processor) -> RunSummary:
         """Serve until :meth:`stop` (or ``exit_when_idle``); a clean stop commits and checkpoints."""
         if self._status != "created":
             raise RuntimeError("an Application runs once; create a new one")
-        if self.topics.labels is not None and processor.mode == "outputs":
-            raise ValueError("a labels topic is only used in features and orchestration mode")
-        if self.topics.labels is None and processor.mode == "orchestration":
-            raise ValueError("orchestration needs a reports topic (topics.labels)")
-        if self.shared_learning and processor.mode != "outputs":
-            raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
+        check_processor(processor.mode, self.topics.labels, self.shared_learning)
         context = self._context
         context.processor = processor
         self._status = "starting"

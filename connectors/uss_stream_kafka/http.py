@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from uss_stream_kafka.exceptions import MetricsEndpointError
 
-__all__ = ["HttpEndpoint", "serve"]
+__all__ = ["HttpEndpoint", "health_details", "serve"]
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -110,3 +110,21 @@ def serve(registry: CollectorRegistry, health: HealthCheck, host: str, port: int
     endpoint.start()
     log.info("metrics and health on http://%s:%d/metrics, /healthz", host, endpoint.port)
     return endpoint
+
+
+def health_details(context: Any, status: str, poll_age: float) -> dict[str, Any]:
+    """The ``/healthz`` document of a run (``context``: its :class:`~uss_stream_kafka.context.RunContext`)."""
+    summary, metrics = context.summary, context.metrics
+    details: dict[str, Any] = {
+        "status": status,
+        "group_id": context.group_id,
+        "input_topic": context.topics.input,
+        "assigned_partitions": sorted(tp.partition for tp in context.partitions),
+        "last_poll_age_seconds": round(poll_age, 3),
+        "events": summary.events,
+        "decisions": summary.decisions,
+    }
+    if metrics is not None:
+        details["last_commit_age_seconds"] = round(metrics.last_commit_age(), 3)
+        details["last_checkpoint_age_seconds"] = round(metrics.last_checkpoint_age(), 3)
+    return details

@@ -37,6 +37,7 @@ from uss_stream_kafka.topics import Topics, check_state_topic
 __all__ = [
     "CONSUMER_DEFAULTS",
     "GUARANTEES",
+    "check_processor",
     "check_settings",
     "check_topics",
     "new_consumer",
@@ -171,6 +172,22 @@ def check_settings(**settings: Any) -> None:
         # librdkafka's own (dotted) names are checked by the confluent client.
         options = {k: v for k, v in (settings.get(f"{kind}_options") or {}).items() if "." not in k}
         check_client_options(kind, options, f"{kind}_options")
+
+
+def check_processor(mode: str, labels_topic: str | None, shared_learning: bool) -> None:
+    """Refuse a processor ``mode`` that does not fit the run's topics and options.
+
+    >>> check_processor("outputs", "labels", False)
+    Traceback (most recent call last):
+    ...
+    ValueError: a labels topic is only used in features and orchestration mode
+    """
+    if labels_topic is not None and mode == "outputs":
+        raise ValueError("a labels topic is only used in features and orchestration mode")
+    if labels_topic is None and mode == "orchestration":
+        raise ValueError("orchestration needs a reports topic (topics.labels)")
+    if shared_learning and mode != "outputs":
+        raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
 
 
 def check_topics(
