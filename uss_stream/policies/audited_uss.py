@@ -119,12 +119,7 @@ class AuditedUSS(USSKLUCB):
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
-        n_pairs = len(self._pairs)
-        # Per pair: (m, w+, w-, level) the cached bounds were computed for, and (e^L, e^U).
-        self._e_cache: list[tuple[int, int, int, float, float, float]] = [
-            (-1, 0, 0, 0.0, -1.0, 1.0)
-        ] * n_pairs
-        self._strict_cache: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+        self._label_bounds = _PairBounds(len(self._pairs), self.n_stages)
         self._relations_key: tuple[int, int, int] | None = None
         self._relations_cache: _Relations | None = None
         self._gap_matrix = [
@@ -163,29 +158,6 @@ class AuditedUSS(USSKLUCB):
         return self._last_request
 
     # -- the decision ----------------------------------------------------------------------------
-    def _e(self, pair: int, level: float) -> tuple[float, float]:
-        evidence = self._evidence
-        m = evidence.labelled[pair]
-        plus = evidence.deeper_right[pair]
-        minus = evidence.shallower_right[pair]
-        cached = self._e_cache[pair]
-        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            lower, upper = e_bounds(m, plus, minus, pair_level(level, m, self.n_stages))
-            cached = self._e_cache[pair] = (m, plus, minus, level, lower, upper)
-        return cached[4], cached[5]
-
-    def _e_strict(self, pair: int, level: float) -> float:
-        """``e^U`` of a pair at the level ``L_t`` itself (no discount for the pair's share)."""
-        evidence = self._evidence
-        m = evidence.labelled[pair]
-        plus = evidence.deeper_right[pair]
-        minus = evidence.shallower_right[pair]
-        cached = self._strict_cache[pair]
-        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            upper = e_upper(m, plus, minus, level)
-            cached = self._strict_cache[pair] = (m, plus, minus, level, upper)
-        return cached[4]
-
     def _relations(self, t: int) -> _Relations:
         """The relations of round ``t``'s decision (see :class:`_Relations`), reused by the request
         of the same round while the counts are unchanged."""
@@ -204,9 +176,9 @@ class AuditedUSS(USSKLUCB):
             if not labelled[pair]:
                 return None
             if strict:
-                lower, upper = -1.0, self._e_strict(pair, level)
+                lower, upper = -1.0, self._label_bounds.strict(self._evidence, pair, level)
             else:
-                lower, upper = self._e(pair, level)
+                lower, upper = self._label_bounds.loose(self._evidence, pair, level)
             return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
 
         relations = _Relations(k, self._pairs, gap, self._beats(t), bounds)
@@ -469,6 +441,42 @@ class AuditedUSS(USSKLUCB):
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
         yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0, "contradicted_budget": 1.5}
+
+
+class _PairBounds:
+    """Each pair's label bounds on ``e_j - e_i``, recomputed only when its label counts or the level change.
+
+    ``loose``: ``(e^L, e^U)`` at the pair's share of the level; ``strict``: ``e^U`` at the level
+    ``L_t`` itself (no discount for the pair's share).
+    """
+
+    __slots__ = ("_loose", "_n_stages", "_strict")
+
+    def __init__(self, n_pairs: int, n_stages: int) -> None:
+        self._n_stages = n_stages
+        # Per pair: (m, w+, w-, level) the cached bounds were computed for, and the bounds.
+        self._loose: list[tuple[int, int, int, float, float, float]] = [(-1, 0, 0, 0.0, -1.0, 1.0)] * n_pairs
+        self._strict: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+
+    def loose(self, evidence: LabelEvidence, pair: int, level: float) -> tuple[float, float]:
+        m = evidence.labelled[pair]
+        plus = evidence.deeper_right[pair]
+        minus = evidence.shallower_right[pair]
+        cached = self._loose[pair]
+        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
+            lower, upper = e_bounds(m, plus, minus, pair_level(level, m, self._n_stages))
+            cached = self._loose[pair] = (m, plus, minus, level, lower, upper)
+        return cached[4], cached[5]
+
+    def strict(self, evidence: LabelEvidence, pair: int, level: float) -> float:
+        m = evidence.labelled[pair]
+        plus = evidence.deeper_right[pair]
+        minus = evidence.shallower_right[pair]
+        cached = self._strict[pair]
+        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
+            upper = e_upper(m, plus, minus, level)
+            cached = self._strict[pair] = (m, plus, minus, level, upper)
+        return cached[4]
 
 
 class _Relations:
