@@ -271,24 +271,28 @@ class Committer:
         Its ``init_transactions`` fences the old one and makes the broker abort the old open
         transaction. Fatal instead: a second replacement before a transaction commits, or the
         :data:`MAX_REPLACEMENTS`-th within :data:`REPLACEMENT_WINDOW` seconds; an instance that
-        keeps being fenced most likely shares its transactional id with another one.
+        keeps being fenced most likely shares its transactional id with another one. A replacement
+        caused by a timeout (a broker restart, a starved broker) counts for neither rule.
         """
         now = time.monotonic()
         recent = [t for t in self._replacements if now - t < REPLACEMENT_WINDOW]
-        if self._replaced_since_commit or len(recent) + 1 >= MAX_REPLACEMENTS:
+        # A timeout (records or a transactional call not answered in time: an outage, a starved
+        # broker) says nothing of another instance: it is neither counted nor fatal.
+        outage = isinstance(cause, ClientError) and cause.timeout and not cause.fenced
+        if not outage and (self._replaced_since_commit or len(recent) + 1 >= MAX_REPLACEMENTS):
             raise DeliveryError(
                 f"the transactional producer {self.transactional_id!r} failed again ({cause!r}) after "
                 f"{len(recent)} replacement(s) in {REPLACEMENT_WINDOW:.0f}s: is another instance using "
                 "the same transactional id (--group-instance-id)?"
             ) from cause
-        self._replacements = [*recent, now]
+        self._replacements = recent if outage else [*recent, now]
         log.warning("replacing the transactional producer (%r): the new one fences it", cause)
         try:
             self.producer.close(timeout=1)
         except Exception as error:
             log.warning("closing the replaced producer: %s", error)
         self.producer = self._reconnected_producer()
-        self._replaced_since_commit = True
+        self._replaced_since_commit = self._replaced_since_commit or not outage
         self.context.summary.producer_replacements += 1
         self.context.metrics.producer_replacements.inc()
 

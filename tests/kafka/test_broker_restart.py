@@ -148,7 +148,9 @@ def test_the_service_rides_out_a_broker_restart(kafka_client, guarantee, restart
         < n
     ):
         service.alive()
-        assert time.monotonic() < deadline, "not every event was decided 120s after the restart"
+        assert time.monotonic() < deadline, (
+            f"not every event was decided 120s after the restart:\n{service.log[-6000:]}"
+        )
         time.sleep(0.5)
     service.process.send_signal(signal.SIGTERM)
     log = service.finish()

@@ -227,6 +227,33 @@ class _ClosableProducer:
         _ClosableProducer.closed += 1
 
 
+def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(monkeypatch):
+    from kafka.errors import ProducerFencedError
+
+    from uss_stream_kafka import Application, Topics
+    from uss_stream_kafka.app import MAX_REPLACEMENTS, DeliveryError
+    from uss_stream_kafka.clients import ClientError
+    from uss_stream_kafka.metrics import ServiceMetrics
+
+    app = Application(
+        ClientConfig("127.0.0.1:1"), group_id="g", topics=Topics("i", "o", "d", "s"),
+        guarantee="exactly-once", group_instance_id="w1", http_port=None,
+    )  # fmt: skip
+    app.metrics = ServiceMetrics(3)
+    committer = app._committer
+    monkeypatch.setattr(_ClosableProducer, "closed", 0)  # a class counter: restored after the test
+    committer.producer = _ClosableProducer()
+    monkeypatch.setattr(committer, "new_producer", _ClosableProducer)
+    # A broker restart: flushes time out again and again before the next commit.
+    for _ in range(MAX_REPLACEMENTS + 1):
+        committer.replace_producer(ClientError("flush: 9 record(s) not delivered", timeout=True))
+    assert app.summary.producer_replacements == MAX_REPLACEMENTS + 1
+    # A fenced producer after them is still one replacement; fenced again before a commit is fatal.
+    committer.replace_producer(ProducerFencedError())
+    with pytest.raises(DeliveryError, match="after 1 replacement"):
+        committer.replace_producer(ProducerFencedError())
+
+
 def test_a_producer_that_fails_again_before_a_commit_is_fatal(monkeypatch):
     from kafka.errors import ProducerFencedError
 

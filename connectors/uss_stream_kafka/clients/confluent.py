@@ -129,6 +129,17 @@ def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+#: librdkafka errors of a broker restart that librdkafka does not flag ``retriable()``: right after
+#: the broker comes back, a partition's leader (the metadata) is briefly unknown; they pass.
+_OUTAGE = (
+    "_TRANSPORT",
+    "_ALL_BROKERS_DOWN",
+    "_UNKNOWN_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "NOT_LEADER_FOR_PARTITION",
+)
+
+
 def _error(error: Any, what: str) -> ClientError:
     """A ``KafkaError`` (or the ``KafkaException`` holding one) as a :class:`ClientError`."""
     ck = _ck()
@@ -141,7 +152,7 @@ def _error(error: Any, what: str) -> ClientError:
         f"{what}: {error.str()}",
         name=error.name(),
         code=code if code >= 0 else None,
-        retriable=error.retriable(),
+        retriable=error.retriable() or error.name() in _OUTAGE,
         abortable=error.txn_requires_abort(),
         fatal=error.fatal(),
         timeout=code in (ck.KafkaError._TIMED_OUT, ck.KafkaError._MSG_TIMED_OUT),
