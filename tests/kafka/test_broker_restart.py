@@ -8,6 +8,7 @@ port with ``KAFKA_KEEP_DATA=1`` (a restart keeps the topics, offsets and transac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -129,8 +130,11 @@ def test_the_service_rides_out_a_broker_restart(kafka_client, guarantee, restart
     outage_started = time.monotonic()
     if guarantee == "exactly-once":
         # The broker stays down until the stuck transaction was given up and the service started
-        # replacing its producer: the new one must wait for the broker, not die.
-        service.wait_for_log("replacing the transactional producer", timeout=120)
+        # replacing its producer (the new one must wait for the broker, not die), or for 60 s: a
+        # transaction that committed just before the stop leaves nothing to give up, and the
+        # restart is then a plain one (test_long_outage.py asserts the replacement itself).
+        with contextlib.suppress(AssertionError):
+            service.wait_for_log("replacing the transactional producer", timeout=60)
     else:
         time.sleep(3)  # the outage itself (the scenario's length), not a wait for a condition
     service.alive()
