@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from uss_stream.cli import build_parser
 from uss_stream.policies import USSUCB
-from uss_stream_kafka import Checkpoint, CheckpointError, ClientConfig, OutputsProcessor, plan_restore
+from uss_stream_kafka import (
+    Application,
+    Checkpoint,
+    CheckpointError,
+    ClientConfig,
+    OutputsProcessor,
+    plan_restore,
+)
 from uss_stream_kafka.batching import MIN_BATCH, decide_batch
 from uss_stream_kafka.cli import ENVIRONMENT
 from uss_stream_kafka.metrics import LatencyHistogram
@@ -227,12 +234,9 @@ class _ClosableProducer:
         _ClosableProducer.closed += 1
 
 
-def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(monkeypatch):
-    from kafka.errors import ProducerFencedError
-
-    from uss_stream_kafka import Application, Topics
-    from uss_stream_kafka.app import MAX_REPLACEMENTS, DeliveryError
-    from uss_stream_kafka.clients import ClientError
+def _exactly_once_app(monkeypatch) -> Application:
+    """An exactly-once Application (never started) whose producers are :class:`_ClosableProducer`."""
+    from uss_stream_kafka import Topics
     from uss_stream_kafka.metrics import ServiceMetrics
 
     app = Application(
@@ -240,10 +244,21 @@ def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(mo
         guarantee="exactly-once", group_instance_id="w1", http_port=None,
     )  # fmt: skip
     app.metrics = ServiceMetrics(3)
-    committer = app._committer
+    committer = app._committer  # the commit / transaction protocol (checkpointing.py)
     monkeypatch.setattr(_ClosableProducer, "closed", 0)  # a class counter: restored after the test
     committer.producer = _ClosableProducer()
     monkeypatch.setattr(committer, "new_producer", _ClosableProducer)
+    return app
+
+
+def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(monkeypatch):
+    from kafka.errors import ProducerFencedError
+
+    from uss_stream_kafka.app import MAX_REPLACEMENTS, DeliveryError
+    from uss_stream_kafka.clients import ClientError
+
+    app = _exactly_once_app(monkeypatch)
+    committer = app._committer
     # A broker restart: flushes time out again and again before the next commit.
     for _ in range(MAX_REPLACEMENTS + 1):
         committer.replace_producer(ClientError("flush: 9 record(s) not delivered", timeout=True))
@@ -257,18 +272,10 @@ def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(mo
 def test_a_producer_that_fails_again_before_a_commit_is_fatal(monkeypatch):
     from kafka.errors import ProducerFencedError
 
-    from uss_stream_kafka import Application, Topics
     from uss_stream_kafka.app import MAX_REPLACEMENTS, DeliveryError
-    from uss_stream_kafka.metrics import ServiceMetrics
 
-    app = Application(
-        ClientConfig("127.0.0.1:1"), group_id="g", topics=Topics("i", "o", "d", "s"),
-        guarantee="exactly-once", group_instance_id="w1", http_port=None,
-    )  # fmt: skip
-    app.metrics = ServiceMetrics(3)
-    committer = app._committer  # the commit / transaction protocol (checkpointing.py)
-    committer.producer = _ClosableProducer()
-    monkeypatch.setattr(committer, "new_producer", _ClosableProducer)
+    app = _exactly_once_app(monkeypatch)
+    committer = app._committer
     fenced = ProducerFencedError()
     # (The limit of MAX_REPLACEMENTS within the window, with commits in between, is tested on a real
     # broker in test_exactly_once.py.) Two failures with no commit in between are fatal at once.
