@@ -139,6 +139,49 @@ def test_replay_equals_streaming(name, delay):
         assert policy.evidence.labelled == run.evidence[r, 0].tolist()
 
 
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("synthetic1-5", {"label_budget": 0.5, "contradicted_budget": 2.0}), ("pima-2", {})],
+)
+def test_replay_equals_streaming_with_late_labels_and_a_binding_budget(name, params):
+    # D = 100: a window holds arrivals of labels requested before it, and several requests; a
+    # small budget makes the count of requests cross its thresholds inside windows.
+    case = paper_case(name)
+    outputs, labels = case.log()
+    codes, label_codes = encode_log(outputs, labels)
+    rows = sample_rows(len(codes), horizon=3000, reps=3, seed=5)
+    template = AuditedUSS(case.stage_costs, **params)
+    run = simulate_labelled(template, rows, pair_indicators(codes), codes != label_codes[:, None], 100)
+    for r in range(3):
+        policy = template.clone()
+        depths = policy.run(codes[rows[r]], labels=label_codes[rows[r]], label_delay=100)
+        assert np.array_equal(depths, run.depths[r])
+        assert np.array_equal(
+            np.flatnonzero(run.requests[r]),
+            np.flatnonzero(
+                [m != 0 for m in _streaming_requests(template, codes[rows[r]], label_codes[rows[r]])]
+            ),
+        )
+        counts = (policy.evidence.labelled, policy.evidence.deeper_right, policy.evidence.shallower_right)
+        assert [list(c) for c in counts] == run.evidence[r].tolist()
+
+
+def _streaming_requests(template, outputs, labels):
+    """The request mask of every round of the streaming loop (labels 100 rounds late)."""
+    policy = template.clone()
+    waiting, masks = {}, []
+    for t, row in enumerate(outputs.tolist()):
+        depth = policy.select()
+        policy.update(row[:depth])
+        masks.append(policy.label_request)
+        if policy.label_request:
+            waiting[t + 100] = (row[:depth], policy.label_request)
+        arrived = waiting.pop(t, None)
+        if arrived is not None:
+            policy.learn_label(arrived[0], int(labels[t - 100]), arrived[1])
+    return masks
+
+
 def test_replay_counts_labels_and_charges_them():
     case = paper_case("bsc-5")
     outputs, labels = case.log()

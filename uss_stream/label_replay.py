@@ -125,12 +125,14 @@ def simulate_labelled(
             queue = waiting[r]
             while queue and queue[0] <= first_round - delay - 1:
                 s = queue.popleft()
-                bit_mask = int(masks[r * horizon + s - 1])
-                got = (bit_mask & bits) != 0
-                source = rows[r, s - 1]
-                evidence[r, 0] += got
-                evidence[r, 1] += got & deeper_right[source]
-                evidence[r, 2] += got & shallower_right[source]
+                _count_label(
+                    evidence[r],
+                    int(masks[r * horizon + s - 1]),
+                    rows[r, s - 1],
+                    bits,
+                    deeper_right,
+                    shallower_right,
+                )
                 e_level[r] = -1.0  # recompute this repetition's bounds below
         level = label_level_many(start)
         stale = active[e_level[active] != level]
@@ -142,13 +144,41 @@ def simulate_labelled(
         remaining = horizon - start + 1
         _, exponent = np.frexp((start - 1).astype(np.float64))
         limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
-        arrival = np.array([waiting[r][0] if waiting[r] else horizon for r in active.tolist()])
-        limit = np.minimum(limit, arrival + delay + 1 - start)
         # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
         typical = int(np.percentile(limit, 75))
         width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
+        # Each state's label evidence: the labels requested before the window that arrive within it
+        # are known, so the window runs on across their arrivals.
+        has_labels = np.repeat((evidence[active, 0] > 0)[None], width, axis=0)
+        state_lower = np.repeat(e_lower[active][None], width, axis=0)
+        state_upper = np.repeat(e_upper[active][None], width, axis=0)
+        state_strict = np.repeat(e_strict[active][None], width, axis=0)
+        for column, (r, first_round, value) in enumerate(
+            zip(active.tolist(), start.tolist(), level.tolist())
+        ):
+            queue = waiting[r]
+            if not queue or queue[0] + delay + 1 - first_round >= width:
+                continue
+            counted = evidence[r].copy()
+            for s in queue:
+                position = s + delay + 1 - first_round
+                if position >= width:
+                    break
+                _count_label(
+                    counted,
+                    int(masks[r * horizon + s - 1]),
+                    rows[r, s - 1],
+                    bits,
+                    deeper_right,
+                    shallower_right,
+                )
+                has_labels[position:, column] = counted[0] > 0
+                lower_row, upper_row, strict_row = _e_rows(counted, value, n_stages, memo)
+                state_lower[position:, column] = lower_row
+                state_upper[position:, column] = upper_row
+                state_strict[position:, column] = strict_row
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -167,13 +197,13 @@ def simulate_labelled(
             rounds,
             state_q.reshape(n_stages, n_states).T,
             state_d.reshape(n_pairs, n_states).T,
-            np.tile(evidence[active, 0] > 0, (width, 1)),
-            np.tile(e_lower[active], (width, 1)),
-            np.tile(e_upper[active], (width, 1)),
-            np.tile(e_strict[active], (width, 1)),
+            has_labels.reshape(n_states, n_pairs),
+            state_lower.reshape(n_states, n_pairs),
+            state_upper.reshape(n_states, n_pairs),
+            state_strict.reshape(n_states, n_pairs),
         )
-        # Decisions and requests use the count of requests before the window: exact up to and
-        # including the window's first request, which is where the window is cut.
+        # Decisions and requests use the count of requests before the window; they are exact while
+        # the count with the window's own requests is on the same side of every budget threshold.
         before = np.tile(requested[active], width)
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = pair_bool[row.ravel()]
@@ -184,9 +214,15 @@ def simulate_labelled(
         masks[flat] = asks
 
         first = np.where(decided != depth, offset, width).min(axis=0)
-        ask_positions = np.where(asks != 0, offset, width)
-        first_ask = ask_positions.min(axis=0)
-        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + 1)
+        asked = asks != 0
+        first_ask = np.where(asked, offset, width).min(axis=0)
+        thresholds = policy.budget_thresholds_many(rounds, relations)
+        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states)[:, None] + before[:, None]
+        moved = ((before[:, None] < thresholds) != (counted < thresholds)).any(axis=1)
+        first_moved = np.where(moved.reshape(width, n_active), offset, width).min(axis=0)
+        # A label requested in the window arrives D + 1 rounds later: the window ends there.
+        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
+        accept = np.minimum(accept, first_moved)
         last = accept - 1
         column = np.arange(n_active)
         new_depth = decided[last, column]
@@ -196,10 +232,10 @@ def simulate_labelled(
             pair[:, None] < pairs_below[new_depth - 1]
         )
         t[active] += accept
-        asked_now = first_ask < accept
-        requested[active] += asked_now
-        for r, position in zip(active[asked_now].tolist(), (start + first_ask)[asked_now].tolist()):
-            waiting[r].append(position)
+        taken = asked & (offset < accept)
+        requested[active] += taken.sum(axis=0)
+        for position, column in zip(*np.nonzero(taken)):
+            waiting[active[column]].append(int(start[column] + position))
         guess[active] = np.where(first == 0, new_depth, depth)
         possible = np.minimum(limit, width).sum()
         accepted = accept.sum() / possible
@@ -210,8 +246,20 @@ def simulate_labelled(
         if on_progress is not None:
             on_progress(int(accept.sum()))
         active = active[t[active] <= horizon]
+    # The labels due after the last decision arrive (as in the streaming loop); those still in
+    # flight at the horizon are requested (and paid for) but never applied.
+    for r in range(reps):
+        for s in waiting[r]:
+            if s <= horizon - delay:
+                _count_label(
+                    evidence[r],
+                    int(masks[r * horizon + s - 1]),
+                    rows[r, s - 1],
+                    bits,
+                    deeper_right,
+                    shallower_right,
+                )
     requests = masks[:spare].reshape(reps, horizon) != 0
-    # Labels still in flight at the horizon are requested (and paid for) but never applied.
     return LabelledRun(
         depths=depths[:spare].reshape(reps, horizon),
         requests=requests,
@@ -219,6 +267,22 @@ def simulate_labelled(
         pair_counts=counts.T.copy(),
         evidence=evidence,
     )
+
+
+def _count_label(
+    evidence: np.ndarray,
+    mask: int,
+    source: int,
+    bits: np.ndarray,
+    deeper_right: np.ndarray,
+    shallower_right: np.ndarray,
+) -> None:
+    """Add the label of log row ``source``, requested with the pair bit ``mask``, to one
+    repetition's ``3 x P`` counts (in place)."""
+    got = (mask & bits) != 0
+    evidence[0] += got
+    evidence[1] += got & deeper_right[source]
+    evidence[2] += got & shallower_right[source]
 
 
 def _e_rows(

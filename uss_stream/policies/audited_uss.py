@@ -412,6 +412,14 @@ class AuditedUSS(USSKLUCB):
         scale = np.where(contradicted, self._raised, self.label_budget)
         return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
 
+    def budget_thresholds_many(self, rounds: np.ndarray, relations: tuple) -> np.ndarray:
+        """``M x 2``: the numbers of requested labels that :meth:`depth_many` and :meth:`request_many`
+        compare the count with (``label_budget·sqrt(t)`` and the state's budget), to the bit."""
+        root = np.sqrt(np.asarray(rounds, dtype=np.float64))
+        return np.stack(
+            [self.label_budget * root, self.budget_many(rounds, relations[3].any(axis=1))], axis=1
+        )
+
     def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
         """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
         beats, worth, audit, decisive = relations
