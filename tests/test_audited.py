@@ -438,7 +438,7 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
         if by_labels[i, j] and not kl(i, j) and (j + 1 <= label_free or depth != label_free)
     ]
     audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
-    budget = (2 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 2·label_budget
+    budget = (3 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 3·label_budget
     label_informed = depth
     if requested < budget:
         depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])
@@ -478,7 +478,7 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
                     e = rng.uniform(-0.2, 1.0)
                     plus = int(rng.binomial(m, (1 + e) / 2))
                     evidence[:, j * (j - 1) // 2 + i] = (m, plus, m - plus)
-        requested = int(rng.integers(0, 7 * math.sqrt(t)))
+        requested = int(rng.integers(0, 10 * math.sqrt(t)))
         outputs = rng.integers(0, 2, size=k).tolist()
         policy = AuditedUSS(costs)
         document = policy.state_dict()

@@ -39,29 +39,34 @@ class AuditedUSS(USSKLUCB):
     contradicted and the policy decides on the label-informed relation, until the bounds say
     otherwise.
 
-    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
-    asynchronous report) the policy asks for the event's label when (a) fewer labels were requested
-    so far than the budget, ``label_budget·sqrt(t)``, raised to ``contradicted_budget·sqrt(t)``
-    once some pair is beaten by the labels and not label-free (the label-free rule is contradicted:
-    WD fails on that pair), and (b) a queried pair ``(i, j)`` disagrees on this event that is
-    *open* or *audited*. Stage ``i`` must be *plausible* (no cheaper stage beats it and no label
-    bound shows a deeper stage to be worth its cost over it); *open* means neither "``i`` beats
-    ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is established;
-    *audited* means the labels beat the pair against the label-free rule but a bound at the level
-    ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it yet. The
-    request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`, any number
-    of rounds later) it counts for exactly those pairs, whose labelled rounds are then an unbiased
-    sample of their disagreement rounds. A round whose stages all agree is never labelled.
+    **Contradictions that count.** A pair ``(i, j)`` beaten by the labels and not label-free
+    contradicts the label-free rule. It is *decisive* when it concerns the decision: the label-free
+    depth queries ``j`` (it pays for the stage the labels show not worth it), or the labels change
+    the depth. An overstated pair beyond the chosen depth is neither, and costs nothing.
 
-    **Auditing.** A contradicted pair ``(i, j)`` takes the policy to a depth below ``j``, where
-    ``j`` is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while
-    an audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
+    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
+    asynchronous report) the policy asks for the event's label when a queried pair ``(i, j)``
+    disagrees on this event that is *open* or *audited*, and fewer labels were requested so far
+    than ``label_budget·sqrt(t)``; beyond that and below ``contradicted_budget·sqrt(t)``, only when
+    such a pair has its ``i`` *contested* (the shallower stage of a decisive pair: the extra labels
+    go where a contradiction can change the decision). Stage ``i`` must be *plausible* (no cheaper
+    stage beats it and no label bound shows a deeper stage to be worth its cost over it); *open*
+    means neither "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``"
+    (``δ^L_ij > C_j - C_i``) is established; *audited* means the pair is decisive but a bound at
+    the level ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it
+    yet. The request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`,
+    any number of rounds later) it counts for exactly those pairs, whose labelled rounds are then an
+    unbiased sample of their disagreement rounds. A round whose stages all agree is never labelled.
+
+    **Auditing.** A decisive pair ``(i, j)`` takes the policy to a depth below ``j``, where ``j``
+    is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while an
+    audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
     depth ``j`` (the deepest such), which keeps labelling the pair until the strict bound confirms
     it or the labels undo it. Decisions and requests are functions of the counts, the labels
     requested and ``t``, so the streaming loop and the replay engine request the same labels.
 
     By construction at most ``contradicted_budget·sqrt(t)`` labels are requested in ``t`` rounds
-    (``label_budget·sqrt(t)`` while nothing is contradicted); where every open pair gets settled
+    (``label_budget·sqrt(t)`` while no contradiction is decisive); where every open pair gets settled
     requests stop after ``O(log T)`` labels per pair. See ``docs/audited.md`` for the argument
     and its limits.
 
@@ -72,10 +77,11 @@ class AuditedUSS(USSKLUCB):
     alpha
         Scale of USS-KL-UCB's exploration level.
     label_budget
-        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while the labels
-        contradict no label-free relation.
+        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while no
+        contradiction of the label-free rule is decisive.
     contradicted_budget
-        The budget's ``c`` once they do (``>= label_budget``; ``None``: ``2·label_budget``).
+        The budget's ``c`` while one is (``>= label_budget``; ``None``: ``3·label_budget``); the
+        labels beyond ``label_budget·sqrt(t)`` are asked about the contested stages' pairs only.
 
     Examples
     --------
@@ -114,7 +120,7 @@ class AuditedUSS(USSKLUCB):
                 )
         self.label_budget = label_budget
         self.contradicted_budget = contradicted_budget
-        self._raised = 2.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
+        self._raised = 3.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
