@@ -3,15 +3,19 @@
 A label-asking policy (``policy.asks_for_labels``, :class:`~uss_stream.policies.AuditedUSS`)
 decides on its disagreement counts, on the labels that have arrived *and* on how many it requested
 (its budget); a label requested in round ``s`` is applied just before the decision of round ``s + D
-+ 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Between two label
-arrivals or requests, and within one confidence level
-(:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of two), the
-decision is a function of the round and the disagreement counts, so :func:`simulate_labelled`
-speculates as :func:`uss_stream.replay.simulate` does: each repetition guesses that it keeps its
-depth for a window of rounds, every speculated state is decided (and its label request computed) in
-one vectorised call, and a repetition accepts its rounds up to the first changed decision, its
-first request, the next label arrival or the next level change. The depths and requests equal the
-streaming loop's (tested).
++ 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Within one
+confidence level (:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of
+two) the decision is a function of the round, the disagreement counts, the labels arrived and the
+requests made, so :func:`simulate_labelled` speculates as :func:`uss_stream.replay.simulate` does:
+each repetition guesses that it keeps its depth for a window of rounds, and every speculated state
+is decided (and its label request computed) in one vectorised call. The labels that arrive within
+a window were requested before it, so each state gets the evidence of its own round; the window's
+own requests are counted against the budget thresholds
+(:meth:`AuditedUSS.budget_thresholds_many <uss_stream.policies.AuditedUSS.budget_thresholds_many>`).
+A repetition accepts its rounds up to the first changed decision, the first round where its count
+of requests crosses a threshold the states did not see, ``D + 1`` rounds after its first request
+in the window (when that label arrives), or the next level change. The depths and requests equal
+the streaming loop's (tested).
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ def simulate_labelled(
     Parameters
     ----------
     policy
-        A policy with ``asks_for_labels`` (``relations_many``, ``depth_many``, ``request_many``);
+        A policy with ``asks_for_labels`` (``relations_many``, ``depth_many``, ``request_many``,
+        ``budget_thresholds_many``);
         its own state is not used.
     rows
         ``(reps, horizon)`` indices into the log.
