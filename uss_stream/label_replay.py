@@ -21,7 +21,7 @@ the streaming loop's (tested).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,24 +126,26 @@ def simulate_labelled(
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
-        for r, first_round in zip(active.tolist(), start.tolist()):
+        level = label_level_many(start)
+        for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
+            changed: set[int] = set()
             while queue and queue[0] <= first_round - delay - 1:
                 s = queue.popleft()
-                _count_label(
-                    evidence[r],
-                    int(masks[r * horizon + s - 1]),
-                    rows[r, s - 1],
-                    bits,
-                    deeper_right,
-                    shallower_right,
+                changed.update(
+                    _count_label(
+                        evidence[r],
+                        int(masks[r * horizon + s - 1]),
+                        rows[r, s - 1],
+                        bits,
+                        deeper_right,
+                        shallower_right,
+                    )
                 )
-                e_level[r] = -1.0  # recompute this repetition's bounds below
-        level = label_level_many(start)
-        stale = active[e_level[active] != level]
-        for r, value in zip(stale.tolist(), level[e_level[active] != level].tolist()):
-            e_lower[r], e_upper[r], e_strict[r] = _e_rows(evidence[r], value, n_stages, memo)
-            e_level[r] = value
+            if e_level[r] != value:
+                changed = set(np.flatnonzero(evidence[r, 0]).tolist())
+                e_level[r] = value
+            _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
 
         n_active = active.size
         remaining = horizon - start + 1
@@ -167,11 +169,12 @@ def simulate_labelled(
             if not queue or queue[0] + delay + 1 - first_round >= width:
                 continue
             counted = evidence[r].copy()
+            lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
             for s in queue:
                 position = s + delay + 1 - first_round
                 if position >= width:
                     break
-                _count_label(
+                changed = _count_label(
                     counted,
                     int(masks[r * horizon + s - 1]),
                     rows[r, s - 1],
@@ -179,8 +182,8 @@ def simulate_labelled(
                     deeper_right,
                     shallower_right,
                 )
+                _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
                 has_labels[position:, column] = counted[0] > 0
-                lower_row, upper_row, strict_row = _e_rows(counted, value, n_stages, memo)
                 state_lower[position:, column] = lower_row
                 state_upper[position:, column] = upper_row
                 state_strict[position:, column] = strict_row
@@ -281,31 +284,33 @@ def _count_label(
     bits: np.ndarray,
     deeper_right: np.ndarray,
     shallower_right: np.ndarray,
-) -> None:
+) -> list[int]:
     """Add the label of log row ``source``, requested with the pair bit ``mask``, to one
-    repetition's ``3 x P`` counts (in place)."""
+    repetition's ``3 x P`` counts (in place); the pairs it counted for."""
     got = (mask & bits) != 0
     evidence[0] += got
     evidence[1] += got & deeper_right[source]
     evidence[2] += got & shallower_right[source]
+    return np.flatnonzero(got).tolist()
 
 
-def _e_rows(
+def _e_fill(
     evidence: np.ndarray,
+    pairs: Iterable[int],
     level: float,
     n_stages: int,
     memo: dict[tuple[int, int, int, float], tuple[float, float, float]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of every pair of one
-    repetition (memoised scalar :func:`e_bounds`)."""
-    lower = np.full(evidence.shape[1], -1.0)
-    upper = np.full(evidence.shape[1], 1.0)
-    strict = np.full(evidence.shape[1], 1.0)
-    for p in np.flatnonzero(evidence[0]).tolist():
+    lower: np.ndarray,
+    upper: np.ndarray,
+    strict: np.ndarray,
+) -> None:
+    """Write ``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of the given
+    ``pairs`` of one repetition into ``lower``, ``upper``, ``strict`` (memoised scalar
+    :func:`e_bounds`)."""
+    for p in pairs:
         key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
         found = memo.get(key)
         if found is None:
             reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
             found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
         lower[p], upper[p], strict[p] = found
-    return lower, upper, strict
