@@ -504,3 +504,35 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
         seen["ignored"] += ignored
     # The random states reach every rule under test.
     assert min(seen.values()) >= 5, seen
+
+
+def _policy_in_state(costs, t, queried, disagreements, evidence, requested):
+    policy = AuditedUSS(costs)
+    document = policy.state_dict()
+    document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
+    document["evidence"].update(
+        labelled=evidence[0], deeper_right=evidence[1], shallower_right=evidence[2], labels=max(evidence[0])
+    )
+    document["labels_requested"] = requested
+    policy.load_state_dict(document)
+    return policy
+
+
+@pytest.mark.parametrize(("d23", "depth", "mask"), [(100, 2, 0), (3000, 3, 1)])
+def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, mask):
+    # C = (0, 0.1, 0.2); 10 000 rounds at depth 3. Stages 1-2 and 1-3 disagree on 30% of them, above
+    # both cost gaps, so stage 1 beats neither label-free; 200 labels of pair (1, 3) say e ≈ 0.05,
+    # δ_13 <= 0.31 · 0.4 < 0.2: stage 1 beats 3 by the labels (a contradiction), even at the strict
+    # level (so nothing is audited). 500 labels requested: above 3·sqrt(t) = 300, below 9·sqrt(t).
+    # d23 = 100 (p = 1%): stage 2 beats 3 label-free, the label-free depth is 2, and the contradiction
+    # on stage 3 (not queried at depth 2) changes nothing: no label beyond the base budget.
+    # d23 = 3000: the label-free depth is 3, it pays for stage 3, so the contradiction is decisive:
+    # stage 1 is contested and its open pair (1, 2) (bit 0), disagreeing, is asked about.
+    t = 10_001
+    disagreements = [[0, 3000, 3000], [0, 0, d23], [0, 0, 0]]
+    evidence = [[0, 200, 0], [0, 20, 0], [0, 10, 0]]
+    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500)
+    assert policy.label_free_depth() == (2 if d23 == 100 else 3)
+    assert policy.select() == depth
+    policy.update([0, 1, 1][:depth])
+    assert policy.label_request == mask
