@@ -224,8 +224,9 @@ class AuditedUSS(USSKLUCB):
         depth = relations.informed_depth
         audited = [
             j
-            for i, j in relations.decisive
-            if j >= depth and relations.audit(i, j) and relations.plausible(i)
+            for j in range(depth, self.n_stages)
+            for i in range(j)
+            if relations.audit(i, j) and relations.plausible(i)
         ]
         if audited and self._allowed(t, relations):
             return max(audited) + 1
@@ -553,6 +554,7 @@ class _Relations:
         "_informed_depth",
         "_kl",
         "_kl_known",
+        "_label_free_depth",
         "_pairs",
         "_plausible",
         "_worth",
@@ -575,6 +577,7 @@ class _Relations:
         self._worth: dict[int, bool] = {}
         self._plausible: dict[int, bool] = {}
         self._decisive: list[tuple[int, int]] | None = None
+        self._label_free_depth: int | None = None
         self._informed_depth: int | None = None
 
     def kl(self, i: int, j: int) -> bool:
@@ -611,22 +614,26 @@ class _Relations:
             self._informed_depth = select_depth_by(self.n_stages, self.beats)
         return self._informed_depth
 
+    def is_decisive(self, i: int, j: int) -> bool:
+        """``(i, j)`` is beaten by the labels, not label-free (a contradiction), and the
+        contradiction concerns the decision: the label-free depth queries ``j``, or the labels
+        change the depth."""
+        if not self.by_labels(i, j) or self.kl(i, j):
+            return False
+        if self._label_free_depth is None:
+            self._label_free_depth = select_depth_by(self.n_stages, self.kl)
+        return j < self._label_free_depth or self._label_free_depth != self.informed_depth
+
     @property
     def decisive(self) -> list[tuple[int, int]]:
-        """The contradicted pairs (beaten by the labels, not label-free) whose contradiction
-        concerns the decision: the label-free depth queries ``j``, or the labels change the depth."""
+        """The decisive pairs (:meth:`is_decisive`)."""
         if self._decisive is None:
-            found = [(i, j) for i, j in self._pairs if self.by_labels(i, j) and not self.kl(i, j)]
-            if found:
-                label_free = select_depth_by(self.n_stages, self.kl)
-                changed = label_free != self.informed_depth
-                found = [(i, j) for i, j in found if changed or j < label_free]
-            self._decisive = found
+            self._decisive = [(i, j) for i, j in self._pairs if self.is_decisive(i, j)]
         return self._decisive
 
     def audit(self, i: int, j: int) -> bool:
         """``(i, j)`` is decisive and not confirmed at the level ``L_t`` itself."""
-        return (i, j) in self.decisive and not self._bounds(j * (j - 1) // 2 + i, i, j, True)[0]
+        return self.is_decisive(i, j) and not self._bounds(j * (j - 1) // 2 + i, i, j, True)[0]
 
     @property
     def contradicted(self) -> bool:
