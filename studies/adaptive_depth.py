@@ -703,7 +703,7 @@ accurate stage on 2 of the 5 streams, the stacked model on 4, so the stacked mod
 table below is the check, on the events after the warm-up. With the earlier cascades the sequential
 policy was within 0.005 of the best fixed depth on 4 of 7 streams, at <= 0.9x of it on none, at
 <= 0.6x of the full cascade's cost within 1 point of its accuracy on 2, and within 15% of the
-hindsight threshold cascade's cost on 2 (the target lines below give the same counts now).
+hindsight threshold cascade's cost on 2 (the target lines below give the counts for these cascades).
 """
 
 
