@@ -369,10 +369,26 @@ class Running:
         return self.summary
 
 
-def committed_offsets(admin: Any, group: str, partitions: Sequence[Any]) -> dict[Any, int]:
-    """The group's committed offset of each partition (``-1``: none)."""
-    offsets = admin.list_group_offsets({group: list(partitions)})[group]
-    return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
+def committed_offsets(
+    admin: Any, group: str, partitions: Sequence[Any], timeout: float = 60.0
+) -> dict[Any, int]:
+    """The group's committed offset of each partition (``-1``: none).
+
+    A retriable answer (the group's coordinator is loading or moved: ``NOT_COORDINATOR``,
+    ``COORDINATOR_LOAD_IN_PROGRESS`` on a loaded broker) is asked again until ``timeout``.
+    """
+    from kafka.errors import KafkaError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            offsets = admin.list_group_offsets({group: list(partitions)})[group]
+        except KafkaError as error:
+            if not error.retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
 
 
 def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> RunSummary:

@@ -14,7 +14,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, PROCESSES, checkpoints_of, end_offsets, policy_after, read_all, stream, trickle
+from conftest import (
+    COSTS,
+    PROCESSES,
+    checkpoints_of,
+    committed_offsets,
+    end_offsets,
+    policy_after,
+    read_all,
+    stream,
+    trickle,
+)
 
 from uss_stream.cli import main
 from uss_stream.policies import USSUCB
@@ -100,8 +110,7 @@ def committed_offset(admin: Any, group: str, topic: str) -> int:
     """The group's committed offset of ``topic``/0 (``-1``: none)."""
     from kafka import TopicPartition
 
-    meta = admin.list_group_offsets({group: [TopicPartition(topic, 0)]})[group].get(TopicPartition(topic, 0))
-    return -1 if meta is None else meta.offset
+    return committed_offsets(admin, group, [TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
 
 
 def stop_when_committed(admin: Any, group: str, topic: str, offset: int, service: Service) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, new_app, read_all, run_app, stream
+from conftest import COSTS, committed_offsets, new_app, read_all, run_app, stream
 from kafka import TopicPartition
 from test_cli import topic_options
 from waiting import wait_until
@@ -141,8 +141,7 @@ class CliService:
         def committed_or_exited() -> bool:
             if self.process.poll() is not None:
                 return True
-            committed = admin.list_group_offsets({group: [tp]})[group].get(tp)
-            return committed is not None and committed.offset >= offset
+            return committed_offsets(admin, group, [tp])[tp] >= offset
 
         wait_until(committed_or_exited, f"offset {offset} committed by {group}", timeout=timeout, every=0.2)
         if self.process.poll() is None:
@@ -264,7 +263,7 @@ def test_a_batch_that_cannot_be_decoded_is_dead_lettered_and_skipped(
     assert recovered == zstd
     # The skipped offsets are committed: a restart does not meet them again.
     tp = TopicPartition(topics.input, 0)
-    assert admin.list_group_offsets({group: [tp]})[group][tp].offset == 1_000
+    assert committed_offsets(admin, group, [tp])[tp] == 1_000
     assert f"{len(letters)} dead letters" in log
     report = (
         f"{guarantee}: 1000 events, 500 zstd-compressed ones in {len(letters)} batch(es) undecodable "

@@ -47,8 +47,7 @@ def committed(admin: Any, group: str, topic: str) -> int:
     from kafka import TopicPartition
 
     tp = TopicPartition(topic, 0)
-    meta = admin.list_group_offsets({group: [tp]})[group].get(tp)
-    return -1 if meta is None else meta.offset
+    return committed_offsets(admin, group, [tp])[tp]
 
 
 def wait_until(condition: Any, what: str, service: Service, timeout: float = 120.0) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from conftest import COSTS, stream
+from conftest import COSTS, committed_offsets, stream
 from test_broker_restart import BROKER_SH, _free_port_pair
 from test_cli import topic_options
 
@@ -140,8 +140,7 @@ def test_the_service_decides_with_credentials(secured_broker):
         deadline = time.monotonic() + 120
         while True:
             assert process.poll() is None, process.stderr.read()[-3000:]
-            committed = admin.list_group_offsets({group: [tp]})[group].get(tp)
-            if committed is not None and committed.offset >= len(values):
+            if committed_offsets(admin, group, [tp])[tp] >= len(values):
                 break
             assert time.monotonic() < deadline, "the service did not commit every event in 120s"
             time.sleep(0.2)

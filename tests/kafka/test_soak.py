@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import COSTS, checkpoints_of, end_offsets, read_all, stream, trickle
+from conftest import COSTS, checkpoints_of, committed_offsets, end_offsets, read_all, stream, trickle
 from test_broker_restart import RestartableBroker
 from test_cli import Service
 from test_scale_out import owned_partitions
@@ -278,11 +278,8 @@ def test_soak(soak_broker, record_property, tmp_path):
         partitions = [TopicPartition(topics.input, p) for p in range(PARTITIONS)]
 
         def caught_up() -> bool:
-            committed = admin.list_group_offsets({group: partitions})[group]
-            return all(
-                committed.get(tp) is not None and committed[tp].offset >= sizes[tp.partition]
-                for tp in partitions
-            )
+            committed = committed_offsets(admin, group, partitions)
+            return all(committed[tp] >= sizes[tp.partition] for tp in partitions)
 
         soak.wait(caught_up, "every input offset committed", timeout=600, every=0.5)
         admin.close()
