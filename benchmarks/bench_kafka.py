@@ -9,7 +9,7 @@ in the same process and on the same broker:
 * **bare passthrough, per client**: a consumer → producer loop that copies each record of the K = 3
   topic to an output topic (no decoding, no commits; one flush at the end), with the service's own
   client settings: bare kafka-python and bare confluent-kafka (librdkafka), the loop of
-  ``/work/shared/tools/passthrough.py``;
+  ``/work/shared/tools/passthrough.py``, each in a process of its own as the services are;
 * **service, per case, client and guarantee**: :class:`uss_stream_kafka.Application` with
   :class:`OutputsProcessor` (decode, validate, select/update, encode, per-batch metrics, flush +
   commit every second, checkpoints every five seconds) on ``client_library="kafka-python"`` and
@@ -162,6 +162,21 @@ def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max
     consumer.close()
 
 
+def _in_process(loop: Any, *args: Any) -> None:
+    """Run a bare passthrough ``loop(*args)`` in a process of its own, as the services run.
+
+    Measured in the benchmark's own process, the passthrough shared its interpreter (the GIL, the
+    garbage collector's view of the records read back) with the benchmark's clients: it ran
+    slower than the service it is the baseline of.
+    """
+    process = multiprocessing.get_context("spawn").Process(target=loop, args=args)
+    process.start()
+    process.join(timeout=600)
+    if process.exitcode != 0:
+        process.kill()
+        raise SystemExit(f"passthrough {loop.__name__} failed (exit {process.exitcode})")
+
+
 def _service(
     bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
 ) -> None:
@@ -263,9 +278,10 @@ def main() -> None:
     print(f"kafka-python with {crc}", flush=True)
 
     easy = sources[cases[0]]
+    loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
     passthroughs = {
-        "kafka-python": lambda target: _passthrough(bootstrap, easy, target, n, args.max_poll_records),
-        "confluent": lambda target: _passthrough_confluent(bootstrap, easy, target, n, args.max_poll_records),
+        name: lambda target, loop=loop: _in_process(loop, bootstrap, easy, target, n, args.max_poll_records)
+        for name, loop in loops.items()
     }
     pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
     rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in SERVICES}
