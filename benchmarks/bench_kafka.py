@@ -9,7 +9,7 @@ in the same process and on the same broker:
 * **bare passthrough, per client**: a consumer → producer loop that copies each record of the K = 3
   topic to an output topic (no decoding, no commits; one flush at the end), with the service's own
   client settings: bare kafka-python and bare confluent-kafka (librdkafka), the loop of
-  ``/work/shared/tools/passthrough.py``;
+  ``/work/shared/tools/passthrough.py``, each in a process of its own as the services are;
 * **service, per case, client and guarantee**: :class:`uss_stream_kafka.Application` with
   :class:`OutputsProcessor` (decode, validate, select/update, encode, per-batch metrics, flush +
   commit every second, checkpoints every five seconds) on ``client_library="kafka-python"`` and
@@ -103,7 +103,9 @@ def _rate(records: list) -> float:
     return len(records) / max(span_ms / 1000.0, 1e-3)
 
 
-def _passthrough(bootstrap: str, source: str, target: str, n: int, max_poll_records: int) -> None:
+def _passthrough(
+    bootstrap: str, source: str, target: str, n: int, max_poll_records: int, cpu: Any = None
+) -> None:
     from kafka import KafkaConsumer, KafkaProducer
 
     consumer = KafkaConsumer(
@@ -118,19 +120,23 @@ def _passthrough(bootstrap: str, source: str, target: str, n: int, max_poll_reco
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
     )
-    copied = 0
+    copied, started = 0, None
     while copied < n:
         for tp, records in consumer.poll(timeout_ms=500).items():
+            started = started or time.process_time()
             send = producer.send
             for record in records:
                 send(target, record.value, key=record.key, partition=tp.partition)
             copied += len(records)
     producer.flush()
+    _report_cpu(cpu, started)
     producer.close()
     consumer.close()
 
 
-def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max_poll_records: int) -> None:
+def _passthrough_confluent(
+    bootstrap: str, source: str, target: str, n: int, max_poll_records: int, cpu: Any = None
+) -> None:
     """The same loop on bare confluent-kafka: ``consume()`` batches, one ``produce()`` per record."""
     from confluent_kafka import Consumer, Producer
 
@@ -150,38 +156,78 @@ def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int, max
             {**PRODUCER_DEFAULTS, "bootstrap_servers": bootstrap, "acks": "all", "enable_idempotence": True}
         )
     )
-    copied = 0
+    copied, started = 0, None
     while copied < n:
         messages = consumer.consume(max_poll_records, 0.5)
+        started = started or (time.process_time() if messages else None)
         produce = producer.produce
         for message in messages:
             produce(target, message.value(), message.key(), message.partition())
         copied += len(messages)
         producer.poll(0)
     producer.flush()
+    _report_cpu(cpu, started)
     consumer.close()
+
+
+def _report_cpu(cpu: Any, started: float | None) -> None:
+    """Store the process's CPU seconds (every thread: librdkafka's too) since ``started`` in ``cpu``."""
+    if cpu is not None and started is not None:
+        cpu.value = time.process_time() - started
+
+
+def _in_process(loop: Any, *args: Any) -> float:
+    """Run a bare passthrough ``loop(*args)`` in a process of its own, as the services run.
+
+    Measured in the benchmark's own process, the passthrough shared its interpreter (the GIL, the
+    garbage collector's view of the records read back) with the benchmark's clients: it ran
+    slower than the service it is the baseline of.
+    """
+    context = multiprocessing.get_context("spawn")
+    cpu = context.Value("d", float("nan"))
+    process = context.Process(target=loop, args=(*args, cpu))
+    process.start()
+    process.join(timeout=600)
+    if process.exitcode != 0:
+        process.kill()
+        raise SystemExit(f"passthrough {loop.__name__} failed (exit {process.exitcode})")
+    return cpu.value
 
 
 def _service(
     bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
-) -> None:
+) -> float:
     """Run a service in a process of its own until it decided ``n`` events, then stop it.
+
+    Returns the CPU seconds the process spent (every thread) from its first decided batch to its
+    ``n``-th event: with the passthroughs', a cost per event that the machine's load changes less
+    than the throughput.
 
     A new process per service: kafka-python's clients share process-wide state (its IO thread), and
     a group consumer made after many others in one process was seen to wait for its coordinator forever.
     """
-    process = multiprocessing.get_context("spawn").Process(
-        target=_serve, args=(bootstrap, topics, n, max_poll_records, client, guarantee, case)
+    context = multiprocessing.get_context("spawn")
+    cpu = context.Value("d", float("nan"))
+    process = context.Process(
+        target=_serve, args=(bootstrap, topics, n, max_poll_records, client, guarantee, case, cpu)
     )
     process.start()
     process.join(timeout=600)
     if process.exitcode != 0:
         process.kill()
         raise SystemExit(f"{case.name}, {client} {guarantee}: the service failed (exit {process.exitcode})")
+    return cpu.value
 
 
 def _serve(
-    bootstrap: str, topics: Topics, n: int, max_poll_records: int, client: str, guarantee: str, case: Case
+    bootstrap: str,
+    topics: Topics,
+    n: int,
+    max_poll_records: int,
+    client: str,
+    guarantee: str,
+    case: Case,
+    cpu: Any = None,
 ) -> None:
     group = f"bench-svc-{uuid.uuid4().hex[:8]}"
     app = Application(
@@ -197,8 +243,12 @@ def _serve(
     processor = OutputsProcessor(case.stage_costs, policy=case.policy)
     thread = threading.Thread(target=app.run, args=(processor,), daemon=True)
     thread.start()
+    started = None
     while app.summary.events < n and thread.is_alive():
-        time.sleep(0.05)
+        if started is None and app.summary.events:
+            started = time.process_time()
+        time.sleep(0.01)
+    _report_cpu(cpu, started)
     app.stop()
     thread.join()
     if app.summary.events < n:
@@ -263,21 +313,28 @@ def main() -> None:
     print(f"kafka-python with {crc}", flush=True)
 
     easy = sources[cases[0]]
+    loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
     passthroughs = {
-        "kafka-python": lambda target: _passthrough(bootstrap, easy, target, n, args.max_poll_records),
-        "confluent": lambda target: _passthrough_confluent(bootstrap, easy, target, n, args.max_poll_records),
+        name: lambda target, loop=loop: _in_process(loop, bootstrap, easy, target, n, args.max_poll_records)
+        for name, loop in loops.items()
     }
     pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
     rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in SERVICES}
+    # CPU microseconds per event, every thread of the process (see _service).
+    pass_cpu: dict[str, list[float]] = {name: [] for name in passthroughs}
+    cpu: dict[tuple[Case, str, str], list[float]] = {key: [] for key in rates}
     for r in range(args.rounds):
         for i, (name, copy) in enumerate(passthroughs.items()):
             target = f"bench-pass-{run_id}-{r}-{i}"
             _output_topic(admin, target)
             made.append(target)
-            copy(target)
+            pass_cpu[name].append(copy(target) / n * 1e6)
             pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
             gc.collect()  # the records read back must not slow the next run's garbage collections
-        line = [f"round {r + 1}: passthrough " + "  ".join(f"{k} {v[-1]:.0f}" for k, v in pass_rates.items())]
+        line = [
+            f"round {r + 1}: passthrough "
+            + "  ".join(f"{k} {v[-1]:.0f} ({pass_cpu[k][-1]:.2f} us)" for k, v in pass_rates.items())
+        ]
         for c, case in enumerate(cases):
             for s, (client, guarantee) in enumerate(SERVICES):
                 # A new group per service, so new topics (checkpoints are keyed by input partition).
@@ -286,7 +343,8 @@ def main() -> None:
                 _output_topic(admin, topics.output)
                 create_topics(admin, topics)
                 made += [topics.output, topics.dead_letter, topics.state]
-                _service(bootstrap, topics, n, args.max_poll_records, client, guarantee, case)
+                seconds = _service(bootstrap, topics, n, args.max_poll_records, client, guarantee, case)
+                cpu[case, client, guarantee].append(seconds / n * 1e6)
                 decisions = _read_output(bootstrap, topics.output, n)  # read_committed
                 depths = np.array([json.loads(record.value)["depth"] for record in decisions])
                 if not np.array_equal(depths, expected[case]):
@@ -294,28 +352,39 @@ def main() -> None:
                         f"{case.name}, {client} {guarantee}: decisions differ from the policy's run"
                     )
                 rates[case, client, guarantee].append(_rate(decisions))
-                line.append(f"{case.name} {client} {guarantee} {rates[case, client, guarantee][-1]:.0f}")
+                line.append(
+                    f"{case.name} {client} {guarantee} {rates[case, client, guarantee][-1]:.0f}"
+                    f" ({cpu[case, client, guarantee][-1]:.2f} us)"
+                )
                 del decisions
                 gc.collect()
-        print(" | ".join(line) + " ev/s", flush=True)
+        print(" | ".join(line) + " ev/s (CPU per event)", flush=True)
     admin.delete_topics(made)
     admin.close()
 
     print()
     for name, values in pass_rates.items():
-        print(f"bare passthrough {name:12s} (median): {statistics.median(values):9.0f} events/s")
+        print(
+            f"bare passthrough {name:12s} (median): {statistics.median(values):9.0f} events/s,"
+            f" {statistics.median(pass_cpu[name]):.2f} us CPU per event"
+        )
     for case in cases:
         print(f"\n{case.name}:")
         for client, guarantee in SERVICES:
             values = rates[case, client, guarantee]
             print(
                 f"  service {client:12s} {guarantee:13s} (median): {statistics.median(values):9.0f} events/s,"
-                f" {_median_ratio(values, pass_rates[client])} the bare {client} passthrough"
+                f" {_median_ratio(values, pass_rates[client])} the bare {client} passthrough;"
+                f" {statistics.median(cpu[case, client, guarantee]):.2f} us CPU per event"
             )
         alo = {client: rates[case, client, "at-least-once"] for client in CLIENTS}
         print(
             "  confluent service / bare confluent passthrough: "
             f"{_median_ratio(alo['confluent'], pass_rates['confluent'])}   (target >= 0.80)"
+        )
+        print(
+            "  same by CPU per event (bare confluent passthrough's / the service's): "
+            f"{_median_ratio(pass_cpu['confluent'], cpu[case, 'confluent', 'at-least-once'])}"
         )
         print(
             "  confluent service / kafka-python service: "

@@ -16,6 +16,7 @@ EXTRAS: dict[str, str] = {
     "kafka": "kafka",
     "prometheus_client": "kafka",
     "crc32c": "kafka",
+    "msgspec": "kafka",
     "zstandard": "kafka",
     "lz4": "kafka",
     "snappy": "kafka",

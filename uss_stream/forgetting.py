@@ -100,7 +100,7 @@ class EffectiveHorizon:
     def __init__(self, discount: float | None = None) -> None:
         self._discount = check_discount(discount)
         self._last: tuple[int, float] = (0, 0.0)
-        self._table: list[float] = [0.0]
+        self._table = np.zeros(1)
 
     def __call__(self, t: int) -> float:
         last_t, last_value = self._last
@@ -111,9 +111,12 @@ class EffectiveHorizon:
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
         """``τ_t`` for an array of rounds (``>= 1``)."""
-        table = self._table
-        if rounds.size and int(rounds.max()) >= len(table):
-            table.extend(
-                effective_horizon(t, self._discount) for t in range(len(table), int(rounds.max()) + 1)
-            )
-        return np.asarray(table)[rounds]
+        t_max = int(rounds.max()) if rounds.size else 0
+        size = self._table.size
+        if t_max >= size:
+            # Grow geometrically (as LogExploration): a stream's increasing rounds cost O(horizon)
+            # in all, where re-building the table per call cost O(t) per call.
+            grown = range(size, max(t_max + 1, 2 * size))
+            extra = [effective_horizon(t, self._discount) for t in grown]
+            self._table = np.concatenate([self._table, extra])
+        return self._table[rounds]

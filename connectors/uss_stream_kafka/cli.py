@@ -389,13 +389,12 @@ def _add_create_topics(commands: argparse._SubParsersAction) -> None:
 @one_line_errors("create-topics")
 def create_topics_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
-    from kafka import KafkaAdminClient
-
+    from uss_stream_kafka import clients
     from uss_stream_kafka.topics import create_topics
 
     settings = KafkaSettings.from_args(args)
     topics = _topics(settings)
-    admin = KafkaAdminClient(**settings.client_config().kafka_kwargs("admin"))
+    admin = clients.admin(settings.client, **settings.client_config().kafka_kwargs("admin"))
     try:
         outcome = create_topics(
             admin,
@@ -427,13 +426,14 @@ def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
 @one_line_errors("demo-producer")
 def demo_producer_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka demo-producer``."""
-    from kafka import KafkaProducer
-
+    from uss_stream_kafka import clients
     from uss_stream_kafka.demo import pima_stage_costs, produce_demo
 
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
-    producer = KafkaProducer(**settings.client_config().kafka_kwargs("demo-producer"), linger_ms=10)
+    producer = clients.producer(
+        settings.client, **settings.client_config().kafka_kwargs("demo-producer"), linger_ms=10
+    )
     try:
         sent = produce_demo(
             producer,

@@ -163,10 +163,12 @@ def produce_demo(
     labels_topic: str | None = None,
     seed: int = 0,
 ) -> int:
-    """Send the demo events with a kafka-python ``KafkaProducer``; returns how many were sent.
+    """Send the demo events with the client seam's ``producer``; returns how many were sent.
 
-    ``rate`` is in events per second (``0`` = as fast as possible). In features mode, labelled
-    copies go to ``labels_topic`` if given (the label of an event is sent right after it).
+    ``producer``: a :class:`~uss_stream_kafka.clients.Producer` of either library (what
+    ``uss-stream kafka demo-producer --client`` uses). ``rate`` is in events per second (``0`` = as
+    fast as possible). In features mode, labelled copies go to ``labels_topic`` if given (the label
+    of an event is sent right after it). Raises the first delivery error, if any record failed.
     """
     if rate < 0:
         raise ValueError(f"rate must be >= 0 events/s, got {rate!r}")
@@ -182,4 +184,7 @@ def produce_demo(
             if ahead > 0:
                 time.sleep(ahead)
     producer.flush()
+    errors = producer.take_errors()
+    if errors:
+        raise errors[0]
     return sent

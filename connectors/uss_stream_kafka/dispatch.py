@@ -126,8 +126,8 @@ class Dispatcher:
             for i, error in enumerate(errors):
                 if error is not None:
                     self._reject(state.dlq_partition, records, i, error.reason, error.detail)
-        for depth in depths:
-            counts[depth] += 1
+        for depth in range(1, len(counts)):
+            counts[depth] += depths.count(depth)
         self.committer.producer.send_many(self.context.topics.output, payloads, keys, state.out_partition)
         state.next_offset = records.next_offset
         return consumed

@@ -29,12 +29,15 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+import msgspec
+
 __all__ = [
     "REASONS",
     "FeaturesCodec",
     "InvalidEvent",
     "OutputsCodec",
     "json_scalar",
+    "oversize",
 ]
 
 #: Why an input record was sent to the dead-letter topic.
@@ -58,6 +61,17 @@ REASONS = (
 _loads = json.loads
 _scan = json.scanner.make_scanner(json.JSONDecoder())
 _ID_TYPES = (str, int)
+
+#: A value with fewer brackets than this cannot be nested deeply enough to meet the recursion
+#: limit (1000 by default) in either decoder; deeper ones take the exact path (json fails first).
+_FAST_MAX_NESTING = 256
+
+
+class _FastOutputsEvent(msgspec.Struct, gc=False):
+    """The valid outputs-mode event as msgspec decodes it (other fields are parsed and ignored)."""
+
+    id: str | int
+    outputs: list[int | float | str | bool]
 
 
 class InvalidEvent(ValueError):
@@ -126,6 +140,21 @@ def _parse(value: bytes | None) -> Any:
         raise InvalidEvent("invalid_json", "value is JSON nested too deeply to decode") from None
 
 
+def oversize(value: bytes, max_bytes: int) -> InvalidEvent:
+    """Why a value longer than ``max_bytes`` is rejected.
+
+    >>> str(oversize(b"12345", 4))
+    'oversize: value has 5 bytes, the limit is 4'
+
+    """
+    return InvalidEvent("oversize", f"value has {len(value)} bytes, the limit is {max_bytes}")
+
+
+def _shallow(value: bytes) -> bool:
+    """Whether ``value`` has too few brackets to nest anywhere near the recursion limit."""
+    return value.count(b"[") + value.count(b"{") < _FAST_MAX_NESTING
+
+
 def _check_id(document: dict[str, Any]) -> Any:
     event_id = document.get("id")
     if event_id is None:
@@ -188,7 +217,7 @@ class OutputsCodec:
 
     """
 
-    __slots__ = ("_costs", "_n_stages", "_tails")
+    __slots__ = ("_costs", "_fast", "_n_stages", "_tails")
 
     #: Distinct (depth, prediction) decision tails kept encoded; labels are few in practice.
     MAX_CACHED_TAILS = 4096
@@ -199,6 +228,7 @@ class OutputsCodec:
         self._n_stages = n_stages
         self._costs = [b""] + [json.dumps(float(c)).encode() for c in cumulative_costs]
         self._tails: dict[tuple[int, type, Any], bytes] = {}
+        self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
@@ -221,6 +251,71 @@ class OutputsCodec:
                     return event_id, outputs
         return self._explain(document)
 
+    def decode_many(
+        self, values: Sequence[bytes | None], max_bytes: int
+    ) -> tuple[list[int], list[Any], list[Any], list[InvalidEvent | None]]:
+        """Decode a batch: ``(positions, ids, outputs, errors)``, exactly as :meth:`decode` per value.
+
+        ``positions`` are the indices of the valid events, ``ids`` their ids and ``outputs`` their
+        outputs, flat (row-major); ``errors[i]`` is why value ``i`` was rejected (``None`` if it was
+        not). Values longer than ``max_bytes`` are rejected as ``oversize``.
+
+        A value is first decoded by msgspec (C, typed: the id and outputs are validated while
+        parsed). It is accepted there only where msgspec and ``json.loads`` agree: ASCII input
+        (msgspec does not check the UTF-8 of the fields it skips), nesting far from the recursion
+        limit, and a result that passes :meth:`decode`'s checks. Anything msgspec refuses (NaN and
+        infinity literals, numbers beyond a double, lone surrogates, a missing or mistyped field, a
+        wrong output count ...) goes through :meth:`decode`, so the decisions and the dead-letter
+        reasons are those of ``json.loads``.
+
+        >>> codec = OutputsCodec(3, [0.0, 0.15, 0.35])
+        >>> positions, ids, outputs, errors = codec.decode_many(
+        ...     [b'{"id": "a", "outputs": [1, 0, 1]}', b'{"id": "b", "outputs": [1, NaN, 1]}',
+        ...      b'{"id": 7, "outputs": [0, 0, 0], "x": 1}'], max_bytes=100)
+        >>> positions, ids, outputs
+        ([0, 2], ['a', 7], [1, 0, 1, 0, 0, 0])
+        >>> errors
+        [None, InvalidEvent('missing_output: outputs[1] is NaN'), None]
+
+        """
+        errors: list[InvalidEvent | None] = [None] * len(values)
+        positions: list[int] = []
+        ids: list[Any] = []
+        outputs: list[Any] = []
+        keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
+        fast = self._fast
+        n_stages = self._n_stages
+        for position, value in enumerate(values):
+            if (
+                value is not None
+                and len(value) <= max_bytes
+                and value.isascii()
+                and (len(value) < 2 * _FAST_MAX_NESTING or _shallow(value))
+            ):
+                try:
+                    event = fast(value)
+                except (msgspec.MsgspecError, RecursionError):
+                    pass
+                else:
+                    row = event.outputs
+                    if len(row) == n_stages:
+                        keep_position(position)
+                        keep_id(event.id)
+                        keep_outputs(row)
+                        continue
+            if value is not None and len(value) > max_bytes:
+                errors[position] = oversize(value, max_bytes)
+                continue
+            try:
+                event_id, row = self.decode(value)
+            except InvalidEvent as error:
+                errors[position] = error
+                continue
+            keep_position(position)
+            keep_id(event_id)
+            keep_outputs(row)
+        return positions, ids, outputs, errors
+
     def _explain(self, document: Any) -> tuple[Any, list[Any]]:
         """The slow path: name what is wrong with the event (or accept it)."""
         if not isinstance(document, dict):
@@ -242,6 +337,38 @@ class OutputsCodec:
 
     def encode(self, event_id: Any, depth: int, prediction: Any) -> bytes:
         """The decision record's value."""
+        return b'{"id":' + json_scalar(event_id) + self._tail(depth, prediction)
+
+    def encode_many(self, ids: Sequence[Any], depths: Sequence[int], outputs: Sequence[Any]) -> list[bytes]:
+        """The decision values of a batch, as :meth:`encode` per event.
+
+        ``outputs`` is flat, as :meth:`decode_many` returns it: event ``n`` predicts
+        ``outputs[n*K + depth - 1]``.
+
+        >>> codec = OutputsCodec(2, [0.0, 0.1])
+        >>> codec.encode_many(["a", 7], [1, 2], [1, 0, 1, 0])
+        [b'{"id":"a","depth":1,"prediction":1,"cost":0.0}', b'{"id":7,"depth":2,"prediction":0,"cost":0.1}']
+
+        """
+        tails = self._tails
+        tail_of = self._tail
+        encode_text = encode_basestring_ascii
+        payloads = []
+        keep = payloads.append
+        base = -1
+        n_stages = self._n_stages
+        for event_id, depth in zip(ids, depths):
+            prediction = outputs[base + depth]
+            base += n_stages
+            tail = tails.get((depth, type(prediction), prediction)) or tail_of(depth, prediction)
+            if type(event_id) is str:
+                keep(('{"id":' + encode_text(event_id)).encode() + tail)
+            else:
+                keep(b'{"id":' + json_scalar(event_id) + tail)
+        return payloads
+
+    def _tail(self, depth: int, prediction: Any) -> bytes:
+        """The decision's fields after the id (kept for the few distinct (depth, prediction) pairs)."""
         # The type is part of the key: 1, 1.0 and True are equal but encode differently.
         key = (depth, type(prediction), prediction)
         tail = self._tails.get(key)
@@ -253,7 +380,7 @@ class OutputsCodec:
             )
             if len(self._tails) < self.MAX_CACHED_TAILS:
                 self._tails[key] = tail
-        return b'{"id":' + json_scalar(event_id) + tail
+        return tail
 
 
 class FeaturesCodec:

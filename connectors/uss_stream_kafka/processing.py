@@ -23,7 +23,7 @@ from uss_stream.policies import Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
 from uss_stream_kafka.batching import decide_batch
-from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec
+from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec, oversize
 
 __all__ = [
     "BatchResult",
@@ -233,38 +233,21 @@ class OutputsLearner:
         return codec.encode(event_id, depth, revealed[-1]), depth
 
     def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
+        positions, ids, outputs, errors = self._codec.decode_many(values, max_bytes)
         count = len(values)
-        payloads: list[bytes | None] = [None] * count
+        if not positions:
+            return BatchResult([None] * count, [0] * count, errors)
+        decided = decide_batch(self._policy, outputs, guess=self._last_depth)
+        self._last_depth = decided[-1]
+        payloads = self._codec.encode_many(ids, decided, outputs)
+        if len(positions) == count:
+            return BatchResult(payloads, decided, errors)
+        every: list[bytes | None] = [None] * count
         depths = [0] * count
-        errors: list[InvalidEvent | None] = [None] * count
-        decode = self._codec.decode
-        positions: list[int] = []
-        ids: list[Any] = []
-        outputs: list[Any] = []  # the valid events' outputs, flat (row-major)
-        keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
-        for position, value in enumerate(values):
-            if value is not None and len(value) > max_bytes:
-                errors[position] = _oversize(value, max_bytes)
-                continue
-            try:
-                event_id, row = decode(value)
-            except InvalidEvent as error:
-                errors[position] = error
-                continue
-            keep_position(position)
-            keep_id(event_id)
-            keep_outputs(row)
-        if positions:
-            decided = decide_batch(self._policy, outputs, guess=self._last_depth)
-            self._last_depth = decided[-1]
-            encode = self._codec.encode
-            n_stages = self._policy.n_stages
-            base = -1
-            for position, event_id, depth in zip(positions, ids, decided):
-                payloads[position] = encode(event_id, depth, outputs[base + depth])
-                depths[position] = depth
-                base += n_stages
-        return BatchResult(payloads, depths, errors)
+        for position, payload, depth in zip(positions, payloads, decided):
+            every[position] = payload
+            depths[position] = depth
+        return BatchResult(every, depths, errors)
 
     def learn(self, value: bytes | None) -> None:
         raise InvalidEvent(
@@ -396,7 +379,7 @@ class FeaturesLearner:
         for value in values:
             payload, depth, error = None, 0, None
             if value is not None and len(value) > max_bytes:
-                error = _oversize(value, max_bytes)
+                error = oversize(value, max_bytes)
             else:
                 try:
                     payload, depth = self.process(value)
@@ -470,10 +453,6 @@ def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tup
             "(use a label-free one)"
         )
     return policy, spec_of(policy)
-
-
-def _oversize(value: bytes, max_bytes: int) -> InvalidEvent:
-    return InvalidEvent("oversize", f"value has {len(value)} bytes, the limit is {max_bytes}")
 
 
 def load_factory(path: str) -> Callable[[], Any]:

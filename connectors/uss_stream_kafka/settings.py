@@ -417,7 +417,7 @@ class KafkaSettings:
     client: str = setting(
         "kafka-python",
         "Kafka client library (confluent: librdkafka, needs the extra uss-stream[confluent])",
-        _SERVICE,
+        _ALL,
         _GROUP,
         choices=("kafka-python", "confluent"),
     )

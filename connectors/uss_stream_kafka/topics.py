@@ -88,7 +88,10 @@ def create_topics(
     replication_factor: int = 1,
     state_partitions: int = 1,
 ) -> dict[str, str]:
-    """Create the service's topics with a kafka-python ``KafkaAdminClient``; existing ones are kept.
+    """Create the service's topics; existing ones are kept.
+
+    ``admin``: the client seam's :class:`~uss_stream_kafka.clients.Admin` (either library; what
+    ``uss-stream kafka create-topics --client`` uses) or a kafka-python ``KafkaAdminClient``.
 
     Input, output, dead-letter (and labels) topics get ``partitions`` partitions; the state topic
     gets ``state_partitions`` and ``cleanup.policy=compact``; the labels topic ``retention.ms=-1``.
@@ -122,8 +125,34 @@ def create_topics(
             specs[name] = {"num_partitions": partitions, "replication_factor": replication_factor}
             if name == topics.labels:
                 specs[name]["configs"] = dict(LABELS_TOPIC_CONFIGS)
-    response = admin.create_topics(specs, raise_errors=False, wait_for_metadata=True)
+    outcome = _create(admin, specs)
+    if outcome.get(topics.state) == "exists":
+        check_state_topic(admin, topics.state)
+    return outcome
+
+
+def _create(admin: Any, specs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Create the topics of ``specs`` (kafka-python's form): ``{topic: "created" | "exists"}``."""
     outcome: dict[str, str] = {}
+    if hasattr(admin, "topic_config"):  # the client seam's Admin
+        from uss_stream_kafka.clients import TopicSpec
+
+        result = admin.create_topics(
+            {
+                name: TopicSpec(spec["num_partitions"], spec["replication_factor"], spec.get("configs"))
+                for name, spec in specs.items()
+            }
+        )
+        for name in specs:
+            error = result[name]
+            if error is None:
+                outcome[name] = "created"
+            elif error.code == 36 or error.name == "TOPIC_ALREADY_EXISTS":
+                outcome[name] = "exists"
+            else:
+                raise ValueError(f"could not create topic {name!r}: {error}")
+        return outcome
+    response = admin.create_topics(specs, raise_errors=False, wait_for_metadata=True)
     for entry in response["topics"]:
         name, code = entry["name"], entry["error_code"]
         if code == 0:
@@ -134,8 +163,6 @@ def create_topics(
             raise ValueError(
                 f"could not create topic {name!r}: {entry.get('error_message') or f'error {code}'}"
             )
-    if outcome.get(topics.state) == "exists":
-        check_state_topic(admin, topics.state)
     return outcome
 
 

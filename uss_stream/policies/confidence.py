@@ -84,7 +84,11 @@ class LogExploration:
         if t_max >= size:
             # Grow geometrically so that a replay's increasing rounds cost O(horizon) in all.
             grown = range(size, max(t_max + 1, 2 * size))
-            self._table = np.concatenate([self._table, [self._log_f(t) for t in grown]])
+            if self._f is None and self._discount is None:  # log t, the same math.log, in C
+                values = list(map(math.log, map(float, grown)))
+            else:
+                values = [self._log_f(t) for t in grown]
+            self._table = np.concatenate([self._table, values])
         return self._table[rounds]
 
 
