@@ -47,6 +47,14 @@ pytestmark = [
 BROKER_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "broker.sh"
 
 
+@pytest.fixture
+def kafka_client() -> str:
+    """kafka-python here: ``test_broker_restart_confluent.py`` runs these tests on confluent-kafka, in
+    a file of its own so that ``--dist loadfile`` runs the two halves (each test starts a private
+    broker) on two workers at once instead of one after the other."""
+    return "kafka-python"
+
+
 def _free_port_pair() -> int:
     """A port ``p`` with ``p`` and ``p + 1`` (the controller's) free on the loopback.
 

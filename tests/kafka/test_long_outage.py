@@ -30,6 +30,14 @@ pytestmark = [
 ]
 
 
+@pytest.fixture
+def kafka_client() -> str:
+    """kafka-python here: ``test_long_outage_confluent.py`` runs the test on confluent-kafka, in a
+    file of its own so that ``--dist loadfile`` runs the two (each with a private broker and a 40 s
+    outage) on two workers at once."""
+    return "kafka-python"
+
+
 def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_client, restartable_broker):  # noqa: F811
     from kafka import KafkaAdminClient
 
