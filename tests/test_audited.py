@@ -139,6 +139,49 @@ def test_replay_equals_streaming(name, delay):
         assert policy.evidence.labelled == run.evidence[r, 0].tolist()
 
 
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("synthetic1-5", {"label_budget": 0.5, "contradicted_budget": 2.0}), ("pima-2", {})],
+)
+def test_replay_equals_streaming_with_late_labels_and_a_binding_budget(name, params):
+    # D = 100: a window holds arrivals of labels requested before it, and several requests; a
+    # small budget makes the count of requests cross its thresholds inside windows.
+    case = paper_case(name)
+    outputs, labels = case.log()
+    codes, label_codes = encode_log(outputs, labels)
+    rows = sample_rows(len(codes), horizon=3000, reps=3, seed=5)
+    template = AuditedUSS(case.stage_costs, **params)
+    run = simulate_labelled(template, rows, pair_indicators(codes), codes != label_codes[:, None], 100)
+    for r in range(3):
+        policy = template.clone()
+        depths = policy.run(codes[rows[r]], labels=label_codes[rows[r]], label_delay=100)
+        assert np.array_equal(depths, run.depths[r])
+        assert np.array_equal(
+            np.flatnonzero(run.requests[r]),
+            np.flatnonzero(
+                [m != 0 for m in _streaming_requests(template, codes[rows[r]], label_codes[rows[r]])]
+            ),
+        )
+        counts = (policy.evidence.labelled, policy.evidence.deeper_right, policy.evidence.shallower_right)
+        assert [list(c) for c in counts] == run.evidence[r].tolist()
+
+
+def _streaming_requests(template, outputs, labels):
+    """The request mask of every round of the streaming loop (labels 100 rounds late)."""
+    policy = template.clone()
+    waiting, masks = {}, []
+    for t, row in enumerate(outputs.tolist()):
+        depth = policy.select()
+        policy.update(row[:depth])
+        masks.append(policy.label_request)
+        if policy.label_request:
+            waiting[t + 100] = (row[:depth], policy.label_request)
+        arrived = waiting.pop(t, None)
+        if arrived is not None:
+            policy.learn_label(arrived[0], int(labels[t - 100]), arrived[1])
+    return masks
+
+
 def test_replay_counts_labels_and_charges_them():
     case = paper_case("bsc-5")
     outputs, labels = case.log()
@@ -375,27 +418,42 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     by_labels = {(i, j): labelled(i, j) and gap[i, j] > delta(i, j, reduced)[1] for i, j in pairs}
     beats = {(i, j): kl(i, j) or by_labels[i, j] for i, j in pairs}
     worth = {(i, j): labelled(i, j) and delta(i, j, reduced)[0] > gap[i, j] for i, j in pairs}
-    contradicted = [(i, j) for i, j in pairs if by_labels[i, j] and not kl(i, j)]
-    audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
     plausible = [
         not any(beats[h, i] for h in range(i)) and not any(worth[i, j] for j in range(i + 1, k))
         for i in range(k)
     ]
-    in_low = [not any(beats[h, i] for h in range(i)) for i in range(k)]
-    in_high = [all(beats[i, j] for j in range(i + 1, k)) for i in range(k)]
-    depth = min([i + 1 for i in range(k) if in_low[i] and in_high[i]] + [k])
-    budget = (2 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 2·label_budget
+
+    def set_test(relation):
+        in_low = [not any(relation[h, i] for h in range(i)) for i in range(k)]
+        in_high = [all(relation[i, j] for j in range(i + 1, k)) for i in range(k)]
+        return min([i + 1 for i in range(k) if in_low[i] and in_high[i]] + [k])
+
+    depth = set_test(beats)
+    label_free = set_test({(i, j): kl(i, j) for i, j in pairs})
+    # A contradiction counts only where it concerns the decision: the label-free depth queries the
+    # deeper stage, or the labels change the depth.
+    contradicted = [
+        (i, j)
+        for i, j in pairs
+        if by_labels[i, j] and not kl(i, j) and (j + 1 <= label_free or depth != label_free)
+    ]
+    audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
+    budget = (3 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 3·label_budget
     label_informed = depth
     if requested < budget:
         depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])
+    # Within 3·sqrt(t) every open or audited pair may be asked about; beyond it (the raised budget)
+    # only those of a stage that the labels show to beat a deeper stage (a contested stage).
+    scope = set(range(k)) if requested < 3.0 * math.sqrt(t) else {i for i, _ in contradicted}
     shown = outputs[:depth]
     mask = 0
     if requested < budget:
         for i, j in pairs:
             open_pair = (not beats[i, j] and not worth[i, j]) or (i, j) in audits
-            if j < depth and shown[i] != shown[j] and plausible[i] and open_pair:
+            if j < depth and shown[i] != shown[j] and i in scope and plausible[i] and open_pair:
                 mask |= 1 << (j * (j - 1) // 2 + i)
-    return depth, mask, depth > label_informed, bool(contradicted)
+    overstated = any(by_labels[i, j] and not kl(i, j) for i, j in pairs)
+    return depth, mask, depth > label_informed, bool(contradicted), overstated and not contradicted
 
 
 @pytest.mark.parametrize("costs", [[0.0, 0.11, 0.11], [0.01, 0.011, 0.011, 0.068, 0.033]])
@@ -403,8 +461,9 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
     rng = np.random.default_rng(3)
     k = len(costs)
     n_pairs = k * (k - 1) // 2
-    seen = {"audit": 0, "mask": 0, "contradicted": 0}  # how often each rule decides something
-    for _ in range(300):
+    # How often each rule decides something ("ignored": a contradiction that does not concern the decision).
+    seen = {"audit": 0, "mask": 0, "contradicted": 0, "ignored": 0}
+    for _ in range(500):
         t = int(rng.integers(50, 40_000))
         queried = [t - 1, *sorted(rng.integers(1, t, size=k - 1).tolist(), reverse=True)]
         disagreements = [[0] * k for _ in range(k)]
@@ -419,7 +478,7 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
                     e = rng.uniform(-0.2, 1.0)
                     plus = int(rng.binomial(m, (1 + e) / 2))
                     evidence[:, j * (j - 1) // 2 + i] = (m, plus, m - plus)
-        requested = int(rng.integers(0, 7 * math.sqrt(t)))
+        requested = int(rng.integers(0, 10 * math.sqrt(t)))
         outputs = rng.integers(0, 2, size=k).tolist()
         policy = AuditedUSS(costs)
         document = policy.state_dict()
@@ -433,7 +492,7 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
         document["labels_requested"] = max(requested, int(evidence[0].max()))
         policy.load_state_dict(document)
         requested = document["labels_requested"]
-        depth, mask, audit, contradicted = _reference(
+        depth, mask, audit, contradicted, ignored = _reference(
             costs, t, queried, disagreements, evidence, requested, outputs
         )
         assert policy.select() == depth
@@ -442,5 +501,38 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
         seen["audit"] += audit
         seen["mask"] += mask != 0
         seen["contradicted"] += contradicted
+        seen["ignored"] += ignored
     # The random states reach every rule under test.
     assert min(seen.values()) >= 5, seen
+
+
+def _policy_in_state(costs, t, queried, disagreements, evidence, requested):
+    policy = AuditedUSS(costs)
+    document = policy.state_dict()
+    document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
+    document["evidence"].update(
+        labelled=evidence[0], deeper_right=evidence[1], shallower_right=evidence[2], labels=max(evidence[0])
+    )
+    document["labels_requested"] = requested
+    policy.load_state_dict(document)
+    return policy
+
+
+@pytest.mark.parametrize(("d23", "depth", "mask"), [(100, 2, 0), (3000, 3, 1)])
+def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, mask):
+    # C = (0, 0.1, 0.2); 10 000 rounds at depth 3. Stages 1-2 and 1-3 disagree on 30% of them, above
+    # both cost gaps, so stage 1 beats neither label-free; 200 labels of pair (1, 3) say e ≈ 0.05,
+    # δ_13 <= 0.31 · 0.4 < 0.2: stage 1 beats 3 by the labels (a contradiction), even at the strict
+    # level (so nothing is audited). 500 labels requested: above 3·sqrt(t) = 300, below 9·sqrt(t).
+    # d23 = 100 (p = 1%): stage 2 beats 3 label-free, the label-free depth is 2, and the contradiction
+    # on stage 3 (not queried at depth 2) changes nothing: no label beyond the base budget.
+    # d23 = 3000: the label-free depth is 3, it pays for stage 3, so the contradiction is decisive:
+    # stage 1 is contested and its open pair (1, 2) (bit 0), disagreeing, is asked about.
+    t = 10_001
+    disagreements = [[0, 3000, 3000], [0, 0, d23], [0, 0, 0]]
+    evidence = [[0, 200, 0], [0, 20, 0], [0, 10, 0]]
+    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500)
+    assert policy.label_free_depth() == (2 if d23 == 100 else 3)
+    assert policy.select() == depth
+    policy.update([0, 1, 1][:depth])
+    assert policy.label_request == mask

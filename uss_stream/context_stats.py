@@ -202,10 +202,24 @@ class ContextStats:
         before any count changes.
         """
         depth = len(outputs)
+        plain = self._discount is None
+        if depth == 1 and plain:
+            # The commonest event of an early-exit cascade: stage 1 only, no pair to compare.
+            self.decisions += 1
+            cell = cells[0]
+            counts = self.cells[0][cell]
+            bin_counts = self._bins[0][self.groups[0][cell]]
+            counts.decisions += 1
+            counts.queried[0] += 1
+            bin_counts.decisions += 1
+            bin_counts.queried[0] += 1
+            visits = self._visits[0] = self._visits[0] + 1
+            if visits >= self._regroup_at[0]:
+                self._regroup(0)
+            return
         decided = min(depth, self._n_stages - 1)
         differing = [(i, j) for j in range(1, depth) for i in range(j) if bool(outputs[i] != outputs[j])]
         self.decisions += 1
-        plain = self._discount is None
         for s in range(decided):
             cell = cells[s]
             counts = self.cells[s][cell]

@@ -3,21 +3,25 @@
 A label-asking policy (``policy.asks_for_labels``, :class:`~uss_stream.policies.AuditedUSS`)
 decides on its disagreement counts, on the labels that have arrived *and* on how many it requested
 (its budget); a label requested in round ``s`` is applied just before the decision of round ``s + D
-+ 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Between two label
-arrivals or requests, and within one confidence level
-(:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of two), the
-decision is a function of the round and the disagreement counts, so :func:`simulate_labelled`
-speculates as :func:`uss_stream.replay.simulate` does: each repetition guesses that it keeps its
-depth for a window of rounds, every speculated state is decided (and its label request computed) in
-one vectorised call, and a repetition accepts its rounds up to the first changed decision, its
-first request, the next label arrival or the next level change. The depths and requests equal the
-streaming loop's (tested).
++ 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Within one
+confidence level (:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of
+two) the decision is a function of the round, the disagreement counts, the labels arrived and the
+requests made, so :func:`simulate_labelled` speculates as :func:`uss_stream.replay.simulate` does:
+each repetition guesses that it keeps its depth for a window of rounds, and every speculated state
+is decided (and its label request computed) in one vectorised call. The labels that arrive within
+a window were requested before it, so each state gets the evidence of its own round; the window's
+own requests are counted against the budget thresholds
+(:meth:`AuditedUSS.budget_thresholds_many <uss_stream.policies.AuditedUSS.budget_thresholds_many>`).
+A repetition accepts its rounds up to the first changed decision, the first round where its count
+of requests crosses a threshold the states did not see, ``D + 1`` rounds after its first request
+in the window (when that label arrives), or the next level change. The depths and requests equal
+the streaming loop's (tested).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +73,8 @@ def simulate_labelled(
     Parameters
     ----------
     policy
-        A policy with ``asks_for_labels`` (``relations_many``, ``depth_many``, ``request_many``);
+        A policy with ``asks_for_labels`` (``relations_many``, ``depth_many``, ``request_many``,
+        ``budget_thresholds_many``);
         its own state is not used.
     rows
         ``(reps, horizon)`` indices into the log.
@@ -121,34 +126,67 @@ def simulate_labelled(
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
-        for r, first_round in zip(active.tolist(), start.tolist()):
+        level = label_level_many(start)
+        for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
+            changed: set[int] = set()
             while queue and queue[0] <= first_round - delay - 1:
                 s = queue.popleft()
-                bit_mask = int(masks[r * horizon + s - 1])
-                got = (bit_mask & bits) != 0
-                source = rows[r, s - 1]
-                evidence[r, 0] += got
-                evidence[r, 1] += got & deeper_right[source]
-                evidence[r, 2] += got & shallower_right[source]
-                e_level[r] = -1.0  # recompute this repetition's bounds below
-        level = label_level_many(start)
-        stale = active[e_level[active] != level]
-        for r, value in zip(stale.tolist(), level[e_level[active] != level].tolist()):
-            e_lower[r], e_upper[r], e_strict[r] = _e_rows(evidence[r], value, n_stages, memo)
-            e_level[r] = value
+                changed.update(
+                    _count_label(
+                        evidence[r],
+                        int(masks[r * horizon + s - 1]),
+                        rows[r, s - 1],
+                        bits,
+                        deeper_right,
+                        shallower_right,
+                    )
+                )
+            if e_level[r] != value:
+                changed = set(np.flatnonzero(evidence[r, 0]).tolist())
+                e_level[r] = value
+            _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
 
         n_active = active.size
         remaining = horizon - start + 1
         _, exponent = np.frexp((start - 1).astype(np.float64))
         limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
-        arrival = np.array([waiting[r][0] if waiting[r] else horizon for r in active.tolist()])
-        limit = np.minimum(limit, arrival + delay + 1 - start)
         # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
         typical = int(np.percentile(limit, 75))
         width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
+        # Each state's label evidence: the labels requested before the window that arrive within it
+        # are known, so the window runs on across their arrivals.
+        has_labels = np.repeat((evidence[active, 0] > 0)[None], width, axis=0)
+        state_lower = np.repeat(e_lower[active][None], width, axis=0)
+        state_upper = np.repeat(e_upper[active][None], width, axis=0)
+        state_strict = np.repeat(e_strict[active][None], width, axis=0)
+        for column, (r, first_round, value) in enumerate(
+            zip(active.tolist(), start.tolist(), level.tolist())
+        ):
+            queue = waiting[r]
+            if not queue or queue[0] + delay + 1 - first_round >= width:
+                continue
+            counted = evidence[r].copy()
+            lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
+            for s in queue:
+                position = s + delay + 1 - first_round
+                if position >= width:
+                    break
+                changed = _count_label(
+                    counted,
+                    int(masks[r * horizon + s - 1]),
+                    rows[r, s - 1],
+                    bits,
+                    deeper_right,
+                    shallower_right,
+                )
+                _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
+                has_labels[position:, column] = counted[0] > 0
+                state_lower[position:, column] = lower_row
+                state_upper[position:, column] = upper_row
+                state_strict[position:, column] = strict_row
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -167,13 +205,13 @@ def simulate_labelled(
             rounds,
             state_q.reshape(n_stages, n_states).T,
             state_d.reshape(n_pairs, n_states).T,
-            np.tile(evidence[active, 0] > 0, (width, 1)),
-            np.tile(e_lower[active], (width, 1)),
-            np.tile(e_upper[active], (width, 1)),
-            np.tile(e_strict[active], (width, 1)),
+            has_labels.reshape(n_states, n_pairs),
+            state_lower.reshape(n_states, n_pairs),
+            state_upper.reshape(n_states, n_pairs),
+            state_strict.reshape(n_states, n_pairs),
         )
-        # Decisions and requests use the count of requests before the window: exact up to and
-        # including the window's first request, which is where the window is cut.
+        # Decisions and requests use the count of requests before the window; they are exact while
+        # the count with the window's own requests is on the same side of every budget threshold.
         before = np.tile(requested[active], width)
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = pair_bool[row.ravel()]
@@ -184,9 +222,15 @@ def simulate_labelled(
         masks[flat] = asks
 
         first = np.where(decided != depth, offset, width).min(axis=0)
-        ask_positions = np.where(asks != 0, offset, width)
-        first_ask = ask_positions.min(axis=0)
-        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + 1)
+        asked = asks != 0
+        first_ask = np.where(asked, offset, width).min(axis=0)
+        thresholds = policy.budget_thresholds_many(rounds, relations)
+        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states)[:, None] + before[:, None]
+        moved = ((before[:, None] < thresholds) != (counted < thresholds)).any(axis=1)
+        first_moved = np.where(moved.reshape(width, n_active), offset, width).min(axis=0)
+        # A label requested in the window arrives D + 1 rounds later: the window ends there.
+        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
+        accept = np.minimum(accept, first_moved)
         last = accept - 1
         column = np.arange(n_active)
         new_depth = decided[last, column]
@@ -196,10 +240,10 @@ def simulate_labelled(
             pair[:, None] < pairs_below[new_depth - 1]
         )
         t[active] += accept
-        asked_now = first_ask < accept
-        requested[active] += asked_now
-        for r, position in zip(active[asked_now].tolist(), (start + first_ask)[asked_now].tolist()):
-            waiting[r].append(position)
+        taken = asked & (offset < accept)
+        requested[active] += taken.sum(axis=0)
+        for position, column in zip(*np.nonzero(taken)):
+            waiting[active[column]].append(int(start[column] + position))
         guess[active] = np.where(first == 0, new_depth, depth)
         possible = np.minimum(limit, width).sum()
         accepted = accept.sum() / possible
@@ -210,8 +254,20 @@ def simulate_labelled(
         if on_progress is not None:
             on_progress(int(accept.sum()))
         active = active[t[active] <= horizon]
+    # The labels due after the last decision arrive (as in the streaming loop); those still in
+    # flight at the horizon are requested (and paid for) but never applied.
+    for r in range(reps):
+        for s in waiting[r]:
+            if s <= horizon - delay:
+                _count_label(
+                    evidence[r],
+                    int(masks[r * horizon + s - 1]),
+                    rows[r, s - 1],
+                    bits,
+                    deeper_right,
+                    shallower_right,
+                )
     requests = masks[:spare].reshape(reps, horizon) != 0
-    # Labels still in flight at the horizon are requested (and paid for) but never applied.
     return LabelledRun(
         depths=depths[:spare].reshape(reps, horizon),
         requests=requests,
@@ -221,22 +277,40 @@ def simulate_labelled(
     )
 
 
-def _e_rows(
+def _count_label(
     evidence: np.ndarray,
+    mask: int,
+    source: int,
+    bits: np.ndarray,
+    deeper_right: np.ndarray,
+    shallower_right: np.ndarray,
+) -> list[int]:
+    """Add the label of log row ``source``, requested with the pair bit ``mask``, to one
+    repetition's ``3 x P`` counts (in place); the pairs it counted for."""
+    got = (mask & bits) != 0
+    evidence[0] += got
+    evidence[1] += got & deeper_right[source]
+    evidence[2] += got & shallower_right[source]
+    return np.flatnonzero(got).tolist()
+
+
+def _e_fill(
+    evidence: np.ndarray,
+    pairs: Iterable[int],
     level: float,
     n_stages: int,
     memo: dict[tuple[int, int, int, float], tuple[float, float, float]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of every pair of one
-    repetition (memoised scalar :func:`e_bounds`)."""
-    lower = np.full(evidence.shape[1], -1.0)
-    upper = np.full(evidence.shape[1], 1.0)
-    strict = np.full(evidence.shape[1], 1.0)
-    for p in np.flatnonzero(evidence[0]).tolist():
+    lower: np.ndarray,
+    upper: np.ndarray,
+    strict: np.ndarray,
+) -> None:
+    """Write ``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of the given
+    ``pairs`` of one repetition into ``lower``, ``upper``, ``strict`` (memoised scalar
+    :func:`e_bounds`)."""
+    for p in pairs:
         key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
         found = memo.get(key)
         if found is None:
             reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
             found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
         lower[p], upper[p], strict[p] = found
-    return lower, upper, strict

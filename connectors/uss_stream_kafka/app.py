@@ -1,6 +1,6 @@
 """The decision service: consume events, decide, produce decisions, checkpoint the learners.
 
-:class:`Application` wires the layers and runs the poll loop; a
+:class:`Application` runs the poll loop over the layers :mod:`~uss_stream_kafka.wiring` builds; a
 :class:`~uss_stream_kafka.processing.Processor` says what to do with each event (one learner per
 input partition). Per batch returned by ``poll``, the loop restores newly assigned partitions
 (:mod:`~uss_stream_kafka.recovery`), decides or dead-letters every record
@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from uss_stream_kafka.checkpoint import CheckpointStore
 from uss_stream_kafka.checkpointing import (
     MAX_REPLACEMENTS,  # noqa: F401 (re-exported)
     PRODUCER_DEFAULTS,
@@ -36,7 +35,6 @@ from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.processing import Processor
 from uss_stream_kafka.progress import IdleGate
 from uss_stream_kafka.recovery import Recovery
-from uss_stream_kafka.relearn import LabelsLog
 from uss_stream_kafka.shared import SharedLearning
 from uss_stream_kafka.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-exported)
     CONSUMER_DEFAULTS,
@@ -44,9 +42,9 @@ from uss_stream_kafka.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-expo
     check_processor,
     check_settings,
     check_topics,
-    new_consumer,
 )
 from uss_stream_kafka.topics import Topics
+from uss_stream_kafka.wiring import Layers, wire
 
 __all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
 
@@ -194,9 +192,8 @@ class Application:
         self._started = time.monotonic()
         self._last_poll = self._started
         self._idle_gate = IdleGate()
-        # Set up by run():
-        self._store: CheckpointStore | None = None
-        self._labels_log: LabelsLog | None = None
+        # Set up by run() (see uss_stream_kafka.wiring):
+        self._layers: Layers | None = None
         self._recovery: Recovery | None = None
         self._dispatcher: Dispatcher | None = None
         self._sharing: SharedLearning | None = None
@@ -313,63 +310,17 @@ class Application:
 
     def _setup(self) -> None:
         context = self._context
-        topics = self.topics
-        library = self.client_library
         partitions, dead_letter_bytes = check_topics(
-            library, self.client, topics, {**PRODUCER_DEFAULTS, **self.producer_options}
+            self.client_library, self.client, self.topics, {**PRODUCER_DEFAULTS, **self.producer_options}
         )
         context.metrics = ServiceMetrics(context.processor.n_stages)
         if self.http_port is not None:
             self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
         self._committer.start()
-        # read_committed: checkpoints of aborted transactions are never restored.
-        self._store = CheckpointStore(
-            topics.state,
-            {**self.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"},
-            library=library,
-        )
-        if topics.labels is not None and self.rebuild_models and context.processor.mode == "features":
-            self._labels_log = LabelsLog(
-                self.client.kafka_kwargs("labels-reader"), self.max_input_bytes, library=library
-            )
-        if self.shared_learning:
-            self._sharing = SharedLearning(context, self._store)
-        self._dispatcher = Dispatcher(context, self._committer, self.max_input_bytes, dead_letter_bytes)
-        self._recovery = Recovery(
-            context,
-            self._committer,
-            self._store,
-            self._labels_log,
-            self._sharing,
-            self._idle_gate,
-            auto_offset_reset=self.auto_offset_reset,
-            n_output=partitions[topics.output],
-            n_dlq=partitions[topics.dead_letter],
-        )
-        subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
-        context.consumer = new_consumer(
-            library,
-            self.client,
-            subscribed,
-            self._recovery.callbacks(),
-            {
-                **self.consumer_options,
-                "group_id": self.group_id,
-                "group_instance_id": self.group_instance_id,
-                "auto_offset_reset": self.auto_offset_reset,
-                "max_poll_records": self.max_poll_records,
-            },
-        )
-        log.info(
-            "%s mode, %s client, group %r: %s -> %s (dead letters %s, state %s)",
-            context.processor.mode,
-            library,
-            self.group_id,
-            "+".join(subscribed),
-            topics.output,
-            topics.dead_letter,
-            topics.state,
-        )
+        self._layers = wire(self, self._committer, self._idle_gate, partitions, dead_letter_bytes)
+        self._recovery = self._layers.recovery
+        self._dispatcher = self._layers.dispatcher
+        self._sharing = self._layers.sharing
 
     def _loop(self) -> None:
         context = self._context
@@ -459,10 +410,8 @@ class Application:
             except Exception as error:
                 log.warning("closing the consumer: %s", error)
         self._committer.close()
-        if self._store is not None:
-            self._store.close()
-        if self._labels_log is not None:
-            self._labels_log.close()
+        if self._layers is not None:
+            self._layers.close()
         if self._http is not None:
             self._http.close()
             self._http = None

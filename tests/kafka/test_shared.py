@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,9 +49,17 @@ def test_a_worker_decides_on_the_counts_another_worker_published(
         )
         for k in range(2)
     ]
-    for worker in workers:
-        worker.wait_for(lambda app: len(app._partitions) == 1, timeout=30)
-    owner = {tp.partition: worker for worker in workers for tp in worker.app._partitions}
+
+    def owners() -> dict[int, Running]:
+        return {tp.partition: worker for worker in workers for tp in list(worker.app._partitions)}
+
+    # Both at once: each worker's own wait could pass in a different generation of the group (an
+    # eager rebalance revokes everything before it assigns again).
+    def split(_: Any) -> bool:
+        return len(owners()) == 2 and all(len(w.app._partitions) == 1 for w in workers)
+
+    workers[0].wait_for(split, timeout=60)
+    owner = owners()
     tp0, tp1 = TopicPartition(topics.input, 0), TopicPartition(topics.input, 1)
 
     # Partition 0's worker learns alone (partition 1 is empty); it checkpoints its own counts and

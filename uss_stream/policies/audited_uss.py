@@ -11,7 +11,6 @@ import numpy as np
 from uss_stream.policies.confidence import kl_beats_many, portable_log_many
 from uss_stream.policies.label_evidence import (
     LabelEvidence,
-    delta_bounds,
     delta_bounds_many,
     e_bounds,
     e_upper,
@@ -40,29 +39,34 @@ class AuditedUSS(USSKLUCB):
     contradicted and the policy decides on the label-informed relation, until the bounds say
     otherwise.
 
-    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
-    asynchronous report) the policy asks for the event's label when (a) fewer labels were requested
-    so far than the budget, ``label_budget·sqrt(t)``, raised to ``contradicted_budget·sqrt(t)``
-    once some pair is beaten by the labels and not label-free (the label-free rule is contradicted:
-    WD fails on that pair), and (b) a queried pair ``(i, j)`` disagrees on this event that is
-    *open* or *audited*. Stage ``i`` must be *plausible* (no cheaper stage beats it and no label
-    bound shows a deeper stage to be worth its cost over it); *open* means neither "``i`` beats
-    ``j``" nor "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is established;
-    *audited* means the labels beat the pair against the label-free rule but a bound at the level
-    ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it yet. The
-    request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`, any number
-    of rounds later) it counts for exactly those pairs, whose labelled rounds are then an unbiased
-    sample of their disagreement rounds. A round whose stages all agree is never labelled.
+    **Contradictions that count.** A pair ``(i, j)`` beaten by the labels and not label-free
+    contradicts the label-free rule. It is *decisive* when it concerns the decision: the label-free
+    depth queries ``j`` (it pays for the stage the labels show not worth it), or the labels change
+    the depth. An overstated pair beyond the chosen depth is neither, and costs nothing.
 
-    **Auditing.** A contradicted pair ``(i, j)`` takes the policy to a depth below ``j``, where
-    ``j`` is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while
-    an audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
+    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
+    asynchronous report) the policy asks for the event's label when a queried pair ``(i, j)``
+    disagrees on this event that is *open* or *audited*, and fewer labels were requested so far
+    than ``label_budget·sqrt(t)``; beyond that and below ``contradicted_budget·sqrt(t)``, only when
+    such a pair has its ``i`` *contested* (the shallower stage of a decisive pair: the extra labels
+    go where a contradiction can change the decision). Stage ``i`` must be *plausible* (no cheaper
+    stage beats it and no label bound shows a deeper stage to be worth its cost over it); *open*
+    means neither "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``"
+    (``δ^L_ij > C_j - C_i``) is established; *audited* means the pair is decisive but a bound at
+    the level ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it
+    yet. The request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`,
+    any number of rounds later) it counts for exactly those pairs, whose labelled rounds are then an
+    unbiased sample of their disagreement rounds. A round whose stages all agree is never labelled.
+
+    **Auditing.** A decisive pair ``(i, j)`` takes the policy to a depth below ``j``, where ``j``
+    is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while an
+    audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
     depth ``j`` (the deepest such), which keeps labelling the pair until the strict bound confirms
     it or the labels undo it. Decisions and requests are functions of the counts, the labels
     requested and ``t``, so the streaming loop and the replay engine request the same labels.
 
     By construction at most ``contradicted_budget·sqrt(t)`` labels are requested in ``t`` rounds
-    (``label_budget·sqrt(t)`` while nothing is contradicted); where every open pair gets settled
+    (``label_budget·sqrt(t)`` while no contradiction is decisive); where every open pair gets settled
     requests stop after ``O(log T)`` labels per pair. See ``docs/audited.md`` for the argument
     and its limits.
 
@@ -73,10 +77,11 @@ class AuditedUSS(USSKLUCB):
     alpha
         Scale of USS-KL-UCB's exploration level.
     label_budget
-        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while the labels
-        contradict no label-free relation.
+        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while no
+        contradiction of the label-free rule is decisive.
     contradicted_budget
-        The budget's ``c`` once they do (``>= label_budget``; ``None``: ``2·label_budget``).
+        The budget's ``c`` while one is (``>= label_budget``; ``None``: ``3·label_budget``); the
+        labels beyond ``label_budget·sqrt(t)`` are asked about the contested stages' pairs only.
 
     Examples
     --------
@@ -115,16 +120,13 @@ class AuditedUSS(USSKLUCB):
                 )
         self.label_budget = label_budget
         self.contradicted_budget = contradicted_budget
-        self._raised = 2.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
+        self._raised = 3.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
         self._evidence = LabelEvidence(self.n_stages)
         self._requested = 0
         self._last_request = 0
         self._label_bounds = _PairBounds(len(self._pairs), self.n_stages)
         self._relations_key: tuple[int, int, int] | None = None
         self._relations_cache: _Relations | None = None
-        self._gap_matrix = [
-            [self._costs[j] - self._costs[i] for j in range(self.n_stages)] for i in range(self.n_stages)
-        ]
 
     # -- capabilities and read-only views --------------------------------------------------------
     @property
@@ -172,18 +174,43 @@ class AuditedUSS(USSKLUCB):
         level = label_level(t)
         k = self.n_stages
 
-        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[float, float] | None:
+        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[bool, bool] | None:
             if not labelled[pair]:
                 return None
             if strict:
-                lower, upper = -1.0, self._label_bounds.strict(self._evidence, pair, level)
-            else:
-                lower, upper = self._label_bounds.loose(self._evidence, pair, level)
-            return delta_bounds(disagreements[i][j], queried[j], lower, upper, level, k)
+                upper = self._label_bounds.strict(self._evidence, pair, level)
+                return self._label_relation(disagreements[i][j], queried[j], j, -1.0, upper, gap[pair], level)
+            lower, upper = self._label_bounds.loose(self._evidence, pair, level)
+            return self._label_relation(disagreements[i][j], queried[j], j, lower, upper, gap[pair], level)
 
-        relations = _Relations(k, self._pairs, gap, self._beats(t), bounds)
+        relations = _Relations(k, self._pairs, self._beats(t), bounds)
         self._relations_key, self._relations_cache = key, relations
         return relations
+
+    def _label_relation(
+        self, d: float, n: float, j: int, e_lower: float, e_upper: float, gap: float, level: float
+    ) -> tuple[bool, bool]:
+        """``(C_j - C_i > δ^U, δ^L > C_j - C_i)`` of :func:`delta_bounds`, to the bit.
+
+        ``δ^U <= e^U`` and ``δ^U >= p̂·e^U`` (``e^U >= 0``), ``δ^U <= 0`` (``e^U < 0``), and
+        ``δ^L <= p̂·e^L`` (``e^L >= 0``), ``δ^L <= 0`` (``e^L < 0``), with IEEE rounding monotone: the
+        Hoeffding radius (a logarithm and a square root) is computed only when these leave a side open.
+        """
+        p_hat = d / n
+        if e_upper >= 0.0:
+            beaten = True if gap > e_upper else (False if p_hat * e_upper >= gap else None)
+        else:
+            beaten = True if gap > 0.0 else None
+        worth = False if e_lower < 0.0 or p_hat * e_lower <= gap else None
+        if beaten is None or worth is None:
+            radius = math.sqrt(max(level - self._log_count(j, n), 1.0) / (2.0 * n))
+            p_upper = min(p_hat + radius, 1.0)
+            p_lower = max(p_hat - radius, 0.0)
+            if beaten is None:
+                beaten = gap > (p_upper * e_upper if e_upper >= 0.0 else p_lower * e_upper)
+            if worth is None:
+                worth = (p_lower * e_lower if e_lower >= 0.0 else p_upper * e_lower) > gap
+        return beaten, worth
 
     def _allowed(self, t: int, relations: _Relations) -> bool:
         """Fewer labels requested than the budget (``contradicted_budget`` once contradicted)."""
@@ -194,12 +221,15 @@ class AuditedUSS(USSKLUCB):
 
     def _decide(self, t: int) -> int:
         relations = self._relations(t)
-        k = self.n_stages
-        depth = select_depth_by(k, relations.beats)
-        for j in range(k - 1, depth - 1, -1):
-            for i in range(j):
-                if relations.audit(i, j) and relations.plausible(i):
-                    return j + 1 if self._allowed(t, relations) else depth
+        depth = relations.informed_depth
+        audited = [
+            j
+            for j in range(depth, self.n_stages)
+            for i in range(j)
+            if relations.audit(i, j) and relations.plausible(i)
+        ]
+        if audited and self._allowed(t, relations):
+            return max(audited) + 1
         return depth
 
     def label_free_depth_many(
@@ -227,13 +257,18 @@ class AuditedUSS(USSKLUCB):
         if all(output == first for output in outputs[1:]):
             return 0
         relations = self._relations(t)
-        if not self._allowed(t, relations):
+        if self._requested < self.label_budget * math.sqrt(t):
+            scope = range(self.n_stages)
+        elif self._allowed(t, relations):
+            scope = {i for i, _ in relations.decisive}
+        else:
             return 0
         mask = 0
         for j in range(1, depth):
             for i in range(j):
                 if (
                     outputs[i] != outputs[j]
+                    and i in scope
                     and relations.plausible(i)
                     and (relations.open(i, j) or relations.audit(i, j))
                 ):
@@ -334,8 +369,8 @@ class AuditedUSS(USSKLUCB):
         e_upper: np.ndarray,
         e_strict: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``beats``, ``worth``, ``audit`` (``M x P`` booleans) and ``contradicted`` (``M``) for ``M``
-        states, the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
+        """``beats``, ``worth``, ``audit`` and ``decisive`` (``M x P`` booleans) for ``M`` states,
+        the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
@@ -348,8 +383,16 @@ class AuditedUSS(USSKLUCB):
         log_kn = log_count[:, upper_j]
         lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn)
         by_labels = has_labels & (gap > upper) & ~kl
+        beats = kl | by_labels
+        decisive = np.zeros_like(by_labels)
+        some = np.flatnonzero(by_labels.any(axis=1))
+        if some.size:
+            label_free = select_depth_many_by(kl[some], self.n_stages)
+            changed = label_free != select_depth_many_by(beats[some], self.n_stages)
+            paid = upper_j[None, :] < label_free[:, None]
+            decisive[some] = by_labels[some] & (paid | changed[:, None])
         audit = np.zeros_like(by_labels)
-        state, pair = np.nonzero(by_labels)
+        state, pair = np.nonzero(decisive)
         if state.size:
             strict = delta_bounds_many(
                 pair_counts[state, pair],
@@ -361,7 +404,7 @@ class AuditedUSS(USSKLUCB):
                 log_kn[state, pair],
             )[1]
             audit[state, pair] = ~(gap[pair] > strict)
-        return kl | by_labels, has_labels & (lower > gap), audit, by_labels.any(axis=1)
+        return beats, has_labels & (lower > gap), audit, decisive
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
         """``M x K`` booleans: stage ``i`` is plausible (see :class:`_Relations`)."""
@@ -376,14 +419,22 @@ class AuditedUSS(USSKLUCB):
         scale = np.where(contradicted, self._raised, self.label_budget)
         return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
 
+    def budget_thresholds_many(self, rounds: np.ndarray, relations: tuple) -> np.ndarray:
+        """``M x 2``: the numbers of requested labels that :meth:`depth_many` and :meth:`request_many`
+        compare the count with (``label_budget·sqrt(t)`` and the state's budget), to the bit."""
+        root = np.sqrt(np.asarray(rounds, dtype=np.float64))
+        return np.stack(
+            [self.label_budget * root, self.budget_many(rounds, relations[3].any(axis=1))], axis=1
+        )
+
     def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
         """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
-        beats, worth, audit, contradicted = relations
+        beats, worth, audit, decisive = relations
         upper_i, upper_j = self._columns
         depth = select_depth_many_by(beats, self.n_stages)
         audited = audit & self.plausible_many(beats, worth)[:, upper_i]
         deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
-        allowed = requested < self.budget_many(rounds, contradicted)
+        allowed = requested < self.budget_many(rounds, decisive.any(axis=1))
         return np.where(allowed, np.maximum(depth, deepest), depth)
 
     def request_many(
@@ -400,14 +451,21 @@ class AuditedUSS(USSKLUCB):
         from :meth:`relations_many` on the counts before the event; ``requested`` holds the labels
         requested before each state's round.
         """
-        beats, worth, audit, contradicted = relations
+        beats, worth, audit, decisive = relations
         upper_i, upper_j = self._columns
         depths = np.asarray(depths)
-        allowed = (depths >= 2) & (requested < self.budget_many(rounds, contradicted))
+        root = np.sqrt(np.asarray(rounds, dtype=np.float64))
+        base = requested < self.label_budget * root
+        raised = requested < self.budget_many(rounds, decisive.any(axis=1))
+        contested = np.zeros((decisive.shape[0], self.n_stages), dtype=bool)
+        for p, (i, _) in enumerate(self._pairs):
+            contested[:, i] |= decisive[:, p]
+        scope = base[:, None] | (raised[:, None] & contested[:, upper_i])
         plausible = self.plausible_many(beats, worth)
         queried = upper_j[None, :] < depths[:, None]
         open_pairs = (~beats & ~worth) | audit
-        return disagreeing & queried & allowed[:, None] & plausible[:, upper_i] & open_pairs
+        asked = (depths >= 2)[:, None] & scope & plausible[:, upper_i] & open_pairs
+        return disagreeing & queried & asked
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -492,9 +550,11 @@ class _Relations:
     __slots__ = (
         "_bounds",
         "_by_labels",
-        "_contradicted",
-        "_gap",
+        "_decisive",
+        "_informed_depth",
         "_kl",
+        "_kl_known",
+        "_label_free_depth",
         "_pairs",
         "_plausible",
         "_worth",
@@ -505,31 +565,40 @@ class _Relations:
         self,
         n_stages: int,
         pairs: list[tuple[int, int]],
-        gap: list[float],
         kl: Callable[[int, int], bool],
-        bounds: Callable[[int, int, int, bool], tuple[float, float] | None],
+        bounds: Callable[[int, int, int, bool], tuple[bool, bool] | None],
     ) -> None:
         self.n_stages = n_stages
         self._pairs = pairs
-        self._gap = gap
         self._kl = kl
         self._bounds = bounds
+        self._kl_known: dict[int, bool] = {}
         self._by_labels: dict[int, bool] = {}
         self._worth: dict[int, bool] = {}
         self._plausible: dict[int, bool] = {}
-        self._contradicted: bool | None = None
+        self._decisive: list[tuple[int, int]] | None = None
+        self._label_free_depth: int | None = None
+        self._informed_depth: int | None = None
+
+    def kl(self, i: int, j: int) -> bool:
+        """Stage ``i`` beats ``j`` label-free (USS-KL-UCB's test, asked once per pair)."""
+        pair = j * (j - 1) // 2 + i
+        known = self._kl_known.get(pair)
+        if known is None:
+            known = self._kl_known[pair] = self._kl(i, j)
+        return known
 
     def by_labels(self, i: int, j: int) -> bool:
         pair = j * (j - 1) // 2 + i
         known = self._by_labels.get(pair)
         if known is None:
             found = self._bounds(pair, i, j, False)
-            known = self._by_labels[pair] = found is not None and self._gap[pair] > found[1]
-            self._worth[pair] = found is not None and found[0] > self._gap[pair]
+            known = self._by_labels[pair] = found is not None and found[0]
+            self._worth[pair] = found is not None and found[1]
         return known
 
     def beats(self, i: int, j: int) -> bool:
-        return self._kl(i, j) or self.by_labels(i, j)
+        return self.kl(i, j) or self.by_labels(i, j)
 
     def worth(self, i: int, j: int) -> bool:
         self.by_labels(i, j)
@@ -538,17 +607,37 @@ class _Relations:
     def open(self, i: int, j: int) -> bool:
         return not self.beats(i, j) and not self.worth(i, j)
 
-    def audit(self, i: int, j: int) -> bool:
-        if not self.by_labels(i, j) or self._kl(i, j):
+    @property
+    def informed_depth(self) -> int:
+        """The set test's depth on ``beats`` (label-free or by the labels)."""
+        if self._informed_depth is None:
+            self._informed_depth = select_depth_by(self.n_stages, self.beats)
+        return self._informed_depth
+
+    def is_decisive(self, i: int, j: int) -> bool:
+        """``(i, j)`` is beaten by the labels, not label-free (a contradiction), and the
+        contradiction concerns the decision: the label-free depth queries ``j``, or the labels
+        change the depth."""
+        if not self.by_labels(i, j) or self.kl(i, j):
             return False
-        pair = j * (j - 1) // 2 + i
-        return not self._gap[pair] > self._bounds(pair, i, j, True)[1]
+        if self._label_free_depth is None:
+            self._label_free_depth = select_depth_by(self.n_stages, self.kl)
+        return j < self._label_free_depth or self._label_free_depth != self.informed_depth
+
+    @property
+    def decisive(self) -> list[tuple[int, int]]:
+        """The decisive pairs (:meth:`is_decisive`)."""
+        if self._decisive is None:
+            self._decisive = [(i, j) for i, j in self._pairs if self.is_decisive(i, j)]
+        return self._decisive
+
+    def audit(self, i: int, j: int) -> bool:
+        """``(i, j)`` is decisive and not confirmed at the level ``L_t`` itself."""
+        return self.is_decisive(i, j) and not self._bounds(j * (j - 1) // 2 + i, i, j, True)[0]
 
     @property
     def contradicted(self) -> bool:
-        if self._contradicted is None:
-            self._contradicted = any(self.by_labels(i, j) and not self._kl(i, j) for i, j in self._pairs)
-        return self._contradicted
+        return bool(self.decisive)
 
     def plausible(self, i: int) -> bool:
         known = self._plausible.get(i)

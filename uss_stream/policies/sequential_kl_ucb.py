@@ -197,7 +197,11 @@ class SequentialKLUCB(Policy):
         decider._stats = counts
         target = stage + decider._decide(t) - 1
         if target == stage:
-            return self._end("cost test", (stage + 1, bin_))
+            contexts.record_cells(outputs, self._cells)
+            self._outputs = None
+            self._reason = "cost test"
+            self._context = (stage + 1, bin_)
+            return False
         self._target = target
         return True
 
