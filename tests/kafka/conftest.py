@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from clients_param import kafka_client  # noqa: F401 (the client library under test: a fixture)
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import (
@@ -185,15 +186,15 @@ def wait_for_metadata(bootstrap_servers: Any, expected: Mapping[str, int], timeo
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers)
-    deadline = time.monotonic() + timeout
+    seen: dict[str, int] = {}
+
+    def complete() -> bool:
+        consumer.topics()  # a metadata request for every topic
+        seen.update({name: len(consumer.partitions_for_topic(name) or ()) for name in expected})
+        return all(seen[name] >= count for name, count in expected.items())
+
     try:
-        while True:
-            consumer.topics()  # a metadata request for every topic
-            seen = {name: len(consumer.partitions_for_topic(name) or ()) for name in expected}
-            if all(seen[name] >= count for name, count in expected.items()):
-                return
-            assert time.monotonic() < deadline, f"the topics' metadata is incomplete after {timeout}s: {seen}"
-            time.sleep(0.05)
+        wait_until(complete, lambda: f"the topics' complete metadata (seen {seen})", timeout=timeout)
     finally:
         consumer.close()
 
@@ -341,13 +342,11 @@ class Running:
             self.error = error
 
     def wait_for(self, condition: Callable[[Application], bool], timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition(self.app):
-            if not self._thread.is_alive():
-                raise AssertionError(f"the application stopped early: {self.error!r}")
-            if time.monotonic() > deadline:
-                raise AssertionError("condition not reached in time")
-            time.sleep(0.02)
+        wait_until(lambda: condition(self.app), "the condition", timeout=timeout, alive=self._check_alive)
+
+    def _check_alive(self) -> None:
+        if not self._thread.is_alive():
+            raise AssertionError(f"the application stopped early: {self.error!r}")
 
     def alive(self) -> bool:
         """Whether the application is still running."""
@@ -379,16 +378,19 @@ def committed_offsets(
     """
     from kafka.errors import KafkaError
 
-    deadline = time.monotonic() + timeout
-    while True:
+    found: dict[Any, Any] = {}
+
+    def answered() -> bool:
         try:
-            offsets = admin.list_group_offsets({group: list(partitions)})[group]
+            found.update(admin.list_group_offsets({group: list(partitions)})[group])
         except KafkaError as error:
-            if not error.retriable or time.monotonic() > deadline:
+            if not error.retriable:
                 raise
-            time.sleep(0.1)
-            continue
-        return {tp: -1 if offsets.get(tp) is None else offsets[tp].offset for tp in partitions}
+            return False
+        return True
+
+    wait_until(answered, f"an answer for {group}'s committed offsets", timeout=timeout, every=0.1)
+    return {tp: -1 if found.get(tp) is None else found[tp].offset for tp in partitions}
 
 
 def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> RunSummary:
@@ -409,15 +411,16 @@ def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> R
     }
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     running = Running(app, processor)
-    deadline = time.monotonic() + timeout
+    committed: dict[Any, int] = {}
+
+    def done() -> bool:
+        if not running.alive():  # stopped by itself: join() below raises its error
+            return True
+        committed.update(committed_offsets(admin, app.group_id, list(ends)) if ends else {})
+        return all(committed[tp] >= end for tp, end in ends.items())
+
     try:
-        while running.alive():
-            committed = committed_offsets(admin, app.group_id, list(ends)) if ends else {}
-            if all(committed[tp] >= end for tp, end in ends.items()):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the group did not commit {ends} within {timeout}s: {committed}")
-            time.sleep(0.05)
+        wait_until(done, lambda: f"the group's commit of {ends} (committed {committed})", timeout=timeout)
     finally:
         admin.close()
         app.stop()

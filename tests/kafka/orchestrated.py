@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from conftest import RUNNING
+from waiting import wait_until
 
 from uss_stream_kafka import Application, ClientConfig
 from uss_stream_kafka.orchestrating import (
@@ -94,23 +94,24 @@ class Serving:
     def join_quietly(self, timeout: float = 30.0) -> None:
         self._thread.join(timeout)
 
+    def _check_alive(self) -> None:
+        assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
+
     def wait_for(self, condition: Callable[[OrchestrationSummary], bool], timeout: float = 40.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition(self.orchestrator.summary):
-            assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
-            assert time.monotonic() < deadline, f"condition not reached: {self.orchestrator.summary}"
-            time.sleep(0.02)
+        wait_until(
+            lambda: condition(self.orchestrator.summary),
+            lambda: f"the condition (summary {self.orchestrator.summary})",
+            timeout=timeout,
+            alive=self._check_alive,
+        )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the requests partitions are assigned and restored."""
-        deadline = time.monotonic() + timeout
-        while not self.orchestrator.ready():
-            assert self._thread.is_alive(), f"the orchestrator stopped: {self.result!r}"
-            assert time.monotonic() < deadline, (
-                f"the orchestrator got no partition in {timeout}s; its health "
-                f"{self.orchestrator.app.health()}, its thread at:\n{self._stack()}"
-            )
-            time.sleep(0.02)
+        wait_until(self.orchestrator.ready, self._not_ready, timeout=timeout, alive=self._check_alive)
+
+    def _not_ready(self) -> str:
+        health = self.orchestrator.app.health()
+        return f"a restored partition (health {health}, its thread at:\n{self._stack()})"
 
     def _stack(self) -> str:
         frame = sys._current_frames().get(self._thread.ident)

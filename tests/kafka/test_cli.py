@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -25,6 +24,7 @@ from conftest import (
     stream,
     trickle,
 )
+from waiting import wait_until
 
 from uss_stream.cli import main
 from uss_stream.policies import USSUCB
@@ -75,13 +75,13 @@ class Service:
         assert self.process.poll() is None, f"the service exited early:\n{self.log[-3000:]}"
 
     def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.log:
-            self.alive()
-            assert time.monotonic() < deadline, (
-                f"no {text!r} in the log after {timeout}s:\n{self.log[-3000:]}"
-            )
-            time.sleep(0.02)
+        wait_until(
+            lambda: text in self.log,
+            lambda: f"{text!r} in the log:\n{self.log[-3000:]}\n",
+            timeout=timeout,
+            alive=self.alive,
+            every=0.02,
+        )
 
     def finish(self, timeout: float = 120.0) -> str:
         """Wait for a clean exit (0); returns the log."""
@@ -99,11 +99,12 @@ def output_count(bootstrap: str, topic: str) -> int:
 def wait_for_outputs(
     bootstrap: str, topic: str, at_least: int, service: Service, timeout: float = 60
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while output_count(bootstrap, topic) < at_least:
-        service.alive()
-        assert time.monotonic() < deadline, f"fewer than {at_least} decisions after {timeout}s"
-        time.sleep(0.02)
+    wait_until(
+        lambda: output_count(bootstrap, topic) >= at_least,
+        f"{at_least} decisions",
+        timeout=timeout,
+        alive=service.alive,
+    )
 
 
 def committed_offset(admin: Any, group: str, topic: str) -> int:
@@ -115,11 +116,12 @@ def committed_offset(admin: Any, group: str, topic: str) -> int:
 
 def stop_when_committed(admin: Any, group: str, topic: str, offset: int, service: Service) -> str:
     """SIGTERM ``service`` once its group committed ``offset`` of ``topic``/0; returns its log."""
-    deadline = time.monotonic() + 90
-    while committed_offset(admin, group, topic) < offset:
-        service.alive()
-        assert time.monotonic() < deadline, f"offset {offset} not committed after 90s:\n{service.log[-3000:]}"
-        time.sleep(0.05)
+    wait_until(
+        lambda: committed_offset(admin, group, topic) >= offset,
+        lambda: f"the commit of offset {offset}:\n{service.log[-3000:]}\n",
+        timeout=90,
+        alive=service.alive,
+    )
     service.process.send_signal(signal.SIGTERM)
     return service.finish()
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import committed_offsets, read_all, wait_for_metadata
+from waiting import wait_until
 
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError, TopicPartition, TopicSpec
@@ -308,12 +309,13 @@ def test_offsets_sent_to_a_transaction(client, bootstrap_servers, make_topic, cl
         """The group's committed offsets observed until it is ``offset`` (markers are written after
         the commit returns; until then the broker reports the offset unstable or the previous one)."""
         observed: list[int | None] = []
-        deadline = time.monotonic() + 60
-        while not observed or observed[-1] != offset:
-            assert time.monotonic() < deadline, observed
+
+        def reached() -> bool:
             found = committed_offsets(admin, name, [tp])[tp]
             observed.append(None if found < 0 else found)
-            time.sleep(0.05)
+            return observed[-1] == offset
+
+        wait_until(reached, lambda: f"committed offset {offset} (observed {observed})", timeout=60)
         return observed
 
     producer.begin_transaction()

@@ -158,6 +158,8 @@ DEAD_MEMBER = textwrap.dedent(
     """
     import sys
     from kafka import KafkaConsumer
+    from uss_stream_kafka.clients.kafka_python_group import repair_group_join
+    repair_group_join()  # as the service's consumers: kafka-python 3.0.12 alone can lose its assignment
     consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], enable_auto_commit=False,
                              session_timeout_ms=10000, heartbeat_interval_ms=1000)
     consumer.subscribe(sys.argv[3:])

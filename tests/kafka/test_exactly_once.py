@@ -23,6 +23,7 @@ from conftest import (
     trickle,
 )
 from test_cli import Service, committed_offset, output_count
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
@@ -164,15 +165,17 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=1_500)
     seen_at_kill, open_at_kill = [], []
     for threshold in kill_at:
-        deadline = time.monotonic() + 90
         # Armed past the threshold and while a transaction holds records, so that the kill aborts one.
-        while not (
-            output_count(bootstrap_servers, topics.output) >= threshold
-            and open_transaction_records(bootstrap_servers, topics.output) > 0
-        ):
-            service.alive()
-            assert time.monotonic() < deadline, f"no open transaction past {threshold} output records"
-            time.sleep(0.01)
+        wait_until(
+            lambda threshold=threshold: (
+                output_count(bootstrap_servers, topics.output) >= threshold
+                and open_transaction_records(bootstrap_servers, topics.output) > 0
+            ),
+            f"an open transaction past {threshold} output records",
+            timeout=90,
+            alive=service.alive,
+            every=0.01,
+        )
         service.process.send_signal(signal.SIGKILL)
         service.process.wait(timeout=10)
         assert service.process.returncode == -signal.SIGKILL
@@ -181,11 +184,12 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
         service = Service(bootstrap_servers, topics, group, *options)
         service.wait_for_log("restored")  # the next kill hits a restored service, not a starting one
     producing.join()
-    deadline = time.monotonic() + 90
-    while committed_offset(admin, group, topics.input) != n:
-        service.alive()
-        assert time.monotonic() < deadline, "the last events were not committed within 90s"
-        time.sleep(0.05)
+    wait_until(
+        lambda: committed_offset(admin, group, topics.input) == n,
+        "the commit of the last events",
+        timeout=90,
+        alive=service.alive,
+    )
     service.process.send_signal(signal.SIGTERM)
     service.finish(timeout=90)
     seconds = time.monotonic() - started

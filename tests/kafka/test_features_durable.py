@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import random
 import signal
-import time
 import uuid
 from typing import Any
 
@@ -29,6 +28,7 @@ from conftest import (
 )
 from phases import comparable, phases, reference_decisions
 from test_cli import Service, output_count
+from waiting import wait_until as wait_on
 
 from uss_stream_kafka import Topics
 
@@ -51,11 +51,9 @@ def committed(admin: Any, group: str, topic: str) -> int:
 
 
 def wait_until(condition: Any, what: str, service: Service, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        service.alive()
-        assert time.monotonic() < deadline, f"{what} not reached after {timeout}s:\n{service.log[-3000:]}"
-        time.sleep(0.02)
+    """:func:`waiting.wait_until`, failing at once when ``service`` exited; its log in the message."""
+    wait_on(condition, lambda: f"{what} (log:\n{service.log[-3000:]}\n)", timeout=timeout,
+            alive=service.alive)  # fmt: skip
 
 
 def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted_run(

@@ -25,6 +25,7 @@ from conftest import (
     run_app,
     stream,
 )
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
@@ -142,7 +143,6 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
     """Quix Streams #1017: exactly-once checkpoints, then the cleaner removes the superseded
     checkpoints and their transaction markers; the restore must read the state topic to its end
     (no hang on the offset gaps) and resume from the last checkpoint."""
-    import time
 
     from kafka.admin import ConfigResource, ConfigResourceType
 
@@ -170,14 +170,18 @@ def test_a_state_topic_whose_transaction_markers_were_compacted_away_restores(
         OutputsProcessor(COSTS, alpha=0.51),
     )
     # Roll segments and wait (observable) for the cleaner: fewer records than offsets.
-    deadline = time.monotonic() + 200
-    while True:
+    seen: list[tuple[int, int]] = []
+
+    def compacted() -> bool:
         records, end = state_records_and_end(bootstrap_servers, topics.state)
+        seen.append((records, end))
         if records < end / 4:
-            break
-        assert time.monotonic() < deadline, f"the cleaner did not compact the state topic ({records}/{end})"
+            return True
         _send(bootstrap_servers, topics.state, b"roll", b"{}")  # appends roll the 100 ms segments
-        time.sleep(1)
+        return False
+
+    wait_until(compacted, lambda: f"the compaction of the state topic (records/end {seen[-1]})", timeout=200,
+               every=1.0)  # fmt: skip
 
     produce(bootstrap_servers, topics.input, values[2_000:])
     summary = run_app(
@@ -199,14 +203,12 @@ def group_state(admin, group: str) -> str:
 
 def wait(condition, what: str, services: list[Running], timeout: float = 120.0) -> None:
     """Wait for ``condition()``; fail if a service stopped or ``timeout`` passed."""
-    import time
 
-    deadline = time.monotonic() + timeout
-    while not condition():
+    def alive() -> None:
         for service in services:
             assert service.alive(), f"a service stopped early: {service.error!r}"
-        assert time.monotonic() < deadline, f"{what} not reached in {timeout}s"
-        time.sleep(0.02)
+
+    wait_until(condition, what, timeout=timeout, alive=alive, every=0.02)
 
 
 @pytest.mark.parametrize("revoked_inside", [False, True], ids=["rebalance-at-next-poll", "revoked-inside"])

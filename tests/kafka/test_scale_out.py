@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from conftest import COSTS, checkpoints_of, end_offsets, read_all, stream, trickle
 from test_cli import Service
+from waiting import wait_until as wait_on
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import Topics
@@ -66,24 +67,24 @@ def start_workers(bootstrap: str, topics: Topics, group: str, options: list[str]
         Service(bootstrap, topics, group, *options, "--group-instance-id", f"worker-{k}")
         for k in range(WORKERS)
     ]
-    deadline = time.monotonic() + 120
     # The group is stable once every worker holds a partition.
-    while not all(owned_partitions(w, topics.input) for w in workers):
-        for worker in workers:
-            worker.alive()
-        assert time.monotonic() < deadline, "the three workers did not share the partitions within 120s"
-        time.sleep(0.05)
+    wait_until(
+        lambda: all(owned_partitions(w, topics.input) for w in workers),
+        "a partition for each of the three workers",
+        workers,
+        timeout=120,
+    )
     return workers
 
 
 def wait_until(condition: Any, what: str, workers: list[Service], timeout: float) -> float:
-    started = time.monotonic()
-    while not condition():
+    """:func:`waiting.wait_until`, failing at once when one of ``workers`` exited."""
+
+    def alive() -> None:
         for worker in workers:
             worker.alive()
-        assert time.monotonic() - started < timeout, f"{what} not reached in {timeout}s"
-        time.sleep(0.1)
-    return time.monotonic() - started
+
+    return wait_on(condition, what, timeout=timeout, alive=alive, every=0.1)
 
 
 @pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])

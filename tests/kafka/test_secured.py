@@ -24,6 +24,7 @@ import pytest
 from conftest import COSTS, committed_offsets, stream
 from test_broker_restart import BROKER_SH, _free_port_pair
 from test_cli import topic_options
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import ClientConfig, Topics, create_topics
@@ -137,13 +138,17 @@ def test_the_service_decides_with_credentials(secured_broker):
     admin = KafkaAdminClient(**secured_broker.client().kafka_kwargs("admin"))
     tp = TopicPartition(topics.input, 0)
     try:
-        deadline = time.monotonic() + 120
-        while True:
+
+        def running() -> None:
             assert process.poll() is None, process.stderr.read()[-3000:]
-            if committed_offsets(admin, group, [tp])[tp] >= len(values):
-                break
-            assert time.monotonic() < deadline, "the service did not commit every event in 120s"
-            time.sleep(0.2)
+
+        wait_until(
+            lambda: committed_offsets(admin, group, [tp])[tp] >= len(values),
+            "the commit of every event",
+            timeout=120,
+            alive=running,
+            every=0.2,
+        )
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=60)
     finally:

@@ -37,6 +37,7 @@ from conftest import COSTS, checkpoints_of, committed_offsets, end_offsets, read
 from test_broker_restart import RestartableBroker
 from test_cli import Service
 from test_scale_out import owned_partitions
+from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import Topics, create_topics
@@ -163,12 +164,7 @@ class Soak:
         return {k: owned_partitions(w, self.topics.input) for k, w in self.workers.items()}
 
     def wait(self, condition: Any, what: str, timeout: float = 180, every: float = 0.1) -> float:
-        started = time.monotonic()
-        while not condition():
-            self.alive()
-            assert time.monotonic() - started < timeout, f"{what} not reached in {timeout}s"
-            time.sleep(every)
-        return time.monotonic() - started
+        return wait_until(condition, what, timeout=timeout, alive=self.alive, every=every)
 
     def kill(self, k: int, wait_for_takeover: bool) -> None:
         """SIGKILL worker ``k`` and restart it (after the survivors took its partitions over)."""
@@ -230,10 +226,8 @@ def test_soak(soak_broker, record_property, tmp_path):
     create_topics(admin, topics, partitions=PARTITIONS)
     admin.close()
     # A group leader that finds no metadata for the input assigns nothing: wait until it is served.
-    deadline = time.monotonic() + 60
-    while len(end_offsets(bootstrap, topics.input)) < PARTITIONS:
-        assert time.monotonic() < deadline, "the input topic's partitions are not served"
-        time.sleep(0.2)
+    wait_until(lambda: len(end_offsets(bootstrap, topics.input)) >= PARTITIONS,
+               "the input's partitions served", timeout=60, every=0.2)  # fmt: skip
     sizes = [EVENTS // PARTITIONS + (p < EVENTS % PARTITIONS) for p in range(PARTITIONS)]
     streams = {p: stream(sizes[p], seed=SEED + p, start=STRIDE * p) for p in range(PARTITIONS)}
     group = "soak-group"

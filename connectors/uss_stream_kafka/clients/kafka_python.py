@@ -25,6 +25,7 @@ from .base import (
     TopicSpec,
     UndecodableError,
 )
+from .kafka_python_group import repair_group_join
 
 __all__ = ["KafkaPythonAdmin", "KafkaPythonConsumer", "KafkaPythonProducer"]
 
@@ -139,6 +140,7 @@ class KafkaPythonConsumer(Consumer):
     """A ``KafkaConsumer`` (``settings``: its keyword arguments; auto-commit is off)."""
 
     def __init__(self, **settings: Any) -> None:
+        repair_group_join()  # kafka-python 3.0's group join loses assignments under load
         assignors = settings.get("partition_assignment_strategy")
         if isinstance(assignors, str):  # librdkafka's spelling: "range", "roundrobin"...
             settings["partition_assignment_strategy"] = _assignors(assignors)
