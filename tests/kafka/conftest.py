@@ -216,12 +216,17 @@ def produce(
 
 
 def trickle(
-    bootstrap_servers: str, topic: str, values: Mapping[int, Sequence[bytes]], per_second: float
+    bootstrap_servers: str,
+    topic: str,
+    values: Mapping[int, Sequence[bytes]],
+    per_second: float,
+    flowing: threading.Event | None = None,
 ) -> threading.Thread:
     """Produce ``values[p]`` to partition ``p`` in the background, ``per_second`` events a second in all.
 
     One idempotent producer for the whole stream, so that it buffers and retries through a broker's
-    absence; the partitions advance together, a chunk of each per step.
+    absence; the partitions advance together, a chunk of each per step. With ``flowing``, the
+    stream pauses while the event is clear (e.g. while the service under test is down).
     """
 
     def run() -> None:
@@ -230,6 +235,8 @@ def trickle(
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5, enable_idempotence=True)
         chunk = max(1, int(per_second / 20 / len(values)))
         for start in range(0, max(map(len, values.values())), chunk):
+            if flowing is not None:
+                flowing.wait()
             sent = 0
             for partition, stream_values in values.items():
                 for value in stream_values[start : start + chunk]:

@@ -598,7 +598,13 @@ class ConfluentProducer(Producer):
         try:
             call(*args)
         except _ck().KafkaException as error:
-            raise _error(error, what) from error
+            failure = _error(error, what)
+            # A fatal one (e.g. fenced while adding partitions): librdkafka's close() would try the
+            # abort again, and confluent-kafka 2.16 then left a RuntimeWarning's exception pending
+            # (a SystemError at the next call, which ended the service).
+            if failure.fatal:
+                self._fatal = self._fatal or failure
+            raise failure from error
 
     def init_transactions(self, timeout: float | None = None) -> None:
         self._transaction("init_transactions", self._producer.init_transactions, _seconds(timeout))
@@ -626,7 +632,7 @@ class ConfluentProducer(Producer):
 
     def close(self, timeout: float | None = None) -> None:
         if self._fatal is not None:
-            return  # nothing can be sent or aborted any more
+            return  # nothing can be sent or aborted any more (librdkafka frees it when collected)
         if self._serve(_seconds(timeout)) == 0:  # else librdkafka drops the rest when collected
             self._producer.close()
 

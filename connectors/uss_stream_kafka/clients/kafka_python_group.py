@@ -24,8 +24,8 @@ group with no usable partition:
    rebalance (revoking the partitions the member had just started restoring). Repair: the leader
    records the metadata it really assigned from.
 
-Each repair wraps kafka-python's own method and changes nothing else; a kafka-python without these
-methods (another major version) is left alone.
+Each repair wraps kafka-python's own method and changes nothing else; a kafka-python other than
+3.0.x, or without these methods, is left alone.
 """
 
 from __future__ import annotations
@@ -43,8 +43,13 @@ def repair_group_join() -> None:
     global _REPAIRED
     if _REPAIRED:
         return
+    import kafka
     from kafka.coordinator.base import BaseCoordinator
     from kafka.coordinator.consumer import ConsumerCoordinator
+
+    if not kafka.__version__.startswith("3.0."):  # checked on 3.0.12: a later line is used as it is
+        _REPAIRED = True
+        return
 
     needed = ("need_rejoin", "_perform_assignment", "_on_join_complete_async", "_build_metadata_snapshot")
     if not all(hasattr(ConsumerCoordinator, name) for name in needed) or not all(
