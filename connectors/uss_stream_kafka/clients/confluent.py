@@ -641,13 +641,27 @@ class ConfluentAdmin(Admin):
     """A librdkafka ``AdminClient`` (``settings``: kafka-python names or librdkafka properties)."""
 
     def __init__(self, **settings: Any) -> None:
-        self._admin = _ck_admin().AdminClient(librdkafka_config(settings))
+        #: An authentication failure librdkafka reported (it retries; the metadata wait fails on it).
+        self._refused: ClientError | None = None
+        self._admin = _ck_admin().AdminClient({**librdkafka_config(settings), "error_cb": self._client_error})
 
-    def _metadata(self) -> dict[str, Any]:
-        try:
-            return self._admin.list_topics(timeout=30).topics
-        except _ck().KafkaException as error:
-            raise _error(error, "cluster metadata") from error
+    def _client_error(self, error: Any) -> None:
+        if error.code() == _ck().KafkaError._AUTHENTICATION and self._refused is None:
+            self._refused = _error(error, "authentication")
+
+    def _metadata(self, timeout: float = 30.0) -> dict[str, Any]:
+        """The cluster's topics; a wrong credential fails at the broker's answer, not after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = min(1.0, max(0.01, deadline - time.monotonic()))
+            try:
+                return self._admin.list_topics(timeout=wait).topics
+            except _ck().KafkaException as error:
+                self._admin.poll(0)  # serves the error callback
+                if self._refused is not None:
+                    raise self._refused from error
+                if time.monotonic() >= deadline:
+                    raise _error(error, "cluster metadata") from error
 
     def create_topics(self, topics: Mapping[str, TopicSpec]) -> dict[str, ClientError | None]:
         admin = _ck_admin()
