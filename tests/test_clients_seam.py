@@ -70,3 +70,24 @@ def test_unreachable_brokers_are_a_retriable_error():
         producer.init_transactions(1.0)
     assert caught.value.timeout and caught.value.retriable and not caught.value.fatal
     producer.close(0)
+
+
+@pytest.mark.parametrize(
+    "name",
+    # Kafka's retriable coordinator errors (RetriableException in the Java client) and librdkafka's
+    # "waiting for coordinator": a commit right after a broker restart meets them.
+    ["_WAIT_COORD", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"],
+)
+def test_a_coordinator_not_found_yet_is_retriable_on_confluent(name):
+    ck = pytest.importorskip("confluent_kafka")
+    from uss_stream_kafka.clients.confluent import _error
+
+    error = _error(ck.KafkaException(ck.KafkaError(getattr(ck.KafkaError, name))), "commit")
+    assert error.retriable and not error.fatal and error.name == name
+
+
+def test_a_fenced_producer_is_not_retriable_on_confluent():
+    ck = pytest.importorskip("confluent_kafka")
+    from uss_stream_kafka.clients.confluent import _error
+
+    assert not _error(ck.KafkaException(ck.KafkaError(ck.KafkaError._FENCED)), "commit").retriable

@@ -137,6 +137,12 @@ _OUTAGE = (
     "_UNKNOWN_PARTITION",
     "LEADER_NOT_AVAILABLE",
     "NOT_LEADER_FOR_PARTITION",
+    # The group coordinator not found yet (after a broker restart, a commit answers "waiting for
+    # coordinator" until the group's coordinator is up again): the next commit point retries.
+    "_WAIT_COORD",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_COORDINATOR",
+    "COORDINATOR_LOAD_IN_PROGRESS",
 )
 
 
