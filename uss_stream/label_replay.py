@@ -123,6 +123,11 @@ def simulate_labelled(
     active = np.arange(reps)
     window = _FIRST_WINDOW
 
+    def apply_label(r: int, s: int) -> list[int]:
+        """Count the label of repetition ``r``'s round ``s`` into its evidence (the pairs it changed)."""
+        mask = int(masks[r * horizon + s - 1])
+        return _count_label(evidence[r], mask, rows[r, s - 1], bits, deeper_right, shallower_right)
+
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
@@ -132,16 +137,7 @@ def simulate_labelled(
             changed: set[int] = set()
             while queue and queue[0] <= first_round - delay - 1:
                 s = queue.popleft()
-                changed.update(
-                    _count_label(
-                        evidence[r],
-                        int(masks[r * horizon + s - 1]),
-                        rows[r, s - 1],
-                        bits,
-                        deeper_right,
-                        shallower_right,
-                    )
-                )
+                changed.update(apply_label(r, s))
             if e_level[r] != value:
                 changed = set(np.flatnonzero(evidence[r, 0]).tolist())
                 e_level[r] = value
@@ -259,14 +255,7 @@ def simulate_labelled(
     for r in range(reps):
         for s in waiting[r]:
             if s <= horizon - delay:
-                _count_label(
-                    evidence[r],
-                    int(masks[r * horizon + s - 1]),
-                    rows[r, s - 1],
-                    bits,
-                    deeper_right,
-                    shallower_right,
-                )
+                apply_label(r, s)
     requests = masks[:spare].reshape(reps, horizon) != 0
     return LabelledRun(
         depths=depths[:spare].reshape(reps, horizon),
