@@ -149,7 +149,7 @@ def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, caps
             "demo-producer",
             "--bootstrap-servers",
             bootstrap_servers,
-            "--topic",
+            "--input-topic",
             topics.input,
         ]
         assert main([*producer, "--events", "1000"]) == 0

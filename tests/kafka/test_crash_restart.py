@@ -107,8 +107,8 @@ def test_orchestrator_restarted_on_a_backlog_of_requests_and_reports_applies_eve
     service = processes(
         [
             sys.executable, "-m", "uss_stream.cli", "kafka", "orchestrate",
-            "--bootstrap-servers", bootstrap_servers, "--requests-topic", topics.requests,
-            "--reports-topic", topics.reports, "--decisions-topic", topics.decisions,
+            "--bootstrap-servers", bootstrap_servers, "--input-topic", topics.requests,
+            "--reports-topic", topics.reports, "--output-topic", topics.decisions,
             "--dlq-topic", topics.dead_letter, "--state-topic", topics.state, "--group-id", group,
             "--stage-costs", ",".join(map(str, COSTS)),
             "--checkpoint-every", "1000000000", "--checkpoint-interval", "3600", "--metrics-port", "0",
@@ -213,8 +213,8 @@ def test_orchestrate_exit_when_idle_waits_for_the_assignment_and_the_end_offsets
 def orchestrate_command(bootstrap: str, topics: OrchestrationTopics, group: str, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "uss_stream.cli", "kafka", "orchestrate", "--bootstrap-servers", bootstrap,
-        "--requests-topic", topics.requests, "--reports-topic", topics.reports,
-        "--decisions-topic", topics.decisions, "--dlq-topic", topics.dead_letter,
+        "--input-topic", topics.requests, "--reports-topic", topics.reports,
+        "--output-topic", topics.decisions, "--dlq-topic", topics.dead_letter,
         "--state-topic", topics.state, "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
         "--metrics-port", "0", *extra,
     ]  # fmt: skip

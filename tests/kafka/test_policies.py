@@ -145,8 +145,8 @@ def test_a_bad_policy_is_a_configuration_error_exit_2(extra, message, capsys, mo
 
 
 def test_orchestrate_takes_the_same_policy_option(capsys):
-    args = ["kafka", "orchestrate", "--bootstrap-servers", "127.0.0.1:1", "--requests-topic", "q",
-            "--reports-topic", "r", "--decisions-topic", "d", "--dlq-topic", "x", "--state-topic", "s",
+    args = ["kafka", "orchestrate", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "q",
+            "--reports-topic", "r", "--output-topic", "d", "--dlq-topic", "x", "--state-topic", "s",
             "--group-id", "g", "--stage-costs", "0,0.1,0.2"]  # fmt: skip
     assert main([*args, "--policy", "audited"]) == 2
     assert "--policy 'audited': AuditedUSS asks for labels; orchestration has none" in capsys.readouterr().err

@@ -106,7 +106,7 @@ def test_demo_producer_on_either_client(kafka_client, mode, bootstrap_servers, a
         wait_for_metadata=True,
     )
     command = [
-        "kafka", "demo-producer", "--bootstrap-servers", bootstrap_servers, "--topic", topics.input,
+        "kafka", "demo-producer", "--bootstrap-servers", bootstrap_servers, "--input-topic", topics.input,
         "--events", "500", "--mode", mode, "--client", kafka_client,
     ]  # fmt: skip
     if mode == "features":
