@@ -33,7 +33,7 @@ from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
 from uss_stream_kafka.http import HttpEndpoint, health_details, serve
 from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.processing import Processor
-from uss_stream_kafka.progress import IdleGate
+from uss_stream_kafka.progress import IdleGate, StallWatch
 from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.shared import SharedLearning
 from uss_stream_kafka.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-exported)
@@ -192,6 +192,7 @@ class Application:
         self._started = time.monotonic()
         self._last_poll = self._started
         self._idle_gate = IdleGate()
+        self._stall_watch = StallWatch(started=self._started)
         # Set up by run() (see uss_stream_kafka.wiring):
         self._layers: Layers | None = None
         self._recovery: Recovery | None = None
@@ -262,9 +263,15 @@ class Application:
         return None if self._http is None else (self.http_host, self._http.port)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
-        """``(healthy, details)``: healthy while running and polling within ``health_timeout``."""
-        poll_age = time.monotonic() - self._last_poll
-        healthy = self._status == "starting" or (self._status == "running" and poll_age < self.health_timeout)
+        """``(healthy, details)``: healthy while running, polling within ``health_timeout`` and, with
+        records waiting on its partitions, receiving one within ``health_timeout`` (:class:`StallWatch`)."""
+        now = time.monotonic()
+        poll_age = now - self._last_poll
+        stalled_since = self._stall_watch.stalled_since
+        fetching = stalled_since is None or now - stalled_since < self.health_timeout
+        healthy = self._status == "starting" or (
+            self._status == "running" and poll_age < self.health_timeout and fetching
+        )
         status = self._status if healthy or self._status != "running" else "stalled"
         return healthy, health_details(self._context, status, poll_age)
 
@@ -356,6 +363,7 @@ class Application:
                     except ClientError as error:
                         self._abandon_batch(error)
                 context.last_activity = time.monotonic()
+                self._stall_watch.fetched(context.last_activity)
             elif (
                 self.exit_when_idle is not None
                 and recovery.assigned_once
@@ -367,6 +375,8 @@ class Application:
                     break
                 log.info("idle for %.1fs but not caught up: not stopping", now - context.last_activity)
                 context.last_activity = now
+            if not batch and not (recovery.pending or recovery.rebalancing):
+                self._stall_watch.check(consumer, now)
             self._maybe_commit()
 
     def _abandon_batch(self, error: BaseException) -> None:

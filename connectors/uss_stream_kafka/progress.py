@@ -8,10 +8,15 @@ and every one of them is read to its end offset (:class:`IdleGate`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["IdleGate", "lagging"]
+from uss_stream_kafka.clients import ClientError
+
+log = logging.getLogger("uss_stream_kafka")
+
+__all__ = ["IdleGate", "StallWatch", "lagging"]
 
 
 def lagging(consumer: Any, partitions: Iterable[Any] | None = None) -> dict[Any, int]:
@@ -58,3 +63,75 @@ class IdleGate:
         topics = consumer.subscription() or ()
         self._empty_with_metadata = all(consumer.partitions_for_topic(topic) for topic in topics)
         return False
+
+
+class StallWatch:
+    """Notice a consumer that fetches nothing while records wait on its partitions.
+
+    A poll loop that runs but receives no record although its assigned partitions are behind their
+    end offsets is stuck in the client (seen once with kafka-python 3.0.12 after a broker restart),
+    and neither the loop's liveness nor ``exit_when_idle`` notices it. ``after`` seconds after the
+    last record (or ``started``) the watch asks the broker how far behind the partitions are (at
+    most once per ``after`` seconds; paused partitions, e.g. held during a restore, do not count),
+    logs a warning that says where the consumer stands, and keeps :attr:`stalled_since` set until a
+    record arrives, so that ``/healthz`` reports the run ``stalled`` (a liveness probe then
+    restarts it; it resumes from its checkpoint).
+
+    Examples
+    --------
+    >>> class Consumer:  # three records wait on partition 0; the consumer fetches none
+    ...     def assignment(self): return {0}
+    ...     def end_offsets(self, tps): return {0: 10}
+    ...     def position(self, tp): return 7
+    ...     def paused(self): return set()
+    >>> watch = StallWatch(after=30.0, started=0.0)
+    >>> watch.fetched(100.0)
+    >>> watch.check(Consumer(), now=120.0)  # 20 s without a record: not asked yet
+    >>> watch.check(Consumer(), now=131.0)
+    {0: 3}
+    >>> watch.stalled_since
+    100.0
+    >>> watch.fetched(140.0)
+    >>> watch.stalled_since is None
+    True
+
+    """
+
+    def __init__(self, after: float = 30.0, started: float = 0.0) -> None:
+        if not after > 0:
+            raise ValueError(f"after must be > 0 seconds, got {after!r}")
+        self.after = float(after)
+        self.stalled_since: float | None = None
+        self._last_record = float(started)
+        self._checked = float("-inf")
+
+    def fetched(self, now: float) -> None:
+        """A record arrived at ``now``: the consumer is not stalled."""
+        self._last_record = now
+        self.stalled_since = None
+
+    def check(self, consumer: Any, now: float) -> dict[Any, int] | None:
+        """The lagging partitions (``{partition: records behind}``) if the consumer is stalled, else None."""
+        idle_since = self._last_record
+        if now - idle_since < self.after or now - self._checked < self.after:
+            return None
+        self._checked = now
+        paused = set(consumer.paused())
+        fetching = [tp for tp in consumer.assignment() if tp not in paused]
+        try:
+            behind = lagging(consumer, fetching) if fetching else {}
+        except ClientError as error:  # the broker does not answer: an outage, not a stall
+            log.debug("stall check: %s", error)
+            return None
+        if not behind:
+            self.stalled_since = None
+            return None
+        self.stalled_since = idle_since
+        log.warning(
+            "no record for %.0fs while %d records wait (%s); paused: %s: the client is not fetching",
+            now - idle_since,
+            sum(behind.values()),
+            ", ".join(f"{tp}: {n} behind at {consumer.position(tp)}" for tp, n in behind.items()),
+            sorted(map(str, paused)) or "none",
+        )
+        return behind
