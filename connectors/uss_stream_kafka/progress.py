@@ -73,8 +73,10 @@ class StallWatch:
     and neither the loop's liveness nor ``exit_when_idle`` notices it. ``after`` seconds after the
     last record (or ``started``) the watch asks the broker how far behind the partitions are (at
     most once per ``after`` seconds; paused partitions, e.g. held during a restore, do not count),
-    logs a warning that says where the consumer stands, and keeps :attr:`stalled_since` set until a
-    record arrives, so that ``/healthz`` reports the run ``stalled`` (a liveness probe then
+    logs a warning that says where the consumer stands (with the client's own fetch state), seeks
+    each lagging partition to its position again (the same next record; a client restarts its
+    fetch of a partition on a seek), and keeps :attr:`stalled_since` set until a record arrives,
+    so that ``/healthz`` reports the run ``stalled`` if that did not help (a liveness probe then
     restarts it; it resumes from its checkpoint).
 
     Examples
@@ -84,10 +86,13 @@ class StallWatch:
     ...     def end_offsets(self, tps): return {0: 10}
     ...     def position(self, tp): return 7
     ...     def paused(self): return set()
+    ...     def fetch_state(self, tps): return {}
+    ...     def seek(self, tp, offset): print(f"seek {tp} to {offset}")
     >>> watch = StallWatch(after=30.0, started=0.0)
     >>> watch.fetched(100.0)
     >>> watch.check(Consumer(), now=120.0)  # 20 s without a record: not asked yet
     >>> watch.check(Consumer(), now=131.0)
+    seek 0 to 7
     {0: 3}
     >>> watch.stalled_since
     100.0
@@ -127,11 +132,16 @@ class StallWatch:
             self.stalled_since = None
             return None
         self.stalled_since = idle_since
+        positions = {tp: consumer.position(tp) for tp in behind}
         log.warning(
-            "no record for %.0fs while %d records wait (%s); paused: %s: the client is not fetching",
+            "no record for %.0fs while %d records wait (%s); paused: %s; client: %s: the client is not "
+            "fetching; seeking each to its position again",
             now - idle_since,
             sum(behind.values()),
-            ", ".join(f"{tp}: {n} behind at {consumer.position(tp)}" for tp, n in behind.items()),
+            ", ".join(f"{tp}: {n} behind at {positions[tp]}" for tp, n in behind.items()),
             sorted(map(str, paused)) or "none",
+            consumer.fetch_state(behind),
         )
+        for tp, position in positions.items():  # the same next record: drops the client's fetch state
+            consumer.seek(tp, position)
         return behind

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from waiting import wait_until
 
 from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.progress import StallWatch
@@ -19,6 +20,7 @@ class Consumer:
     def __init__(self, positions, ends, paused=(), unreachable=False):
         self.positions, self.ends, self._paused, self.unreachable = positions, ends, set(paused), unreachable
         self.asked = 0
+        self.seeks = []
 
     def assignment(self):
         return set(self.positions)
@@ -28,6 +30,12 @@ class Consumer:
 
     def position(self, tp):
         return self.positions[tp]
+
+    def fetch_state(self, tps):
+        return {str(tp): "stuck" for tp in tps}
+
+    def seek(self, tp, offset):
+        self.seeks.append((tp, offset))
 
     def end_offsets(self, tps):
         self.asked += 1
@@ -45,6 +53,8 @@ def test_records_waiting_without_a_fetch_are_reported_once_per_period(caplog):
         assert watch.check(consumer, now=40.0) == {"in-0": 7}  # in-1 is at its end
     assert watch.stalled_since == 10.0
     assert "no record for 30s while 7 records wait (in-0: 7 behind at 5)" in caplog.text
+    assert "client: {'in-0': 'stuck'}" in caplog.text
+    assert consumer.seeks == [("in-0", 5)]  # the same next record, fetched anew
     assert watch.check(consumer, now=55.0) is None and consumer.asked == 1  # asked once per period
     assert watch.stalled_since == 10.0  # still stalled until a record arrives
     assert watch.check(consumer, now=70.0) == {"in-0": 7} and consumer.asked == 2
@@ -61,6 +71,7 @@ def test_caught_up_paused_or_unreachable_is_not_a_stall():
         assert watch.check(consumer, now=100.0) is None
         assert watch.stalled_since is None
     assert caught_up.asked == held.asked == outage.asked == 1
+    assert caught_up.seeks == held.seeks == outage.seeks == []
     unassigned = Consumer({}, {})
     assert StallWatch(after=1.0).check(unassigned, now=5.0) is None and unassigned.asked == 0
 
@@ -77,3 +88,27 @@ def test_a_stall_clears_once_the_partitions_are_caught_up():
 def test_after_must_be_positive(after):
     with pytest.raises(ValueError, match="after must be > 0 seconds"):
         StallWatch(after=after)
+
+
+@pytest.mark.kafka
+def test_kafka_python_reports_its_fetch_state(bootstrap_servers, make_topics):
+    """The private bookkeeping read for the warning exists in the installed kafka-python."""
+    from conftest import produce
+
+    from uss_stream_kafka.clients import TopicPartition, consumer
+
+    topics = make_topics()
+    produce(bootstrap_servers, topics.input, [b"{}"] * 3)
+    client = consumer("kafka-python", bootstrap_servers=bootstrap_servers, group_id=None)
+    tp = TopicPartition(topics.input, 0)
+    try:
+        client.assign([tp])
+        client.seek(tp, 0)
+        wait_until(lambda: client.poll(0.2), "a record")
+        state = client.fetch_state([tp])
+    finally:
+        client.close()
+    assert "unavailable" not in state, state
+    assert state[str(tp)]["fetchable"] is True
+    assert state[str(tp)]["awaiting_reset"] is False
+    assert isinstance(state["nodes_with_a_fetch_in_flight"], list)

@@ -308,6 +308,14 @@ class Consumer(ABC):
     def highwater(self, tp: TopicPartition) -> int | None:
         """The end offset of ``tp`` as of the last fetch (no request; ``None`` before any)."""
 
+    def fetch_state(self, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+        """What the client library knows of its fetches of ``partitions``, for a stall's warning.
+
+        Diagnostics only (read from the library's own bookkeeping where it has no public API):
+        nothing by default.
+        """
+        return {}
+
     @abstractmethod
     def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
         """Commit ``offsets`` (the next offset to consume of each partition).

@@ -244,6 +244,28 @@ class KafkaPythonConsumer(Consumer):
     def highwater(self, tp: TopicPartition) -> int | None:
         return self._consumer.highwater(_native(tp))
 
+    def fetch_state(self, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+        """kafka-python 3.0's fetch bookkeeping (private attributes: best effort, never raises)."""
+        try:
+            fetcher, subscriptions = self._consumer._fetcher, self._consumer._subscription
+            parked = set(fetcher._paused_completed_fetches) | set(fetcher._paused_partition_records)
+            queued = {fetch.topic_partition for fetch in list(fetcher._completed_fetches)}
+            in_flight = sorted(fetcher._nodes_with_pending_fetch_requests)
+            state: dict[str, Any] = {"nodes_with_a_fetch_in_flight": in_flight}
+            for tp in partitions:
+                native = _native(tp)
+                partition = subscriptions.assignment.get(native)
+                state[str(tp)] = {
+                    "fetchable": subscriptions.is_fetchable(native),
+                    "awaiting_reset": None if partition is None else partition.awaiting_reset,
+                    "awaiting_validation": getattr(partition, "_awaiting_validation", None),
+                    "parked_while_paused": native in parked,
+                    "completed_fetch_queued": native in queued,
+                }
+            return state
+        except Exception as error:  # another kafka-python line: its internals differ
+            return {"unavailable": repr(error)}
+
     def commit(self, offsets: Mapping[TopicPartition, int], asynchronous: bool = False) -> None:
         structs = _kafka().structs
         native = {_native(tp): structs.OffsetAndMetadata(offset, "", -1) for tp, offset in offsets.items()}
