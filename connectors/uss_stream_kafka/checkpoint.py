@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream_kafka.clients.base import ClientError
 from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "NewerFormatError",
     "RestorePlan",
     "plan_restore",
+    "unreachable",
 ]
 
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
@@ -420,3 +422,16 @@ class CheckpointStore:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is that of a broker that does not answer (for now): worth retrying, never fatal.
+
+    >>> unreachable(ClientError("offsets", name="_TIMED_OUT", retriable=True, timeout=True))
+    True
+    >>> unreachable(TimeoutError("state topic")), unreachable(ClientError("denied", code=29))
+    (True, False)
+    """
+    return isinstance(error, TimeoutError) or (
+        isinstance(error, ClientError) and (error.retriable or error.timeout)
+    )

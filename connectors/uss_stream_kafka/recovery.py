@@ -35,7 +35,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore
+from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore, unreachable
 from uss_stream_kafka.checkpointing import Committer
 from uss_stream_kafka.clients import ClientError, TopicPartition
 from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext, names
@@ -396,16 +396,3 @@ class Recovery:
             self.labels_log.relearn(state.learner, labels_tp, until)
         state.labels_offset = until
         state.labels_checkpointed = min(state.labels_checkpointed, until)
-
-
-def unreachable(error: BaseException) -> bool:
-    """Whether ``error`` is that of a broker that does not answer (for now): worth retrying, never fatal.
-
-    >>> unreachable(ClientError("offsets", name="_TIMED_OUT", retriable=True, timeout=True))
-    True
-    >>> unreachable(TimeoutError("state topic")), unreachable(ClientError("denied", code=29))
-    (True, False)
-    """
-    return isinstance(error, TimeoutError) or (
-        isinstance(error, ClientError) and (error.retriable or error.timeout)
-    )

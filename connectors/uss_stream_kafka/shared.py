@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from uss_stream.stats import DisagreementStats
-from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore
+from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, unreachable
+from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.context import RunContext
 
 __all__ = ["SharedLearning", "foreign_counts"]
@@ -68,7 +69,15 @@ class SharedLearning:
         if not context.partitions:
             return
         store = self.store
-        store.refresh()
+        try:
+            store.refresh()
+        except (ClientError, TimeoutError) as error:
+            if not unreachable(error):
+                raise
+            # A broker restart: the learners keep the others' counts they were given last (shared
+            # counts are at most this much staler), and the next commit point shares again.
+            log.warning("shared learning: the state topic did not answer (%r): sharing next time", error)
+            return
         description = context.processor.describe()
         group_id = context.group_id
         with context.lock:

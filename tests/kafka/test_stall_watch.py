@@ -99,11 +99,15 @@ def test_kafka_python_reports_its_fetch_state(bootstrap_servers, make_topics):
 
     topics = make_topics()
     produce(bootstrap_servers, topics.input, [b"{}"] * 3)
-    client = consumer("kafka-python", bootstrap_servers=bootstrap_servers, group_id=None)
+    client = consumer(
+        "kafka-python",
+        bootstrap_servers=bootstrap_servers,
+        group_id=f"stall-{topics.input}",
+        auto_offset_reset="earliest",
+    )
     tp = TopicPartition(topics.input, 0)
     try:
-        client.assign([tp])
-        client.seek(tp, 0)
+        client.subscribe([topics.input])
         wait_until(lambda: client.poll(0.2), "a record")
         state = client.fetch_state([tp])
     finally:
@@ -112,3 +116,6 @@ def test_kafka_python_reports_its_fetch_state(bootstrap_servers, make_topics):
     assert state[str(tp)]["fetchable"] is True
     assert state[str(tp)]["awaiting_reset"] is False
     assert isinstance(state["nodes_with_a_fetch_in_flight"], list)
+    group = state["group"]
+    assert group["coordinator"] is not None and group["generation"] >= 1 and group["state"] == "<stable>"
+    assert group["rejoin_needed"] is False and group["join_in_flight"] is False

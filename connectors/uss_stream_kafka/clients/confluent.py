@@ -522,12 +522,14 @@ class ConfluentProducer(Producer):
         if error is None:
             return
         try:
-            where = f"{message.topic()}[{message.partition()}]"
+            failure = _error(error, f"delivery to {message.topic()}[{message.partition()}]")
         except SystemError as pending:
             # A fatal error (e.g. fenced): confluent-kafka calls this with its KafkaException
-            # pending, to be raised by the poll() / flush() serving the callback.
+            # pending, to be raised by the poll() / flush() serving the callback; any call into
+            # Python meanwhile (reading the message, or importing confluent_kafka to build the
+            # error: a loaded CI run) fails with that exception as its cause.
             raise pending.__cause__ or pending from None
-        self._errors.append(_error(error, f"delivery to {where}"))
+        self._errors.append(failure)
 
     def _serve(self, flush: float | None = None) -> int:
         """librdkafka's ``flush(flush)`` (the records left), or one ``poll(0)`` if ``flush`` is None.

@@ -252,6 +252,16 @@ class KafkaPythonConsumer(Consumer):
             queued = {fetch.topic_partition for fetch in list(fetcher._completed_fetches)}
             in_flight = sorted(fetcher._nodes_with_pending_fetch_requests)
             state: dict[str, Any] = {"nodes_with_a_fetch_in_flight": in_flight}
+            coordinator = self._consumer._coordinator
+            if coordinator.group_id is not None:  # poll() fetches nothing until the group is ready
+                join = getattr(coordinator, "_join_task", None)
+                state["group"] = {
+                    "coordinator": coordinator.coordinator_id,
+                    "state": str(coordinator.state),
+                    "rejoin_needed": coordinator.rejoin_needed,
+                    "generation": coordinator._generation.generation_id,
+                    "join_in_flight": join is not None and not join.is_done,
+                }
             for tp in partitions:
                 native = _native(tp)
                 partition = subscriptions.assignment.get(native)
