@@ -18,24 +18,40 @@ import numpy as np
 from uss_stream.policies.label_evidence import LabelEvidence, delta_bounds_many, e_bounds, e_upper, pair_level
 from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
 
-__all__ = ["PairBounds", "Relations", "label_relation", "label_relations_many", "plausible_many"]
+__all__ = [
+    "PairBounds",
+    "PairMasks",
+    "Relations",
+    "label_masks",
+    "label_relation",
+    "label_relations_many",
+    "plausible_many",
+]
 
 
 def label_relation(
-    d: float, n: float, e_lower: float, e_upper: float, gap: float, level: float, log_kn: Callable[[], float]
+    d: float,
+    n: float,
+    j: int,
+    e_lower: float,
+    e_upper: float,
+    gap: float,
+    level: float,
+    log_count: Callable[[int, float], float],
 ) -> tuple[bool, bool]:
     """``(C_j - C_i > δ^U, δ^L > C_j - C_i)`` of :func:`~.label_evidence.delta_bounds`, to the bit.
 
-    ``d`` of ``n >= 1`` disagreements, the pair's ``e`` bounds, ``gap = C_j - C_i``, the level
-    ``L_t`` and ``log_kn()`` giving ``log(K·n)``. ``δ^U <= e^U`` and ``δ^U >= p̂·e^U``
-    (``e^U >= 0``), ``δ^U <= 0`` (``e^U < 0``), and ``δ^L <= p̂·e^L`` (``e^L >= 0``), ``δ^L <= 0``
-    (``e^L < 0``), with IEEE rounding monotone: the Hoeffding radius (a logarithm and a square
-    root) is computed only when these leave a side open.
+    ``d`` of ``n >= 1`` disagreements of the pair ``(i, j)``, its ``e`` bounds, ``gap = C_j - C_i``,
+    the level ``L_t`` and ``log_count(j, n)`` giving ``log(K·n)``. ``δ^U <= e^U`` and
+    ``δ^U >= p̂·e^U`` (``e^U >= 0``), ``δ^U <= 0`` (``e^U < 0``), and ``δ^L <= p̂·e^L``
+    (``e^L >= 0``), ``δ^L <= 0`` (``e^L < 0``), with IEEE rounding monotone: the Hoeffding radius
+    (a logarithm and a square root) is computed only when these leave a side open.
 
     >>> from uss_stream.policies.confidence import portable_log
     >>> from uss_stream.policies.label_evidence import delta_bounds
     >>> lower, upper = delta_bounds(20, 100, 0.5, 1.0, 6.0, 3)
-    >>> label_relation(20, 100, 0.5, 1.0, 0.2, 6.0, lambda: portable_log(300.0)) == (0.2 > upper, lower > 0.2)
+    >>> log_count = lambda j, n: portable_log(3 * n)
+    >>> label_relation(20, 100, 2, 0.5, 1.0, 0.2, 6.0, log_count) == (0.2 > upper, lower > 0.2)
     True
 
     """
@@ -46,7 +62,7 @@ def label_relation(
         beaten = True if gap > 0.0 else None
     worth = False if e_lower < 0.0 or p_hat * e_lower <= gap else None
     if beaten is None or worth is None:
-        radius = math.sqrt(max(level - log_kn(), 1.0) / (2.0 * n))
+        radius = math.sqrt(max(level - log_count(j, n), 1.0) / (2.0 * n))
         p_upper = min(p_hat + radius, 1.0)
         p_lower = max(p_hat - radius, 0.0)
         if beaten is None:
@@ -54,6 +70,30 @@ def label_relation(
         if worth is None:
             worth = (p_lower * e_lower if e_lower >= 0.0 else p_upper * e_lower) > gap
     return beaten, worth
+
+
+def label_masks(
+    evidence: LabelEvidence,
+    bounds: PairBounds,
+    queried: Sequence[float],
+    disagreements: Sequence[Sequence[float]],
+    level: float,
+    log_count: Callable[[int, float], float],
+) -> tuple[int, int]:
+    """The masks ``(by_labels, worth)`` of :class:`Relations` from the labelled pairs' bounds at ``L_t``."""
+    by_labels = worth = 0
+    if not evidence.labels:
+        return 0, 0
+    labelled = evidence.labelled
+    for p, (i, j) in enumerate(bounds.pairs):
+        if labelled[p]:
+            d, n = disagreements[i][j], queried[j]
+            beaten, worth_it = bounds.relation(evidence, p, d, n, level, log_count)
+            if beaten:
+                by_labels |= 1 << p
+            if worth_it:
+                worth |= 1 << p
+    return by_labels, worth
 
 
 def label_relations_many(
@@ -120,19 +160,36 @@ def plausible_many(
 
 
 class PairBounds:
-    """Each pair's label bounds on ``e_j - e_i``, recomputed only when its label counts or the level change.
+    """Each pair's label bounds on ``e_j - e_i`` and relations, recomputed only when their inputs change.
 
     ``loose``: ``(e^L, e^U)`` at the pair's share of the level; ``strict``: ``e^U`` at the level
-    ``L_t`` itself (no discount for the pair's share).
+    ``L_t`` itself (no discount for the pair's share). :meth:`relation` and :meth:`confirmed` are
+    :func:`label_relation` on them, cached on the pair's label counts, the level and its
+    disagreement counts ``(d, n)``, which stay put while its deeper stage is not queried.
+
+    >>> evidence = LabelEvidence(2)
+    >>> for _ in range(40):
+    ...     evidence.record([0, 1], label=1)   # stage 2 always right where they disagree
+    >>> log_count = lambda j, n: math.log(2 * n)
+    >>> # p̂ = 60/200 ± 0.05, e in [0.92, 1]: δ in [0.23, 0.35]
+    >>> [PairBounds(2, [gap]).relation(evidence, 0, 60, 200, 6.0, log_count) for gap in (0.5, 0.3, 0.1)]
+    [(True, False), (False, False), (False, True)]
+
     """
 
-    __slots__ = ("_loose", "_n_stages", "_strict")
+    __slots__ = ("_confirmed", "_gap", "_loose", "_n_stages", "_relations", "_strict", "pairs")
 
-    def __init__(self, n_pairs: int, n_stages: int) -> None:
+    def __init__(self, n_stages: int, gap: Sequence[float]) -> None:
         self._n_stages = n_stages
+        self._gap = list(gap)
+        self.pairs = [(i, j) for j in range(n_stages) for i in range(j)]
+        n_pairs = len(self.pairs)
         # Per pair: (m, w+, w-, level) the cached bounds were computed for, and the bounds.
         self._loose: list[tuple[int, int, int, float, float, float]] = [(-1, 0, 0, 0.0, -1.0, 1.0)] * n_pairs
         self._strict: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+        # Per pair: ((m, w+, w-, level, d, n), the relation) of the last call.
+        self._relations: list[tuple[tuple, tuple[bool, bool]] | None] = [None] * n_pairs
+        self._confirmed: list[tuple[tuple, bool] | None] = [None] * n_pairs
 
     def loose(self, evidence: LabelEvidence, pair: int, level: float) -> tuple[float, float]:
         m = evidence.labelled[pair]
@@ -154,113 +211,165 @@ class PairBounds:
             cached = self._strict[pair] = (m, plus, minus, level, upper)
         return cached[4]
 
+    def relation(
+        self,
+        evidence: LabelEvidence,
+        pair: int,
+        d: float,
+        n: float,
+        level: float,
+        log_count: Callable[[int, float], float],
+    ) -> tuple[bool, bool]:
+        """:func:`label_relation` of ``pair`` (``d`` of ``n >= 1`` disagreements) on the loose bounds."""
+        key = _inputs(evidence, pair, level, d, n)
+        cached = self._relations[pair]
+        if cached is None or cached[0] != key:
+            lower, upper = self.loose(evidence, pair, level)
+            found = label_relation(d, n, self.pairs[pair][1], lower, upper, self._gap[pair], level, log_count)
+            cached = self._relations[pair] = (key, found)
+        return cached[1]
+
+    def confirmed(
+        self,
+        evidence: LabelEvidence,
+        pair: int,
+        d: float,
+        n: float,
+        level: float,
+        log_count: Callable[[int, float], float],
+    ) -> bool:
+        """``C_j - C_i > δ^U`` on the strict bound: the labels' "beats" holds at the level ``L_t`` itself."""
+        key = _inputs(evidence, pair, level, d, n)
+        cached = self._confirmed[pair]
+        if cached is None or cached[0] != key:
+            upper = self.strict(evidence, pair, level)
+            found = label_relation(d, n, self.pairs[pair][1], -1.0, upper, self._gap[pair], level, log_count)[
+                0
+            ]
+            cached = self._confirmed[pair] = (key, found)
+        return cached[1]
+
+
+def _inputs(evidence: LabelEvidence, pair: int, level: float, d: float, n: float) -> tuple:
+    """What a pair's label relation depends on: its label counts, the level and ``(d, n)``."""
+    return (evidence.labelled[pair], evidence.deeper_right[pair], evidence.shallower_right[pair], level, d, n)
+
+
+class PairMasks:
+    """Bit masks over the pairs of ``K`` stages (bit ``j(j-1)/2 + i`` is the pair ``(i, j)``, ``i < j``)
+    and the set test's depth of a mask of ``beats`` (memoised: few masks recur).
+
+    >>> masks = PairMasks(3)
+    >>> masks.depth(0b100), masks.depth(0b011)   # stage 2 beats 3; stage 1 beats 2 and 3
+    (2, 1)
+    >>> bin(masks.below[2]), bin(masks.above[0]), bin(masks.shallower[2])   # (·, 3); (1, ·); j < 2
+    ('0b110', '0b11', '0b1')
+
+    """
+
+    __slots__ = ("_depths", "above", "all", "below", "n_stages", "pairs", "shallower")
+
+    _MEMO = 1 << 12
+
+    def __init__(self, n_stages: int) -> None:
+        self.n_stages = n_stages
+        self.pairs = [(i, j) for j in range(n_stages) for i in range(j)]
+        bits = [1 << p for p in range(len(self.pairs))]
+        #: ``below[j]``: the pairs ``(·, j)``; ``above[i]``: the pairs ``(i, ·)``; ``shallower[d]``:
+        #: the pairs whose deeper stage is among the first ``d`` (queried at depth ``d``).
+        self.below = [sum(b for b, (_, j) in zip(bits, self.pairs) if j == k) for k in range(n_stages)]
+        self.above = [sum(b for b, (i, _) in zip(bits, self.pairs) if i == k) for k in range(n_stages)]
+        self.shallower = [sum(b for b, (_, j) in zip(bits, self.pairs) if j < d) for d in range(n_stages + 1)]
+        self.all = (1 << len(self.pairs)) - 1
+        self._depths: dict[int, int] = {}
+
+    def depth(self, beats: int) -> int:
+        """:func:`~uss_stream.policies.selection_rule.select_depth_by` on the mask ``beats``."""
+        depth = self._depths.get(beats)
+        if depth is None:
+            depth = select_depth_by(self.n_stages, lambda i, j: bool(beats >> (j * (j - 1) // 2 + i) & 1))
+            if len(self._depths) < self._MEMO:
+                self._depths[beats] = depth
+        return depth
+
 
 class Relations:
-    """What one decision of :class:`~uss_stream.policies.AuditedUSS` rests on, each relation computed once.
+    """What one decision of :class:`~uss_stream.policies.AuditedUSS` rests on, as pair bit masks.
 
-    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` label-free (``kl``) or by the labels
-    (``C_j - C_i > δ^U_ij``); ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``open(i, j)``: neither;
-    ``contradicted``: some pair is beaten by the labels and not label-free; ``audit(i, j)``: that
-    pair is such a pair and not confirmed at the level ``L_t`` itself (``strict`` bounds);
+    ``kl``: stage ``i`` beats the deeper ``j`` label-free (USS-KL-UCB's test); ``by_labels``:
+    it does by the labels (``C_j - C_i > δ^U_ij``); ``worth``: ``δ^L_ij > C_j - C_i``; ``beats``:
+    ``kl | by_labels``; ``open``: neither beats nor worth; ``decisive``: beaten by the labels and
+    not label-free, where the label-free depth queries ``j`` or the labels change the depth;
+    ``contradicted``: some pair is decisive; ``audit(i, j)``: a decisive pair not confirmed at the
+    level ``L_t`` itself (``confirmed(pair)``, asked once per decisive pair, on demand);
     ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
+
+    >>> relations = Relations(PairMasks(3), kl=0, by_labels=0b100, worth=0, confirmed=lambda p: False)
+    >>> relations.label_free_depth, relations.informed_depth, bin(relations.decisive)
+    (3, 2, '0b100')
+    >>> relations.audit(1, 2), relations.plausible(2), relations.open(0, 2)
+    (True, False, True)
+
     """
 
     __slots__ = (
-        "_bounds",
-        "_by_labels",
-        "_decisive",
-        "_informed_depth",
-        "_kl",
-        "_kl_known",
-        "_label_free_depth",
-        "_pairs",
-        "_plausible",
-        "_worth",
-        "n_stages",
+        "_audit",
+        "_confirmed",
+        "_masks",
+        "beats",
+        "by_labels",
+        "decisive",
+        "informed_depth",
+        "kl",
+        "label_free_depth",
+        "worth",
     )
 
     def __init__(
-        self,
-        n_stages: int,
-        pairs: list[tuple[int, int]],
-        kl: Callable[[int, int], bool],
-        bounds: Callable[[int, int, int, bool], tuple[bool, bool] | None],
+        self, masks: PairMasks, kl: int, by_labels: int, worth: int, confirmed: Callable[[int], bool]
     ) -> None:
-        self.n_stages = n_stages
-        self._pairs = pairs
-        self._kl = kl
-        self._bounds = bounds
-        self._kl_known: dict[int, bool] = {}
-        self._by_labels: dict[int, bool] = {}
-        self._worth: dict[int, bool] = {}
-        self._plausible: dict[int, bool] = {}
-        self._decisive: list[tuple[int, int]] | None = None
-        self._label_free_depth: int | None = None
-        self._informed_depth: int | None = None
-
-    def kl(self, i: int, j: int) -> bool:
-        """Stage ``i`` beats ``j`` label-free (USS-KL-UCB's test, asked once per pair)."""
-        pair = j * (j - 1) // 2 + i
-        known = self._kl_known.get(pair)
-        if known is None:
-            known = self._kl_known[pair] = self._kl(i, j)
-        return known
-
-    def by_labels(self, i: int, j: int) -> bool:
-        pair = j * (j - 1) // 2 + i
-        known = self._by_labels.get(pair)
-        if known is None:
-            found = self._bounds(pair, i, j, False)
-            known = self._by_labels[pair] = found is not None and found[0]
-            self._worth[pair] = found is not None and found[1]
-        return known
-
-    def beats(self, i: int, j: int) -> bool:
-        return self.kl(i, j) or self.by_labels(i, j)
-
-    def worth(self, i: int, j: int) -> bool:
-        self.by_labels(i, j)
-        return self._worth[j * (j - 1) // 2 + i]
-
-    def open(self, i: int, j: int) -> bool:
-        return not self.beats(i, j) and not self.worth(i, j)
-
-    @property
-    def informed_depth(self) -> int:
-        """The set test's depth on ``beats`` (label-free or by the labels)."""
-        if self._informed_depth is None:
-            self._informed_depth = select_depth_by(self.n_stages, self.beats)
-        return self._informed_depth
-
-    def is_decisive(self, i: int, j: int) -> bool:
-        """``(i, j)`` is beaten by the labels, not label-free (a contradiction), and the
-        contradiction concerns the decision: the label-free depth queries ``j``, or the labels
-        change the depth."""
-        if not self.by_labels(i, j) or self.kl(i, j):
-            return False
-        if self._label_free_depth is None:
-            self._label_free_depth = select_depth_by(self.n_stages, self.kl)
-        return j < self._label_free_depth or self._label_free_depth != self.informed_depth
-
-    @property
-    def decisive(self) -> list[tuple[int, int]]:
-        """The decisive pairs (:meth:`is_decisive`)."""
-        if self._decisive is None:
-            self._decisive = [(i, j) for i, j in self._pairs if self.is_decisive(i, j)]
-        return self._decisive
-
-    def audit(self, i: int, j: int) -> bool:
-        """``(i, j)`` is decisive and not confirmed at the level ``L_t`` itself."""
-        return self.is_decisive(i, j) and not self._bounds(j * (j - 1) // 2 + i, i, j, True)[0]
+        self._masks = masks
+        self.kl = kl
+        self.by_labels = by_labels
+        self.worth = worth
+        self.beats = beats = kl | by_labels
+        self.label_free_depth = masks.depth(kl)
+        contradictions = by_labels & ~kl
+        if contradictions:
+            self.informed_depth = masks.depth(beats)
+            concerned = masks.all if self.informed_depth != self.label_free_depth else 0
+            self.decisive = contradictions & (masks.shallower[self.label_free_depth] | concerned)
+        else:
+            self.informed_depth = self.label_free_depth
+            self.decisive = 0
+        self._confirmed = confirmed
+        self._audit: int | None = None if self.decisive else 0
 
     @property
     def contradicted(self) -> bool:
-        return bool(self.decisive)
+        return self.decisive != 0
+
+    @property
+    def decisive_pairs(self) -> list[tuple[int, int]]:
+        """The decisive pairs ``(i, j)``."""
+        return [pair for p, pair in enumerate(self._masks.pairs) if self.decisive >> p & 1]
+
+    @property
+    def audited(self) -> int:
+        """The mask of the decisive pairs not confirmed at the level ``L_t`` itself."""
+        if self._audit is None:
+            decisive = self.decisive
+            self._audit = sum(
+                1 << p for p in range(decisive.bit_length()) if decisive >> p & 1 and not self._confirmed(p)
+            )
+        return self._audit
+
+    def audit(self, i: int, j: int) -> bool:
+        return bool(self.audited >> (j * (j - 1) // 2 + i) & 1)
+
+    def open(self, i: int, j: int) -> bool:
+        return not (self.beats | self.worth) >> (j * (j - 1) // 2 + i) & 1
 
     def plausible(self, i: int) -> bool:
-        known = self._plausible.get(i)
-        if known is None:
-            known = self._plausible[i] = not any(self.beats(h, i) for h in range(i)) and not any(
-                self.worth(i, j) for j in range(i + 1, self.n_stages)
-            )
-        return known
+        masks = self._masks
+        return not (self.beats & masks.below[i] or self.worth & masks.above[i])

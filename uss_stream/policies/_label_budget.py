@@ -80,7 +80,7 @@ class LabelBudget:
         if self.below_base(t):
             scope = None
         elif self.allowed(t, relations):
-            scope = {i for i, _ in relations.decisive}
+            scope = {i for i, _ in relations.decisive_pairs}
         else:
             return 0
         mask = request_mask(outputs, relations, scope)

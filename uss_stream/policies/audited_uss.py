@@ -9,8 +9,9 @@ import numpy as np
 
 from uss_stream.policies._audit_relations import (
     PairBounds,
+    PairMasks,
     Relations,
-    label_relation,
+    label_masks,
     label_relations_many,
     plausible_many,
 )
@@ -122,7 +123,8 @@ class AuditedUSS(USSKLUCB):
         self.contradicted_budget = contradicted_budget
         self._evidence = LabelEvidence(self.n_stages)
         self._last_request = 0
-        self._label_bounds = PairBounds(len(self._pairs), self.n_stages)
+        self._label_bounds = PairBounds(self.n_stages, self._gap)
+        self._masks = PairMasks(self.n_stages)
         self._relations_key: tuple[int, int, int] | None = None
         self._relations_cache: Relations | None = None
 
@@ -167,39 +169,33 @@ class AuditedUSS(USSKLUCB):
             return self._relations_cache
         queried = stats.queried
         disagreements = stats.disagreements
-        gap = self._gap
         evidence = self._evidence
-        labelled = evidence.labelled
         pair_bounds = self._label_bounds
         log_count = self._log_count
         level = label_level(t)
+        beats = self._beats(t)
+        kl = sum(1 << p for p, (i, j) in enumerate(self._pairs) if beats(i, j))
+        by_labels, worth = label_masks(evidence, pair_bounds, queried, disagreements, level, log_count)
 
-        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[bool, bool] | None:
-            if not labelled[pair]:
-                return None
-            n = queried[j]
-            if strict:
-                lower, upper = -1.0, pair_bounds.strict(evidence, pair, level)
-            else:
-                lower, upper = pair_bounds.loose(evidence, pair, level)
-            d = disagreements[i][j]
-            return label_relation(d, n, lower, upper, gap[pair], level, lambda: log_count(j, n))
+        def confirmed(pair: int) -> bool:
+            i, j = self._pairs[pair]
+            d, n = disagreements[i][j], queried[j]
+            return pair_bounds.confirmed(evidence, pair, d, n, level, log_count)
 
-        relations = Relations(self.n_stages, self._pairs, self._beats(t), bounds)
+        relations = Relations(self._masks, kl, by_labels, worth, confirmed)
         self._relations_key, self._relations_cache = key, relations
         return relations
 
     def _decide(self, t: int) -> int:
         relations = self._relations(t)
         depth = relations.informed_depth
-        audited = [
-            j
-            for j in range(depth, self.n_stages)
-            for i in range(j)
-            if relations.audit(i, j) and relations.plausible(i)
-        ]
-        if audited and self._budget.allowed(t, relations):
-            return max(audited) + 1
+        if relations.decisive and self._budget.allowed(t, relations):
+            # The deepest audited pair of a plausible stage, below the depth: play its deeper stage.
+            audited = relations.audited & ~self._masks.shallower[depth]
+            for p in range(audited.bit_length() - 1, -1, -1):
+                i, j = self._pairs[p]
+                if audited >> p & 1 and relations.plausible(i):
+                    return j + 1
         return depth
 
     def label_free_depth_many(
@@ -406,6 +402,7 @@ class AuditedUSS(USSKLUCB):
         self._evidence = evidence
         self._budget.requested = requested
         self._last_request = 0
+        self._label_bounds = PairBounds(self.n_stages, self._gap)
         self._relations_key = None
 
     @classmethod
