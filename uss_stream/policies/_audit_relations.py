@@ -2,10 +2,12 @@
 
 For stages ``i < j``: ``i`` *beats* ``j`` label-free (USS-KL-UCB's test) or by the labels
 (``C_j - C_i > δ^U_ij``), the deeper ``j`` is *worth* its cost over ``i`` (``δ^L_ij > C_j - C_i``),
-and from these the contradictions, audits and plausible stages of :class:`Relations`, each computed
-once per decision, on demand. :func:`label_relation` compares the cost gap with the ``δ`` bounds
-of :func:`~uss_stream.policies.label_evidence.delta_bounds` to the bit; :class:`PairBounds` caches
-each pair's ``e`` bounds between label arrivals and level changes.
+and from these the contradictions, audits and plausible stages. The streaming form holds one
+round's relations as pair bit masks (:class:`Relations`, set-test depths from :class:`PairMasks`);
+the vectorised form (:func:`label_relations_many`) computes them for ``M`` states, to the bit.
+:func:`label_relation` compares the cost gap with the ``δ`` bounds of
+:func:`~uss_stream.policies.label_evidence.delta_bounds` to the bit; :class:`PairBounds` caches each
+pair's ``e`` bounds and relation until its labels, the level or its disagreement counts change.
 """
 
 from __future__ import annotations
