@@ -30,8 +30,8 @@ def test_an_explicit_raised_budget_and_the_vectorised_thresholds():
     budget = LabelBudget(2.0, 5.0)
     # t = 25: sqrt 5, so 10 labels without a contradiction and 25 with one.
     assert budget.many(np.array([25, 25]), np.array([False, True])).tolist() == [10.0, 25.0]
-    decisive = np.array([[False, False, False], [False, True, False]])
-    assert budget.thresholds_many(np.array([25, 100]), decisive).tolist() == [[10.0, 10.0], [20.0, 50.0]]
+    contradicted = np.array([False, True])
+    assert budget.thresholds_many(np.array([25, 100]), contradicted).tolist() == [[10.0, 10.0], [20.0, 50.0]]
 
 
 def test_invalid_budgets_are_rejected():
@@ -101,5 +101,5 @@ def test_the_vectorised_scope_matches_the_streaming_rule():
     requested = np.array([3, 4, 12])  # below base; between base and raised; at raised
     decisive = np.array([[False, False, True]] * 3)
     contested = contested_many(decisive, PAIRS_3, 3)
-    scope = budget.scope_many(rounds, requested, decisive, contested)
+    scope = budget.scope_many(rounds, requested, decisive.any(axis=1), contested)
     assert scope.tolist() == [[True, True, True], [False, True, False], [False, False, False]]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,7 @@ __all__ = [
     "Relations",
     "label_masks",
     "label_relation",
+    "ManyRelations",
     "label_relations_many",
     "plausible_many",
 ]
@@ -98,6 +100,21 @@ def label_masks(
     return by_labels, worth
 
 
+class ManyRelations(NamedTuple):
+    """The relations of ``M`` states (:func:`label_relations_many`): ``M x P`` booleans ``beats``,
+    ``worth``, ``audit`` and ``decisive`` as in :class:`Relations`, the set test's depth on
+    ``beats`` (``informed``, ``M``), ``plausible`` (``M x K``) and ``contradicted`` (``M``: some
+    pair is decisive)."""
+
+    beats: np.ndarray
+    worth: np.ndarray
+    audit: np.ndarray
+    decisive: np.ndarray
+    informed: np.ndarray
+    plausible: np.ndarray
+    contradicted: np.ndarray
+
+
 def label_relations_many(
     kl: np.ndarray,
     pair_counts: np.ndarray,
@@ -106,27 +123,33 @@ def label_relations_many(
     level: np.ndarray,
     labels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     gap: np.ndarray,
-    upper_j: np.ndarray,
+    pairs: Sequence[tuple[int, int]],
     n_stages: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``beats``, ``worth``, ``audit`` and ``decisive`` (``M x P`` booleans) of :class:`Relations`
-    for ``M`` states, to the bit.
+) -> ManyRelations:
+    """The relations of :class:`Relations` for ``M`` states, to the bit.
 
     ``kl``: the label-free test; ``pair_counts``, ``n_pairs``: ``D_ij`` and ``n_j`` per pair;
     ``log_kn``: ``log(K·n_j)`` per pair; ``level``: ``L_t`` per state; ``labels``: ``has_labels``
     and the ``e`` bounds ``e^L``, ``e^U`` and ``e^U`` at ``L_t`` itself, all ``M x P``; ``gap``:
-    ``C_j - C_i`` and ``upper_j``: ``j`` per pair.
+    ``C_j - C_i`` per pair.
     """
     has_labels, e_lower, e_upper, e_strict = labels
+    decisive = np.zeros_like(kl)
+    if not has_labels.any():
+        informed = select_depth_many_by(kl, n_stages)
+        plausible = plausible_many(kl, decisive, pairs, n_stages)
+        return ManyRelations(kl, decisive, decisive, decisive, informed, plausible, decisive.any(axis=1))
+    upper_j = np.array([j for _, j in pairs])
     level = level[:, None]
     lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, n_stages, log_kn)
     by_labels = has_labels & (gap > upper) & ~kl
     beats = kl | by_labels
-    decisive = np.zeros_like(by_labels)
+    worth = has_labels & (lower > gap)
+    informed = select_depth_many_by(beats, n_stages)
     some = np.flatnonzero(by_labels.any(axis=1))
     if some.size:
         label_free = select_depth_many_by(kl[some], n_stages)
-        changed = label_free != select_depth_many_by(beats[some], n_stages)
+        changed = label_free != informed[some]
         paid = upper_j[None, :] < label_free[:, None]
         decisive[some] = by_labels[some] & (paid | changed[:, None])
     audit = np.zeros_like(by_labels)
@@ -142,7 +165,8 @@ def label_relations_many(
             log_kn[state, pair],
         )[1]
         audit[state, pair] = ~(gap[pair] > strict)
-    return beats, has_labels & (lower > gap), audit, decisive
+    plausible = plausible_many(beats, worth, pairs, n_stages)
+    return ManyRelations(beats, worth, audit, decisive, informed, plausible, decisive.any(axis=1))
 
 
 def plausible_many(

@@ -99,20 +99,20 @@ class LabelBudget:
         scale = np.where(contradicted, self.raised, self.base)
         return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
 
-    def thresholds_many(self, rounds: np.ndarray, decisive: np.ndarray) -> np.ndarray:
-        """``M x 2``: ``base·sqrt(t)`` and the state's budget (``decisive``: its ``M x P`` decisive
-        pairs), the numbers of requested labels the count is compared with."""
+    def thresholds_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
+        """``M x 2``: ``base·sqrt(t)`` and the state's budget (``contradicted``: some pair of the
+        state is decisive), the numbers of requested labels the count is compared with."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        return np.stack([self.base * root, self.many(rounds, decisive.any(axis=1))], axis=1)
+        return np.stack([self.base * root, self.many(rounds, contradicted)], axis=1)
 
     def scope_many(
-        self, rounds: np.ndarray, requested: np.ndarray, decisive: np.ndarray, contested: np.ndarray
+        self, rounds: np.ndarray, requested: np.ndarray, contradicted: np.ndarray, contested: np.ndarray
     ) -> np.ndarray:
         """``M x K``: the stages :meth:`request` may ask about, for ``M`` states (``requested``
         before each state's round, ``contested`` from :func:`contested_many`)."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
         base = requested < self.base * root
-        raised = requested < self.many(rounds, decisive.any(axis=1))
+        raised = requested < self.many(rounds, contradicted)
         return base[:, None] | (raised[:, None] & contested)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies._audit_relations import (
+    ManyRelations,
     PairBounds,
     PairMasks,
     Relations,
@@ -25,7 +26,6 @@ from uss_stream.policies.label_evidence import (
     label_level_many,
     pair_level,
 )
-from uss_stream.policies.selection_rule import select_depth_many_by
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.validation import check_outputs
 
@@ -312,9 +312,10 @@ class AuditedUSS(USSKLUCB):
         e_lower: np.ndarray,
         e_upper: np.ndarray,
         e_strict: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``beats``, ``worth``, ``audit`` and ``decisive`` (``M x P`` booleans) for ``M`` states,
-        the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
+    ) -> ManyRelations:
+        """The relations of ``M`` states (``beats``, ``worth``, ``audit``, ``decisive``: ``M x P``
+        booleans, and what the depth and the request read), the pairs' ``e`` bounds given
+        (``e_strict``: ``e^U`` at the level ``L_t``)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
@@ -327,7 +328,7 @@ class AuditedUSS(USSKLUCB):
         labels = (has_labels, e_lower, e_upper, e_strict)
         log_kn = log_count[:, upper_j]
         k = self.n_stages
-        return label_relations_many(kl, pair_counts, n_pairs, log_kn, level, labels, gap, upper_j, k)
+        return label_relations_many(kl, pair_counts, n_pairs, log_kn, level, labels, gap, self._pairs, k)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
         """``M x K`` booleans: stage ``i`` is plausible (see ``_audit_relations.Relations``)."""
@@ -337,19 +338,20 @@ class AuditedUSS(USSKLUCB):
         """The label budget of each state's round (:meth:`request_label`'s, to the bit)."""
         return self._budget.many(rounds, contradicted)
 
-    def budget_thresholds_many(self, rounds: np.ndarray, relations: tuple) -> np.ndarray:
+    def budget_thresholds_many(self, rounds: np.ndarray, relations: ManyRelations) -> np.ndarray:
         """``M x 2``: the numbers of requested labels that :meth:`depth_many` and :meth:`request_many`
         compare the count with (``label_budget·sqrt(t)`` and the state's budget), to the bit."""
-        return self._budget.thresholds_many(rounds, relations[3])
+        return self._budget.thresholds_many(rounds, relations.contradicted)
 
-    def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
+    def depth_many(self, rounds: np.ndarray, relations: ManyRelations, requested: np.ndarray) -> np.ndarray:
         """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
-        beats, worth, audit, decisive = relations
+        depth = relations.informed
+        if not relations.audit.any():
+            return depth.copy()
         upper_i, upper_j = self._columns
-        depth = select_depth_many_by(beats, self.n_stages)
-        audited = audit & self.plausible_many(beats, worth)[:, upper_i]
+        audited = relations.audit & relations.plausible[:, upper_i]
         deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
-        allowed = requested < self._budget.many(rounds, decisive.any(axis=1))
+        allowed = requested < self._budget.many(rounds, relations.contradicted)
         return np.where(allowed, np.maximum(depth, deepest), depth)
 
     def request_many(
@@ -357,7 +359,7 @@ class AuditedUSS(USSKLUCB):
         rounds: np.ndarray,
         depths: np.ndarray,
         disagreeing: np.ndarray,
-        relations: tuple,
+        relations: ManyRelations,
         requested: np.ndarray,
     ) -> np.ndarray:
         """The ``M x P`` request masks of :meth:`request_label` for ``M`` states at once.
@@ -366,14 +368,13 @@ class AuditedUSS(USSKLUCB):
         from :meth:`relations_many` on the counts before the event; ``requested`` holds the labels
         requested before each state's round.
         """
-        beats, worth, audit, decisive = relations
         upper_i, upper_j = self._columns
-        contested = contested_many(decisive, self._pairs, self.n_stages)
-        scope = self._budget.scope_many(rounds, requested, decisive, contested)[:, upper_i]
-        plausible = self.plausible_many(beats, worth)
+        contested = contested_many(relations.decisive, self._pairs, self.n_stages)
+        scope = self._budget.scope_many(rounds, requested, relations.contradicted, contested)
+        # A queried pair has j >= 1, so its state's depth is >= 2.
         queried = upper_j[None, :] < np.asarray(depths)[:, None]
-        open_pairs = (~beats & ~worth) | audit
-        asked = (np.asarray(depths) >= 2)[:, None] & scope & plausible[:, upper_i] & open_pairs
+        open_pairs = (~relations.beats & ~relations.worth) | relations.audit
+        asked = (scope & relations.plausible)[:, upper_i] & open_pairs
         return disagreeing & queried & asked
 
     # -- state -----------------------------------------------------------------------------------
