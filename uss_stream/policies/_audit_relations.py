@@ -146,12 +146,11 @@ def label_relations_many(
     beats = kl | by_labels
     worth = has_labels & (lower > gap)
     informed = select_depth_many_by(beats, n_stages)
-    some = np.flatnonzero(by_labels.any(axis=1))
-    if some.size:
-        label_free = select_depth_many_by(kl[some], n_stages)
-        changed = label_free != informed[some]
+    if by_labels.any():
+        # A state without a pair beaten by the labels has none decisive, whatever these say.
+        label_free = select_depth_many_by(kl, n_stages)
         paid = upper_j[None, :] < label_free[:, None]
-        decisive[some] = by_labels[some] & (paid | changed[:, None])
+        decisive = by_labels & (paid | (label_free != informed)[:, None])
     audit = np.zeros_like(by_labels)
     state, pair = np.nonzero(decisive)
     if state.size:
