@@ -85,14 +85,14 @@ def label_masks(
     log_count: Callable[[int, float], float],
 ) -> tuple[int, int]:
     """The masks ``(by_labels, worth)`` of :class:`Relations` from the labelled pairs' bounds at ``L_t``."""
-    by_labels = worth = 0
     if not evidence.labels:
         return 0, 0
+    by_labels = worth = 0
     labelled = evidence.labelled
+    relation = bounds.relation
     for p, (i, j) in enumerate(bounds.pairs):
         if labelled[p]:
-            d, n = disagreements[i][j], queried[j]
-            beaten, worth_it = bounds.relation(evidence, p, d, n, level, log_count)
+            beaten, worth_it = relation(evidence, p, disagreements[i][j], queried[j], level, log_count)
             if beaten:
                 by_labels |= 1 << p
             if worth_it:
@@ -189,8 +189,9 @@ class PairBounds:
 
     ``loose``: ``(e^L, e^U)`` at the pair's share of the level; ``strict``: ``e^U`` at the level
     ``L_t`` itself (no discount for the pair's share). :meth:`relation` and :meth:`confirmed` are
-    :func:`label_relation` on them, cached on the pair's label counts, the level and its
-    disagreement counts ``(d, n)``, which stay put while its deeper stage is not queried.
+    :func:`label_relation` on them, cached on the evidence (its count of labels: each recorded
+    label counts), the level and the pair's disagreement counts ``(d, n)``, which stay put while
+    its deeper stage is not queried.
 
     >>> evidence = LabelEvidence(2)
     >>> for _ in range(40):
@@ -212,9 +213,9 @@ class PairBounds:
         # Per pair: (m, w+, w-, level) the cached bounds were computed for, and the bounds.
         self._loose: list[tuple[int, int, int, float, float, float]] = [(-1, 0, 0, 0.0, -1.0, 1.0)] * n_pairs
         self._strict: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
-        # Per pair: ((m, w+, w-, level, d, n), the relation) of the last call.
-        self._relations: list[tuple[tuple, tuple[bool, bool]] | None] = [None] * n_pairs
-        self._confirmed: list[tuple[tuple, bool] | None] = [None] * n_pairs
+        # Per pair: ((d, n, level, labels), the relation, the evidence) of the last call.
+        self._relations: list[tuple[tuple, tuple[bool, bool], LabelEvidence] | None] = [None] * n_pairs
+        self._confirmed: list[tuple[tuple, bool, LabelEvidence] | None] = [None] * n_pairs
 
     def loose(self, evidence: LabelEvidence, pair: int, level: float) -> tuple[float, float]:
         m = evidence.labelled[pair]
@@ -246,12 +247,12 @@ class PairBounds:
         log_count: Callable[[int, float], float],
     ) -> tuple[bool, bool]:
         """:func:`label_relation` of ``pair`` (``d`` of ``n >= 1`` disagreements) on the loose bounds."""
-        key = _inputs(evidence, pair, level, d, n)
+        key = (d, n, level, evidence.labels)
         cached = self._relations[pair]
-        if cached is None or cached[0] != key:
+        if cached is None or cached[0] != key or cached[2] is not evidence:
             lower, upper = self.loose(evidence, pair, level)
             found = label_relation(d, n, self.pairs[pair][1], lower, upper, self._gap[pair], level, log_count)
-            cached = self._relations[pair] = (key, found)
+            cached = self._relations[pair] = (key, found, evidence)
         return cached[1]
 
     def confirmed(
@@ -264,20 +265,15 @@ class PairBounds:
         log_count: Callable[[int, float], float],
     ) -> bool:
         """``C_j - C_i > δ^U`` on the strict bound: the labels' "beats" holds at the level ``L_t`` itself."""
-        key = _inputs(evidence, pair, level, d, n)
+        key = (d, n, level, evidence.labels)
         cached = self._confirmed[pair]
-        if cached is None or cached[0] != key:
+        if cached is None or cached[0] != key or cached[2] is not evidence:
             upper = self.strict(evidence, pair, level)
             found = label_relation(d, n, self.pairs[pair][1], -1.0, upper, self._gap[pair], level, log_count)[
                 0
             ]
-            cached = self._confirmed[pair] = (key, found)
+            cached = self._confirmed[pair] = (key, found, evidence)
         return cached[1]
-
-
-def _inputs(evidence: LabelEvidence, pair: int, level: float, d: float, n: float) -> tuple:
-    """What a pair's label relation depends on: its label counts, the level and ``(d, n)``."""
-    return (evidence.labelled[pair], evidence.deeper_right[pair], evidence.shallower_right[pair], level, d, n)
 
 
 class PairMasks:
@@ -292,7 +288,7 @@ class PairMasks:
 
     """
 
-    __slots__ = ("_depths", "above", "all", "below", "n_stages", "pairs", "shallower")
+    __slots__ = ("_depths", "above", "all", "below", "bits", "n_stages", "pairs", "shallower")
 
     _MEMO = 1 << 12
 
@@ -300,6 +296,8 @@ class PairMasks:
         self.n_stages = n_stages
         self.pairs = [(i, j) for j in range(n_stages) for i in range(j)]
         bits = [1 << p for p in range(len(self.pairs))]
+        #: ``(bit, i, j)`` per pair.
+        self.bits = [(bit, i, j) for bit, (i, j) in zip(bits, self.pairs)]
         #: ``below[j]``: the pairs ``(·, j)``; ``above[i]``: the pairs ``(i, ·)``; ``shallower[d]``:
         #: the pairs whose deeper stage is among the first ``d`` (queried at depth ``d``).
         self.below = [sum(b for b, (_, j) in zip(bits, self.pairs) if j == k) for k in range(n_stages)]

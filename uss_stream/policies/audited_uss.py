@@ -174,7 +174,10 @@ class AuditedUSS(USSKLUCB):
         log_count = self._log_count
         level = label_level(t)
         beats = self._beats(t)
-        kl = sum(1 << p for p, (i, j) in enumerate(self._pairs) if beats(i, j))
+        kl = 0
+        for bit, i, j in self._masks.bits:
+            if beats(i, j):
+                kl |= bit
         by_labels, worth = label_masks(evidence, pair_bounds, queried, disagreements, level, log_count)
 
         def confirmed(pair: int) -> bool:
