@@ -2,25 +2,32 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
+from uss_stream.policies._audit_relations import (
+    ManyRelations,
+    PairBounds,
+    PairMasks,
+    Relations,
+    label_masks,
+    label_relations_many,
+    plausible_many,
+)
+from uss_stream.policies._label_budget import LabelBudget, contested_many
 from uss_stream.policies.confidence import kl_beats_many, portable_log_many
 from uss_stream.policies.label_evidence import (
     LabelEvidence,
-    delta_bounds_many,
     e_bounds,
     e_upper,
     label_level,
     label_level_many,
     pair_level,
 )
-from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
-from uss_stream.validation import check_outputs, check_positive
+from uss_stream.validation import check_outputs
 
 __all__ = ["AuditedUSS"]
 
@@ -111,22 +118,15 @@ class AuditedUSS(USSKLUCB):
         contradicted_budget: float | None = None,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
-        check_positive(label_budget, "label_budget")
-        if contradicted_budget is not None:
-            check_positive(contradicted_budget, "contradicted_budget")
-            if contradicted_budget < label_budget:
-                raise ValueError(
-                    f"contradicted_budget must be >= label_budget ({label_budget}), got {contradicted_budget}"
-                )
+        self._budget = LabelBudget(label_budget, contradicted_budget)
         self.label_budget = label_budget
         self.contradicted_budget = contradicted_budget
-        self._raised = 3.0 * label_budget if contradicted_budget is None else float(contradicted_budget)
         self._evidence = LabelEvidence(self.n_stages)
-        self._requested = 0
         self._last_request = 0
-        self._label_bounds = _PairBounds(len(self._pairs), self.n_stages)
+        self._label_bounds = PairBounds(self.n_stages, self._gap)
+        self._masks = PairMasks(self.n_stages)
         self._relations_key: tuple[int, int, int] | None = None
-        self._relations_cache: _Relations | None = None
+        self._relations_cache: Relations | None = None
 
     # -- capabilities and read-only views --------------------------------------------------------
     @property
@@ -147,7 +147,7 @@ class AuditedUSS(USSKLUCB):
     @property
     def labels_requested(self) -> int:
         """Labels requested so far."""
-        return self._requested
+        return self._budget.requested
 
     @property
     def labels_received(self) -> int:
@@ -160,76 +160,45 @@ class AuditedUSS(USSKLUCB):
         return self._last_request
 
     # -- the decision ----------------------------------------------------------------------------
-    def _relations(self, t: int) -> _Relations:
-        """The relations of round ``t``'s decision (see :class:`_Relations`), reused by the request
-        of the same round while the counts are unchanged."""
+    def _relations(self, t: int) -> Relations:
+        """The relations of round ``t``'s decision (``_audit_relations.Relations``), reused by
+        the request of the same round while the counts are unchanged."""
         stats = self._stats
         key = (t, stats.queried[0], self._evidence.labels)
         if self._relations_key == key:
             return self._relations_cache
         queried = stats.queried
         disagreements = stats.disagreements
-        gap = self._gap
-        labelled = self._evidence.labelled
+        evidence = self._evidence
+        pair_bounds = self._label_bounds
+        log_count = self._log_count
         level = label_level(t)
-        k = self.n_stages
+        beats = self._beats(t)
+        kl = 0
+        for bit, i, j in self._masks.bits:
+            if beats(i, j):
+                kl |= bit
+        by_labels, worth = label_masks(evidence, pair_bounds, queried, disagreements, level, log_count)
 
-        def bounds(pair: int, i: int, j: int, strict: bool) -> tuple[bool, bool] | None:
-            if not labelled[pair]:
-                return None
-            if strict:
-                upper = self._label_bounds.strict(self._evidence, pair, level)
-                return self._label_relation(disagreements[i][j], queried[j], j, -1.0, upper, gap[pair], level)
-            lower, upper = self._label_bounds.loose(self._evidence, pair, level)
-            return self._label_relation(disagreements[i][j], queried[j], j, lower, upper, gap[pair], level)
+        def confirmed(pair: int) -> bool:
+            i, j = self._pairs[pair]
+            d, n = disagreements[i][j], queried[j]
+            return pair_bounds.confirmed(evidence, pair, d, n, level, log_count)
 
-        relations = _Relations(k, self._pairs, self._beats(t), bounds)
+        relations = Relations(self._masks, kl, by_labels, worth, confirmed)
         self._relations_key, self._relations_cache = key, relations
         return relations
-
-    def _label_relation(
-        self, d: float, n: float, j: int, e_lower: float, e_upper: float, gap: float, level: float
-    ) -> tuple[bool, bool]:
-        """``(C_j - C_i > δ^U, δ^L > C_j - C_i)`` of :func:`delta_bounds`, to the bit.
-
-        ``δ^U <= e^U`` and ``δ^U >= p̂·e^U`` (``e^U >= 0``), ``δ^U <= 0`` (``e^U < 0``), and
-        ``δ^L <= p̂·e^L`` (``e^L >= 0``), ``δ^L <= 0`` (``e^L < 0``), with IEEE rounding monotone: the
-        Hoeffding radius (a logarithm and a square root) is computed only when these leave a side open.
-        """
-        p_hat = d / n
-        if e_upper >= 0.0:
-            beaten = True if gap > e_upper else (False if p_hat * e_upper >= gap else None)
-        else:
-            beaten = True if gap > 0.0 else None
-        worth = False if e_lower < 0.0 or p_hat * e_lower <= gap else None
-        if beaten is None or worth is None:
-            radius = math.sqrt(max(level - self._log_count(j, n), 1.0) / (2.0 * n))
-            p_upper = min(p_hat + radius, 1.0)
-            p_lower = max(p_hat - radius, 0.0)
-            if beaten is None:
-                beaten = gap > (p_upper * e_upper if e_upper >= 0.0 else p_lower * e_upper)
-            if worth is None:
-                worth = (p_lower * e_lower if e_lower >= 0.0 else p_upper * e_lower) > gap
-        return beaten, worth
-
-    def _allowed(self, t: int, relations: _Relations) -> bool:
-        """Fewer labels requested than the budget (``contradicted_budget`` once contradicted)."""
-        root = math.sqrt(t)
-        if self._requested < self.label_budget * root:
-            return True
-        return self._requested < self._raised * root and relations.contradicted
 
     def _decide(self, t: int) -> int:
         relations = self._relations(t)
         depth = relations.informed_depth
-        audited = [
-            j
-            for j in range(depth, self.n_stages)
-            for i in range(j)
-            if relations.audit(i, j) and relations.plausible(i)
-        ]
-        if audited and self._allowed(t, relations):
-            return max(audited) + 1
+        if relations.decisive and self._budget.allowed(t, relations):
+            # The deepest audited pair of a plausible stage, below the depth: play its deeper stage.
+            audited = relations.audited & ~self._masks.shallower[depth]
+            for p in range(audited.bit_length() - 1, -1, -1):
+                i, j = self._pairs[p]
+                if audited >> p & 1 and relations.plausible(i):
+                    return j + 1
         return depth
 
     def label_free_depth_many(
@@ -250,38 +219,16 @@ class AuditedUSS(USSKLUCB):
         a requested label. :meth:`update` calls it; an asynchronous caller
         (:class:`~uss_stream.pending.PendingDecisions`) calls it before recording the report.
         """
-        depth = len(outputs)
-        if depth < 2:
+        if len(outputs) < 2:
             return 0
         first = outputs[0]
         if all(output == first for output in outputs[1:]):
             return 0
-        relations = self._relations(t)
-        if self._requested < self.label_budget * math.sqrt(t):
-            scope = range(self.n_stages)
-        elif self._allowed(t, relations):
-            scope = {i for i, _ in relations.decisive}
-        else:
-            return 0
-        mask = 0
-        for j in range(1, depth):
-            for i in range(j):
-                if (
-                    outputs[i] != outputs[j]
-                    and i in scope
-                    and relations.plausible(i)
-                    and (relations.open(i, j) or relations.audit(i, j))
-                ):
-                    mask |= 1 << (j * (j - 1) // 2 + i)
-        if mask:
-            self._requested += 1
-        return mask
+        return self._budget.request(t, outputs, self._relations(t))
 
     def withdraw_label_request(self) -> None:
         """Take back the last request counted by :meth:`request_label` (its report was rejected)."""
-        if self._requested < 1:
-            raise RuntimeError("no label request to withdraw")
-        self._requested -= 1
+        self._budget.withdraw()
 
     def update(self, outputs: Sequence[Any]) -> None:
         """Learn from the outputs of the last :meth:`select`; :attr:`label_request` says whether to
@@ -368,9 +315,10 @@ class AuditedUSS(USSKLUCB):
         e_lower: np.ndarray,
         e_upper: np.ndarray,
         e_strict: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``beats``, ``worth``, ``audit`` and ``decisive`` (``M x P`` booleans) for ``M`` states,
-        the pairs' ``e`` bounds given (``e_strict``: ``e^U`` at the level ``L_t``)."""
+    ) -> ManyRelations:
+        """The relations of ``M`` states (``beats``, ``worth``, ``audit``, ``decisive``: ``M x P``
+        booleans, and what the depth and the request read), the pairs' ``e`` bounds given
+        (``e_strict``: ``e^U`` at the level ``L_t``)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
@@ -379,62 +327,34 @@ class AuditedUSS(USSKLUCB):
         gap, log_gap, log_rest = self._gap_arrays
         n_pairs = n[:, upper_j]
         kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
-        level = label_level_many(np.asarray(rounds))[:, None]
+        level = label_level_many(np.asarray(rounds))
+        labels = (has_labels, e_lower, e_upper, e_strict)
         log_kn = log_count[:, upper_j]
-        lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, self.n_stages, log_kn)
-        by_labels = has_labels & (gap > upper) & ~kl
-        beats = kl | by_labels
-        decisive = np.zeros_like(by_labels)
-        some = np.flatnonzero(by_labels.any(axis=1))
-        if some.size:
-            label_free = select_depth_many_by(kl[some], self.n_stages)
-            changed = label_free != select_depth_many_by(beats[some], self.n_stages)
-            paid = upper_j[None, :] < label_free[:, None]
-            decisive[some] = by_labels[some] & (paid | changed[:, None])
-        audit = np.zeros_like(by_labels)
-        state, pair = np.nonzero(decisive)
-        if state.size:
-            strict = delta_bounds_many(
-                pair_counts[state, pair],
-                n_pairs[state, pair],
-                -1.0,
-                e_strict[state, pair],
-                level[state, 0],
-                self.n_stages,
-                log_kn[state, pair],
-            )[1]
-            audit[state, pair] = ~(gap[pair] > strict)
-        return beats, has_labels & (lower > gap), audit, decisive
+        k = self.n_stages
+        return label_relations_many(kl, pair_counts, n_pairs, log_kn, level, labels, gap, self._pairs, k)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
-        """``M x K`` booleans: stage ``i`` is plausible (see :class:`_Relations`)."""
-        plausible = np.ones((beats.shape[0], self.n_stages), dtype=bool)
-        for p, (i, j) in enumerate(self._pairs):
-            plausible[:, j] &= ~beats[:, p]
-            plausible[:, i] &= ~worth[:, p]
-        return plausible
+        """``M x K`` booleans: stage ``i`` is plausible (see ``_audit_relations.Relations``)."""
+        return plausible_many(beats, worth, self._pairs, self.n_stages)
 
     def budget_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """The label budget of each state's round (:meth:`request_label`'s, to the bit)."""
-        scale = np.where(contradicted, self._raised, self.label_budget)
-        return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
+        return self._budget.many(rounds, contradicted)
 
-    def budget_thresholds_many(self, rounds: np.ndarray, relations: tuple) -> np.ndarray:
+    def budget_thresholds_many(self, rounds: np.ndarray, relations: ManyRelations) -> np.ndarray:
         """``M x 2``: the numbers of requested labels that :meth:`depth_many` and :meth:`request_many`
         compare the count with (``label_budget·sqrt(t)`` and the state's budget), to the bit."""
-        root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        return np.stack(
-            [self.label_budget * root, self.budget_many(rounds, relations[3].any(axis=1))], axis=1
-        )
+        return self._budget.thresholds_many(rounds, relations.contradicted)
 
-    def depth_many(self, rounds: np.ndarray, relations: tuple, requested: np.ndarray) -> np.ndarray:
+    def depth_many(self, rounds: np.ndarray, relations: ManyRelations, requested: np.ndarray) -> np.ndarray:
         """The depths of :meth:`select` for ``M`` states, from :meth:`relations_many`'s output."""
-        beats, worth, audit, decisive = relations
+        depth = relations.informed
+        if not relations.audit.any():
+            return depth.copy()
         upper_i, upper_j = self._columns
-        depth = select_depth_many_by(beats, self.n_stages)
-        audited = audit & self.plausible_many(beats, worth)[:, upper_i]
+        audited = relations.audit & relations.plausible[:, upper_i]
         deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
-        allowed = requested < self.budget_many(rounds, decisive.any(axis=1))
+        allowed = requested < self._budget.many(rounds, relations.contradicted)
         return np.where(allowed, np.maximum(depth, deepest), depth)
 
     def request_many(
@@ -442,7 +362,7 @@ class AuditedUSS(USSKLUCB):
         rounds: np.ndarray,
         depths: np.ndarray,
         disagreeing: np.ndarray,
-        relations: tuple,
+        relations: ManyRelations,
         requested: np.ndarray,
     ) -> np.ndarray:
         """The ``M x P`` request masks of :meth:`request_label` for ``M`` states at once.
@@ -451,27 +371,20 @@ class AuditedUSS(USSKLUCB):
         from :meth:`relations_many` on the counts before the event; ``requested`` holds the labels
         requested before each state's round.
         """
-        beats, worth, audit, decisive = relations
         upper_i, upper_j = self._columns
-        depths = np.asarray(depths)
-        root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        base = requested < self.label_budget * root
-        raised = requested < self.budget_many(rounds, decisive.any(axis=1))
-        contested = np.zeros((decisive.shape[0], self.n_stages), dtype=bool)
-        for p, (i, _) in enumerate(self._pairs):
-            contested[:, i] |= decisive[:, p]
-        scope = base[:, None] | (raised[:, None] & contested[:, upper_i])
-        plausible = self.plausible_many(beats, worth)
-        queried = upper_j[None, :] < depths[:, None]
-        open_pairs = (~beats & ~worth) | audit
-        asked = (depths >= 2)[:, None] & scope & plausible[:, upper_i] & open_pairs
+        contested = contested_many(relations.decisive, self._pairs, self.n_stages)
+        scope = self._budget.scope_many(rounds, requested, relations.contradicted, contested)
+        # A queried pair has j >= 1, so its state's depth is >= 2.
+        queried = upper_j[None, :] < np.asarray(depths)[:, None]
+        open_pairs = (~relations.beats & ~relations.worth) | relations.audit
+        asked = (scope & relations.plausible)[:, upper_i] & open_pairs
         return disagreeing & queried & asked
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         document = super().state_dict()
         document["evidence"] = self._evidence.to_dict()
-        document["labels_requested"] = self._requested
+        document["labels_requested"] = self._budget.requested
         return document
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
@@ -491,158 +404,12 @@ class AuditedUSS(USSKLUCB):
             )
         super().load_state_dict(document)
         self._evidence = evidence
-        self._requested = requested
+        self._budget.requested = requested
         self._last_request = 0
+        self._label_bounds = PairBounds(self.n_stages, self._gap)
         self._relations_key = None
 
     @classmethod
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}
         yield {"stage_costs": [0.0, 0.5], "alpha": 1.5, "label_budget": 1.0, "contradicted_budget": 1.5}
-
-
-class _PairBounds:
-    """Each pair's label bounds on ``e_j - e_i``, recomputed only when its label counts or the level change.
-
-    ``loose``: ``(e^L, e^U)`` at the pair's share of the level; ``strict``: ``e^U`` at the level
-    ``L_t`` itself (no discount for the pair's share).
-    """
-
-    __slots__ = ("_loose", "_n_stages", "_strict")
-
-    def __init__(self, n_pairs: int, n_stages: int) -> None:
-        self._n_stages = n_stages
-        # Per pair: (m, w+, w-, level) the cached bounds were computed for, and the bounds.
-        self._loose: list[tuple[int, int, int, float, float, float]] = [(-1, 0, 0, 0.0, -1.0, 1.0)] * n_pairs
-        self._strict: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
-
-    def loose(self, evidence: LabelEvidence, pair: int, level: float) -> tuple[float, float]:
-        m = evidence.labelled[pair]
-        plus = evidence.deeper_right[pair]
-        minus = evidence.shallower_right[pair]
-        cached = self._loose[pair]
-        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            lower, upper = e_bounds(m, plus, minus, pair_level(level, m, self._n_stages))
-            cached = self._loose[pair] = (m, plus, minus, level, lower, upper)
-        return cached[4], cached[5]
-
-    def strict(self, evidence: LabelEvidence, pair: int, level: float) -> float:
-        m = evidence.labelled[pair]
-        plus = evidence.deeper_right[pair]
-        minus = evidence.shallower_right[pair]
-        cached = self._strict[pair]
-        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            upper = e_upper(m, plus, minus, level)
-            cached = self._strict[pair] = (m, plus, minus, level, upper)
-        return cached[4]
-
-
-class _Relations:
-    """What one decision of :class:`AuditedUSS` rests on, each relation computed once, on demand.
-
-    ``beats(i, j)``: stage ``i`` beats the deeper ``j`` label-free (``kl``) or by the labels
-    (``C_j - C_i > δ^U_ij``); ``worth(i, j)``: ``δ^L_ij > C_j - C_i``; ``open(i, j)``: neither;
-    ``contradicted``: some pair is beaten by the labels and not label-free; ``audit(i, j)``: that
-    pair is such a pair and not confirmed at the level ``L_t`` itself (``strict`` bounds);
-    ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
-    """
-
-    __slots__ = (
-        "_bounds",
-        "_by_labels",
-        "_decisive",
-        "_informed_depth",
-        "_kl",
-        "_kl_known",
-        "_label_free_depth",
-        "_pairs",
-        "_plausible",
-        "_worth",
-        "n_stages",
-    )
-
-    def __init__(
-        self,
-        n_stages: int,
-        pairs: list[tuple[int, int]],
-        kl: Callable[[int, int], bool],
-        bounds: Callable[[int, int, int, bool], tuple[bool, bool] | None],
-    ) -> None:
-        self.n_stages = n_stages
-        self._pairs = pairs
-        self._kl = kl
-        self._bounds = bounds
-        self._kl_known: dict[int, bool] = {}
-        self._by_labels: dict[int, bool] = {}
-        self._worth: dict[int, bool] = {}
-        self._plausible: dict[int, bool] = {}
-        self._decisive: list[tuple[int, int]] | None = None
-        self._label_free_depth: int | None = None
-        self._informed_depth: int | None = None
-
-    def kl(self, i: int, j: int) -> bool:
-        """Stage ``i`` beats ``j`` label-free (USS-KL-UCB's test, asked once per pair)."""
-        pair = j * (j - 1) // 2 + i
-        known = self._kl_known.get(pair)
-        if known is None:
-            known = self._kl_known[pair] = self._kl(i, j)
-        return known
-
-    def by_labels(self, i: int, j: int) -> bool:
-        pair = j * (j - 1) // 2 + i
-        known = self._by_labels.get(pair)
-        if known is None:
-            found = self._bounds(pair, i, j, False)
-            known = self._by_labels[pair] = found is not None and found[0]
-            self._worth[pair] = found is not None and found[1]
-        return known
-
-    def beats(self, i: int, j: int) -> bool:
-        return self.kl(i, j) or self.by_labels(i, j)
-
-    def worth(self, i: int, j: int) -> bool:
-        self.by_labels(i, j)
-        return self._worth[j * (j - 1) // 2 + i]
-
-    def open(self, i: int, j: int) -> bool:
-        return not self.beats(i, j) and not self.worth(i, j)
-
-    @property
-    def informed_depth(self) -> int:
-        """The set test's depth on ``beats`` (label-free or by the labels)."""
-        if self._informed_depth is None:
-            self._informed_depth = select_depth_by(self.n_stages, self.beats)
-        return self._informed_depth
-
-    def is_decisive(self, i: int, j: int) -> bool:
-        """``(i, j)`` is beaten by the labels, not label-free (a contradiction), and the
-        contradiction concerns the decision: the label-free depth queries ``j``, or the labels
-        change the depth."""
-        if not self.by_labels(i, j) or self.kl(i, j):
-            return False
-        if self._label_free_depth is None:
-            self._label_free_depth = select_depth_by(self.n_stages, self.kl)
-        return j < self._label_free_depth or self._label_free_depth != self.informed_depth
-
-    @property
-    def decisive(self) -> list[tuple[int, int]]:
-        """The decisive pairs (:meth:`is_decisive`)."""
-        if self._decisive is None:
-            self._decisive = [(i, j) for i, j in self._pairs if self.is_decisive(i, j)]
-        return self._decisive
-
-    def audit(self, i: int, j: int) -> bool:
-        """``(i, j)`` is decisive and not confirmed at the level ``L_t`` itself."""
-        return self.is_decisive(i, j) and not self._bounds(j * (j - 1) // 2 + i, i, j, True)[0]
-
-    @property
-    def contradicted(self) -> bool:
-        return bool(self.decisive)
-
-    def plausible(self, i: int) -> bool:
-        known = self._plausible.get(i)
-        if known is None:
-            known = self._plausible[i] = not any(self.beats(h, i) for h in range(i)) and not any(
-                self.worth(i, j) for j in range(i + 1, self.n_stages)
-            )
-        return known

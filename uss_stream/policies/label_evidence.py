@@ -81,16 +81,6 @@ def pair_level_many(level: np.ndarray, count: np.ndarray, n_stages: int) -> np.n
     return np.maximum(level - portable_log_many(n_stages * np.where(count > 0.0, count, 1.0)), 1.0)
 
 
-def _kl(p: float, log_p: float, log_rest: float, q: float) -> float:
-    """``kl(p, q)`` given ``log p`` and ``log(1 - p)`` (read only where ``0 < p``, ``p < 1``)."""
-    total = 0.0
-    if p > 0.0:
-        total += p * (log_p - math.log(q))
-    if p < 1.0:
-        total += (1.0 - p) * (log_rest - math.log(1.0 - q))
-    return total
-
-
 def e_bounds(m: int, w_plus: int, w_minus: int, level: float) -> tuple[float, float]:
     """``(e^L, e^U)`` of a pair with ``m >= 1`` labelled disagreements; ``(-1, 1)`` for ``m = 0``.
 
@@ -114,17 +104,29 @@ def e_upper(m: int, w_plus: int, w_minus: int, level: float) -> float:
 
 
 def _e_side(m: int, w_plus: int, w_minus: int, level: float, upper: bool) -> float:
-    """One side of the KL bound on ``e`` (bisection on ``x = (e + 1) / 2``)."""
+    """One side of the KL bound on ``e`` (bisection on ``x = (e + 1) / 2``).
+
+    ``m·kl(x̄, q) <= level`` is tested at each midpoint ``q``, with ``kl(x̄, q) = x̄·(log x̄ - log q) +
+    (1 - x̄)·(log(1 - x̄) - log(1 - q))`` (a term dropped where ``x̄`` is 0 or 1), inlined: the
+    bisection is the cost of a label's bounds.
+    """
     mean = (w_plus - w_minus + m) / (2 * m)
     log_p = math.log(mean) if mean > 0.0 else 0.0
-    log_rest = math.log(1.0 - mean) if mean < 1.0 else 0.0
+    rest = 1.0 - mean
+    log_rest = math.log(rest) if mean < 1.0 else 0.0
+    has_p, has_rest = mean > 0.0, mean < 1.0
+    log = math.log
     if upper:
         if mean >= 1.0:
             return 1.0
         low, high = mean, 1.0
         for _ in range(_STEPS):
             middle = 0.5 * (low + high)
-            if m * _kl(mean, log_p, log_rest, middle) <= level:
+            total = 0.0
+            if has_p:
+                total += mean * (log_p - log(middle))
+            total += rest * (log_rest - log(1.0 - middle))
+            if m * total <= level:
                 low = middle
             else:
                 high = middle
@@ -134,7 +136,10 @@ def _e_side(m: int, w_plus: int, w_minus: int, level: float, upper: bool) -> flo
     low, high = 0.0, mean
     for _ in range(_STEPS):
         middle = 0.5 * (low + high)
-        if m * _kl(mean, log_p, log_rest, middle) <= level:
+        total = mean * (log_p - log(middle))
+        if has_rest:
+            total += rest * (log_rest - log(1.0 - middle))
+        if m * total <= level:
             high = middle
         else:
             low = middle
