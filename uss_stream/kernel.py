@@ -249,6 +249,7 @@ def speculate(
     streams: np.ndarray | None = None,
     counts_of: Counts | None = None,
     guess: int | None = None,
+    window: int | None = None,
 ) -> np.ndarray:
     """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
 
@@ -276,6 +277,9 @@ def speculate(
         to the counts after the last row.
     guess
         The depth speculated first (default ``K``); only speed depends on it.
+    window
+        The rounds speculated by the first step (default 8); only speed depends on it. A caller
+        continuing a stream whose decisions were stable may start wider than the default.
 
     Notes
     -----
@@ -315,7 +319,7 @@ def speculate(
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
     active = np.arange(reps)
-    window = _FIRST_WINDOW
+    window = _FIRST_WINDOW if window is None else max(1, int(window))
 
     while active.size:
         n_active = active.size

@@ -30,7 +30,7 @@ discounted policies.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,13 +38,21 @@ import numpy as np
 from uss_stream.kernel import Counts, pair_order, speculate
 from uss_stream.policies.base import Policy
 
-__all__ = ["MIN_BATCH", "decide_batch"]
+__all__ = ["MIN_BATCH", "decide_batch", "next_window"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
+#: Bounds of :func:`next_window` (the kernel's first and largest windows).
+MIN_WINDOW, MAX_WINDOW = 8, 4096
 
 
-def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = None) -> list[int]:
+def decide_batch(
+    policy: Policy,
+    outputs: Sequence[Any],
+    guess: int | None = None,
+    window: int | None = None,
+    on_step: Callable[[int], Any] | None = None,
+) -> list[int]:
     """Step ``policy`` once per event; returns the depths, exactly as the ``select``/``update`` loop.
 
     Parameters
@@ -59,6 +67,11 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
         ``n``'s outputs are ``outputs[n*K:(n+1)*K]``.
     guess
         The depth to speculate first (e.g. the last one decided); only speed depends on it.
+    window
+        The events speculated by the first step (the kernel's default if ``None``, e.g.
+        :func:`next_window` of the previous batch); only speed depends on it.
+    on_step
+        Called with the events decided by each speculative step (not called by the loop).
 
     Examples
     --------
@@ -80,7 +93,7 @@ def decide_batch(policy: Policy, outputs: Sequence[Any], guess: int | None = Non
     if not policy.vectorised or policy.discount is not None or len(outputs) < MIN_BATCH * n_stages:
         return _loop(policy, outputs)
     indicators = _disagreements(outputs, n_stages)
-    return _speculate(policy, indicators, n_stages if guess is None else guess)
+    return _speculate(policy, indicators, n_stages if guess is None else guess, window, on_step)
 
 
 def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
@@ -114,10 +127,35 @@ def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
     return indicators
 
 
-def _speculate(policy: Policy, indicators: np.ndarray, guess: int) -> list[int]:
+def next_window(events: int, steps: int) -> int | None:
+    """The first window of the next batch: twice the events a step decided in this one.
+
+    Each speculative step costs a fixed overhead (a few NumPy calls) beside its states, and the
+    kernel starts every call with a window of 8 that doubles while speculations hold: on a
+    stream whose decisions stay put for hundreds of events, most steps of a batch were spent
+    growing the window again. ``None`` (the kernel's default) if no step ran.
+
+    >>> next_window(5000, 4), next_window(5000, 2000), next_window(10**6, 1), next_window(0, 0)
+    (2500, 8, 4096, None)
+
+    """
+    if not steps:
+        return None
+    return max(MIN_WINDOW, min(MAX_WINDOW, 2 * events // steps))
+
+
+def _speculate(
+    policy: Policy,
+    indicators: np.ndarray,
+    guess: int,
+    window: int | None = None,
+    on_step: Callable[[int], Any] | None = None,
+) -> list[int]:
     """The kernel's speculative loop on one stream, from and back to the policy's counts."""
     counts = Counts.of_stats(policy.stats)
     rows = np.arange(len(indicators))[None, :]
-    depths = speculate(policy, rows, indicators, counts_of=counts, guess=guess)
+    depths = speculate(
+        policy, rows, indicators, on_progress=on_step, counts_of=counts, guess=guess, window=window
+    )
     policy.load_stats(counts.to_stats(0, discount=policy.discount))
     return depths[0].tolist()

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from uss_stream.policies import Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
-from uss_stream_kafka.batching import decide_batch
+from uss_stream_kafka.batching import decide_batch, next_window
 from uss_stream_kafka.events import FeaturesCodec, InvalidEvent, OutputsCodec, oversize
 
 __all__ = [
@@ -209,12 +209,13 @@ class OutputsLearner:
 
     """
 
-    __slots__ = ("_codec", "_foreign", "_last_depth", "_policy")
+    __slots__ = ("_codec", "_foreign", "_last_depth", "_policy", "_window")
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
         self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
         self._last_depth = policy.n_stages
+        self._window: int | None = None  # the speculation's first window (batching.next_window)
         self._foreign: DisagreementStats | None = None
 
     @property
@@ -237,8 +238,12 @@ class OutputsLearner:
         count = len(values)
         if not positions:
             return BatchResult([None] * count, [0] * count, errors)
-        decided = decide_batch(self._policy, outputs, guess=self._last_depth)
+        steps: list[int] = []
+        decided = decide_batch(
+            self._policy, outputs, guess=self._last_depth, window=self._window, on_step=steps.append
+        )
         self._last_depth = decided[-1]
+        self._window = next_window(len(decided), len(steps)) if steps else self._window
         payloads = self._codec.encode_many(ids, decided, outputs)
         if len(positions) == count:
             return BatchResult(payloads, decided, errors)
