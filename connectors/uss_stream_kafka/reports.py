@@ -18,19 +18,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from uss_stream_kafka.events import InvalidEvent
 
-__all__ = ["Feedback", "label_request", "parse_feedback", "parse_report", "parse_request"]
+__all__ = ["Label", "label_request", "parse_feedback", "parse_report", "parse_request"]
 
 
-class Feedback(NamedTuple):
-    """A feedback record: a report (``label`` is ``None``) or a label (``outputs`` is ``None``)."""
-
-    id: str | int
-    outputs: list[Any] | None
-    label: str | int | float | bool | None
+#: A label as the feedback topic carries it.
+Label = str | int | float | bool
 
 
 def _kind(value: Any) -> str:
@@ -125,8 +121,12 @@ def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | i
     return document["id"], _outputs(document["id"], document.get("outputs"))
 
 
-def parse_feedback(value: bytes | None, max_bytes: int = 1 << 20) -> Feedback:
-    """A record of the feedback topic: a report (``outputs``) or a late label (``label``).
+def parse_feedback(
+    value: bytes | None, max_bytes: int = 1 << 20
+) -> tuple[str | int, list[Any] | None, Label | None]:
+    """``(id, outputs, None)`` of a report or ``(id, None, label)`` of a late label.
+
+    A plain tuple: this runs once per record of the feedback topic.
 
     Raises
     ------
@@ -138,9 +138,9 @@ def parse_feedback(value: bytes | None, max_bytes: int = 1 << 20) -> Feedback:
     Examples
     --------
     >>> parse_feedback(b'{"id": "bag-1", "outputs": [1, 0]}')
-    Feedback(id='bag-1', outputs=[1, 0], label=None)
+    ('bag-1', [1, 0], None)
     >>> parse_feedback(b'{"id": "bag-1", "label": "dog"}')
-    Feedback(id='bag-1', outputs=None, label='dog')
+    ('bag-1', None, 'dog')
     >>> parse_feedback(b'{"id": 7, "outputs": [1], "label": 1}')
     Traceback (most recent call last):
     ...
@@ -161,7 +161,7 @@ def parse_feedback(value: bytes | None, max_bytes: int = 1 << 20) -> Feedback:
     if "label" not in document:
         if outputs is None:
             raise InvalidEvent("missing_field", f"record {decision_id!r} has neither 'outputs' nor 'label'")
-        return Feedback(decision_id, _outputs(decision_id, outputs), None)
+        return decision_id, _outputs(decision_id, outputs), None
     if outputs is not None:
         raise InvalidEvent(
             "report_invalid",
@@ -174,7 +174,7 @@ def parse_feedback(value: bytes | None, max_bytes: int = 1 << 20) -> Feedback:
             "report_invalid",
             f"label of {decision_id!r} must be a string, number or boolean, got {_kind(label)}",
         )
-    return Feedback(decision_id, None, label)
+    return decision_id, None, label
 
 
 def label_request(decision_id: str | int) -> bytes:
