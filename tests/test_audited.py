@@ -240,9 +240,17 @@ def test_pending_rejects_bad_labels_and_expires_them():
     assert book.label_counters["expired"] == 1
     assert book.label_counters["rejected_not_requested"] == 1
     assert book.label_counters["rejected_unknown"] == 1
+    book.decide("d")
+    book.report("d", [0, 1])
+    book.report_label("d", 1)
     restored = PendingDecisions(AuditedUSS([0.0, 0.5]))
     restored.load_state_dict(json.loads(json.dumps(book.state_dict())))
     assert restored.label_counters == book.label_counters
+    # The ids whose label was applied or expired are restored: a replayed label keeps its reason.
+    for decision_id, reason in (("d", "duplicate"), ("a", "expired")):
+        with pytest.raises(RejectedReport) as rejected:
+            restored.report_label(decision_id, 1)
+        assert rejected.value.reason == reason
 
 
 # -- the WD monitor -----------------------------------------------------------------------------------

@@ -336,6 +336,12 @@ class PendingDecisions:
             "counters": dict(self.counters),
             "labels": {
                 "awaiting": [[i, list(v), mask, t] for i, (v, mask, t) in self._awaiting.items()],
+                "closed": {
+                    "ids": list(self._labels_closed),
+                    "expired": [
+                        k for k, state in enumerate(self._labels_closed.values()) if state == "expired"
+                    ],
+                },
                 "counters": dict(self.label_counters),
             },
         }
@@ -395,18 +401,22 @@ class PendingDecisions:
                 raise ValueError(f"{where} has round {t}, beyond the {decisions} decisions of the policy")
             restored[decision_id] = (depth, t, now)
             last_round = t
-        awaiting, label_counters = self._restore_labels(document.get("labels"))
+        awaiting, labels_closed, label_counters = self._restore_labels(document.get("labels"))
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
         self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
         self.counters = dict(counters)
         self._awaiting = awaiting
+        self._labels_closed = OrderedDict(
+            list(labels_closed.items())[len(labels_closed) - self.remember_reported :]
+        )
         self.label_counters = label_counters
 
-    def _restore_labels(self, labels: Any) -> tuple[OrderedDict, dict[str, int]]:
-        """The awaited labels and label counters of a state document (absent in older documents)."""
+    def _restore_labels(self, labels: Any) -> tuple[OrderedDict, OrderedDict, dict[str, int]]:
+        """The awaited labels, the ids whose label was applied or expired, and the label counters
+        of a state document (absent in older documents, ``closed`` too)."""
         if labels is None:
-            return OrderedDict(), {key: 0 for key in self.label_counters}
+            return OrderedDict(), OrderedDict(), {key: 0 for key in self.label_counters}
         if not isinstance(labels, dict):
             raise ValueError("state field 'labels' must be an object")
         awaiting_list = labels.get("awaiting")
@@ -431,7 +441,9 @@ class PendingDecisions:
             if not isinstance(t, int) or isinstance(t, bool) or t < 1:
                 raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
             awaiting[decision_id] = (values, mask, t)
-        return awaiting, dict(counters)
+        closed = _closed_ids(labels.get("closed", {"ids": [], "expired": []}))
+        applied = OrderedDict((i, "applied" if state == "reported" else state) for i, state in closed.items())
+        return awaiting, applied, dict(counters)
 
 
 def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:

@@ -5,7 +5,9 @@
 - an input record is decided by its partition's learner and the decision sent to the output
   topic, or it is rejected to the dead-letter topic; a record below the partition's
   ``replay_until`` (already delivered before a restart) is fed to the learner only;
-- a labels record (features mode) teaches its partition's stage models;
+- a labels record teaches its partition's learner (features mode: the stage models;
+  orchestration: a report or a label, and a report that asks for its label sends the request to
+  the output topic, like a decision);
 - a record batch ``poll`` could not decode is dead-lettered whole and skipped
   (:meth:`~Dispatcher.skip_undecodable`).
 
@@ -160,9 +162,14 @@ class Dispatcher:
                 self._reject(labels.dlq_partition, records, i, "oversize", detail)
             else:
                 try:
-                    state.learner.learn(value)
+                    answer = state.learner.learn(value)
                 except InvalidEvent as error:
                     self._reject(labels.dlq_partition, records, i, error.reason, error.detail)
+                else:
+                    if answer is not None:  # orchestration: the report asks for its event's label
+                        self.committer.producer.send(
+                            context.topics.output, answer, key=records.keys[i], partition=state.out_partition
+                        )
         labels.next_offset = records.next_offset
         if state is not None:
             state.labels_offset = labels.next_offset

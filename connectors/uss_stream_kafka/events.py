@@ -55,6 +55,11 @@ REASONS = (
     "report_expired",  # orchestration mode: a report for a decision that expired
     "report_too_many_outputs",  # orchestration mode: more outputs than the decided depth
     "report_invalid",  # orchestration mode: a report whose outputs are not valid
+    "report_label_unknown",  # orchestration mode: a label for no known decision
+    "report_label_not_requested",  # orchestration mode: a label for a decision that did not ask for it
+    "report_label_duplicate",  # orchestration mode: a second label for a decision
+    "report_label_expired",  # orchestration mode: a label that came after its request expired
+    "report_label_invalid",  # orchestration mode: a label the policy cannot learn from
     "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
 )
 

@@ -11,18 +11,24 @@ requests (key both by id), partition ``p`` of the reports reaches the learner of
 partition ``p``, which joins the report to its pending decision by id
 (:meth:`~uss_stream.pending.PendingDecisions.report`).
 
+With a label-asking policy (``--policy audited``) a report may ask for the event's label: the
+learner then produces ``{"id": ..., "label_requested": true}`` to the decisions topic, in the
+report's transaction, and the sensor side answers on the reports topic with ``{"id": ...,
+"label": ...}``, applied by :meth:`~uss_stream.pending.PendingDecisions.report_label` (formats:
+:mod:`uss_stream_kafka.reports`).
+
 :class:`OrchestrationProcessor` builds one :class:`OrchestrationLearner` per requests partition.
-Its state (the checkpoint) holds the policy's counts, the pending decisions and the ids already
-reported or expired: after a restart a duplicate report is dead-lettered ``report_duplicate``,
-never applied twice. The runtime gives it the delivery guarantees (``exactly-once``: decisions,
-dead letters, checkpoints and the offsets of both topics in one transaction), metrics, health and
+Its state (the checkpoint) holds the policy's counts, the pending decisions, the labels awaited
+and the ids already reported or expired: after a restart a duplicate report is dead-lettered
+``report_duplicate`` (a duplicate label ``report_label_duplicate``), never applied twice. The
+runtime gives it the delivery guarantees (``exactly-once``: decisions, label requests, dead
+letters, checkpoints and the offsets of both topics in one transaction), metrics, health and
 scale-out by partition. See ``docs/orchestration.md``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +38,7 @@ from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream_kafka.events import InvalidEvent
 from uss_stream_kafka.limits import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MARGIN
 from uss_stream_kafka.processing import BatchResult, label_free_policy, policy_spec
+from uss_stream_kafka.reports import label_request, parse_feedback, parse_report, parse_request
 from uss_stream_kafka.state_budget import StateBudget
 from uss_stream_kafka.topics import Topics, create_topics
 
@@ -42,6 +49,7 @@ __all__ = [
     "OrchestrationSummary",
     "OrchestrationTopics",
     "create_orchestration_topics",
+    "parse_feedback",
     "parse_report",
     "parse_request",
 ]
@@ -103,88 +111,8 @@ def create_orchestration_topics(
     )
 
 
-def _kind(value: Any) -> str:
-    return "array" if isinstance(value, list) else "object" if isinstance(value, dict) else "Infinity"
-
-
-def _load_object(value: bytes | None, max_bytes: int) -> dict[str, Any]:
-    if value is not None and len(value) > max_bytes:
-        raise InvalidEvent("oversize", f"{len(value)} bytes > {max_bytes}")
-    if value is None:
-        raise InvalidEvent("invalid_json", "the record has no value")
-    try:
-        document = json.loads(value)
-    except ValueError as error:  # UnicodeDecodeError is a ValueError
-        raise InvalidEvent("invalid_json", f"value is not UTF-8 JSON: {error}") from None
-    except RecursionError:
-        raise InvalidEvent("invalid_json", "value is JSON nested too deeply to decode") from None
-    if not isinstance(document, dict):
-        raise InvalidEvent("wrong_type", f"the value must be a JSON object, got {type(document).__name__}")
-    decision_id = document.get("id")
-    if decision_id is None:
-        raise InvalidEvent("missing_field", "the value has no 'id'")
-    if isinstance(decision_id, bool) or not isinstance(decision_id, (str, int)):
-        raise InvalidEvent("wrong_type", f"'id' must be a string or an integer, got {decision_id!r}")
-    return document
-
-
-def parse_request(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | int, Any]:
-    """``(id, context)`` of a request; ``context`` is ``None`` when absent.
-
-    Raises
-    ------
-    InvalidEvent
-        With reason ``oversize``, ``invalid_json``, ``missing_field`` or ``wrong_type``.
-
-    Examples
-    --------
-    >>> parse_request(b'{"id": "bag-1", "context": {"lane": 2}}')
-    ('bag-1', {'lane': 2})
-    >>> parse_request(b'{"id": true}')
-    Traceback (most recent call last):
-    ...
-    uss_stream_kafka.events.InvalidEvent: wrong_type: 'id' must be a string or an integer, got True
-
-    """
-    document = _load_object(value, max_bytes)
-    return document["id"], document.get("context")
-
-
-def parse_report(value: bytes | None, max_bytes: int = 1 << 20) -> tuple[str | int, list[Any]]:
-    """``(id, outputs)`` of a sensor report (the outputs' values are checked when applied).
-
-    Examples
-    --------
-    >>> parse_report(b'{"id": 7, "outputs": [1, 0]}')
-    (7, [1, 0])
-    >>> parse_report(b'{"id": 7}')
-    Traceback (most recent call last):
-    ...
-    uss_stream_kafka.events.InvalidEvent: missing_field: report 7 has no 'outputs'
-    >>> parse_report(b'{"id": 7, "outputs": [[1]]}')
-    Traceback (most recent call last):
-    ...
-    uss_stream_kafka.events.InvalidEvent: report_invalid: outputs[0] of 7 must be a label, got array
-
-    """
-    document = _load_object(value, max_bytes)
-    decision_id, outputs = document["id"], document.get("outputs")
-    if outputs is None:
-        raise InvalidEvent("missing_field", f"report {decision_id!r} has no 'outputs'")
-    if not isinstance(outputs, list):
-        raise InvalidEvent("wrong_type", f"'outputs' of {decision_id!r} must be a list")
-    for j, output in enumerate(outputs):
-        # The labels kafka run accepts (null and NaN are left to PendingDecisions: missing outputs).
-        if isinstance(output, (list, dict)) or (isinstance(output, float) and math.isinf(output)):
-            raise InvalidEvent(
-                "report_invalid",
-                f"outputs[{j}] of {decision_id!r} must be a label, got {_kind(output)}",
-            )
-    return decision_id, outputs
-
-
 class OrchestrationProcessor:
-    """Orchestration mode: decide requests with a label-free policy, learn from the sensors' reports.
+    """Orchestration mode: decide requests, learn from the sensors' reports (and requested labels).
 
     Parameters
     ----------
@@ -195,9 +123,10 @@ class OrchestrationProcessor:
     alpha
         Shorthand for ``policy="uss-ucb:alpha=A"``; give it or ``policy``, not both.
     policy
-        A label-free policy's spec (:mod:`uss_stream.policies.specs`), e.g. ``"uss-ucb:alpha=0.51"``;
-        the checkpoints record it and a restart with another one is refused. With neither: the
-        library's default (USS-KL-UCB), as on the command line.
+        A label-free or label-asking policy's spec (:mod:`uss_stream.policies.specs`), e.g.
+        ``"uss-ucb:alpha=0.51"`` or ``"audited"`` (``supervised`` is refused: it needs every
+        label); the checkpoints record it and a restart with another one is refused. With
+        neither: the library's default (USS-KL-UCB), as on the command line.
     max_age_decisions, max_age_seconds
         A pending decision expires after that many later decisions / seconds (``None``: never); its
         late report is then dead-lettered ``report_expired``.
@@ -214,7 +143,8 @@ class OrchestrationProcessor:
     >>> depth, json.loads(value)   # round 1 queries every stage
     (3, {'id': 'bag-1', 'depth': 3, 'stages': ['xray', 'ct', 'manual'], 'cost': 0.3...,
          'context': {'lane': 2}})
-    >>> learner.learn(b'{"id": "bag-1", "outputs": [1, 0, 0]}')
+    >>> learner.learn(b'{"id": "bag-1", "outputs": [1, 0, 0]}') is None   # no label to ask for
+    True
     >>> learner.book.policy.stats.queried
     [1, 1, 1]
     >>> learner.learn(b'{"id": "bag-1", "outputs": [1]}')
@@ -230,6 +160,23 @@ class OrchestrationProcessor:
     Traceback (most recent call last):
     ...
     uss_stream_kafka.events.InvalidEvent: report_duplicate: decision 'bag-1' was already reported
+
+    A label-asking policy asks for the label of an event whose outputs disagree; :meth:`learn`
+    returns that request (the runtime produces it to the decisions topic), and the label that
+    answers it is learned from:
+
+    >>> audited = OrchestrationProcessor([0.0, 0.5], policy="audited").new_learner()
+    >>> audited.process(b'{"id": 1}')[1]
+    2
+    >>> audited.learn(b'{"id": 1, "outputs": ["cat", "dog"]}')
+    b'{"id":1,"label_requested":true}'
+    >>> audited.learn(b'{"id": 1, "label": "dog"}')
+    >>> audited.book.policy.labels_received
+    1
+    >>> audited.learn(b'{"id": 1, "label": "dog"}')
+    Traceback (most recent call last):
+    ...
+    uss_stream_kafka.events.InvalidEvent: report_label_duplicate: the label of decision 1 was already applied
 
     """
 
@@ -316,9 +263,10 @@ class OrchestrationProcessor:
 class OrchestrationLearner:
     """The pending decisions of one requests partition (see :class:`OrchestrationProcessor`).
 
-    :meth:`process` decides a request, :meth:`learn` applies a report; a report that cannot be
-    applied raises :class:`~uss_stream_kafka.events.InvalidEvent` with reason ``report_<why>``
-    (the runtime dead-letters it) and changes nothing but the rejection counters.
+    :meth:`process` decides a request, :meth:`learn` applies a report or a label; a report that
+    cannot be applied raises :class:`~uss_stream_kafka.events.InvalidEvent` with reason
+    ``report_<why>``, a label ``report_label_<why>`` (the runtime dead-letters it), and changes
+    nothing but the rejection counters.
     """
 
     __slots__ = ("_budget", "_cumulative", "_stage_names", "book")
@@ -365,12 +313,19 @@ class OrchestrationLearner:
                 errors[position] = error
         return BatchResult(payloads, depths, errors)
 
-    def learn(self, value: bytes | None) -> None:
-        decision_id, outputs = parse_report(value)
+    def learn(self, value: bytes | None) -> bytes | None:
+        """Apply a report or a label; returns the label request to produce, if the report asks."""
+        decision_id, outputs, label = parse_feedback(value)
+        book = self.book
         try:
-            self.book.report(decision_id, outputs)
+            if outputs is None:
+                book.report_label(decision_id, label)
+                return None
+            book.report(decision_id, outputs)
         except RejectedReport as error:
-            raise InvalidEvent(f"report_{error.reason}", str(error)) from None
+            kind = "report" if outputs is not None else "report_label"
+            raise InvalidEvent(f"{kind}_{error.reason}", str(error)) from None
+        return label_request(decision_id) if book.label_requested(decision_id) else None
 
     def state_dict(self) -> dict[str, Any]:
         """The pending decisions' state, kept within ``max_state_bytes`` (see :class:`StateBudget`)."""
@@ -390,8 +345,11 @@ class OrchestrationSummary:
     ``requests``, ``reports``, ``decisions``, ``dead_letters``, ``checkpoints`` and ``seconds`` are
     the run's (:class:`~uss_stream_kafka.context.RunSummary`: records of an aborted transaction
     are counted again when processed again); ``applied``, ``pending`` and ``expired`` are the
-    counts of the assigned partitions' learners, restored state included; ``restored`` says
-    whether a learner was restored from a checkpoint.
+    counts of the assigned partitions' learners, restored state included, and so are
+    ``labels_requested``, ``labels_applied`` and ``labels_awaited`` (a label-asking policy's:
+    label requests produced, labels learned from, requests still unanswered); ``restored`` says
+    whether a learner was restored from a checkpoint. Rejected labels are dead letters
+    (``report_label_<why>``).
     """
 
     requests: int = 0
@@ -400,6 +358,9 @@ class OrchestrationSummary:
     applied: int = 0
     pending: int = 0
     expired: int = 0
+    labels_requested: int = 0
+    labels_applied: int = 0
+    labels_awaited: int = 0
     depth_counts: list[int] = field(default_factory=list)
     dead_letters: dict[str, int] = field(default_factory=dict)
     checkpoints: int = 0
@@ -418,6 +379,9 @@ class OrchestrationSummary:
             applied=sum(book.counters["applied"] for book in books),
             pending=sum(book.pending for book in books),
             expired=sum(book.counters["expired"] for book in books),
+            labels_requested=sum(book.label_counters["requested"] for book in books),
+            labels_applied=sum(book.label_counters["applied"] for book in books),
+            labels_awaited=sum(book.awaiting_labels for book in books),
             depth_counts=list(run.depth_counts),
             dead_letters=dict(run.dead_letters),
             checkpoints=run.checkpoints,

@@ -439,9 +439,12 @@ def policy_spec(policy: str | None, alpha: float | None) -> str:
 def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tuple[Policy, str]:
     """The policy of ``spec`` for ``stage_costs`` and its canonical spec; ``mode`` (where the
     events carry no labels) refuses label-asking and supervised policies, naming ``--policy``.
+    ``"orchestration"`` takes label-asking ones: its reports topic brings the labels they ask for.
 
     >>> label_free_policy("uss-kl-ucb:alpha=1", [0, 0.1], "orchestration")
     (USSKLUCB(stage_costs=[0, 0.1], alpha=1.0, discount=None), 'uss-kl-ucb:alpha=1.0')
+    >>> label_free_policy("audited", [0, 0.1], "orchestration")[1]
+    'audited:alpha=1.0,label_budget=3.0'
     >>> label_free_policy("supervised", [0, 0.1], "X")
     Traceback (most recent call last):
     ...
@@ -451,7 +454,13 @@ def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tup
     parsed = parse_spec(spec)
     policy = parsed.build(list(stage_costs))
     asks = getattr(policy, "asks_for_labels", False)
-    if asks or policy._supervised:
+    if policy._supervised and mode == "orchestration":
+        raise ValueError(
+            f"--policy {parsed.text!r}: {type(policy).__name__} learns from every event's label; "
+            "orchestration has only the labels a label-asking policy asks for (use a label-free "
+            "or a label-asking one, e.g. audited)"
+        )
+    if (asks and mode != "orchestration") or policy._supervised:
         needs = "asks for labels" if asks else "learns from labels"
         raise ValueError(
             f"--policy {parsed.text!r}: {type(policy).__name__} {needs}; {mode} has none "

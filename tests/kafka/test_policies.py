@@ -83,7 +83,8 @@ def test_a_policy_without_a_vectorised_path_is_stepped_event_by_event():
     assert policy.stats == reference.stats
 
 
-def test_label_asking_and_supervised_policies_are_refused_in_the_service():
+def test_label_asking_and_supervised_policies_are_refused_in_outputs_mode():
+    """Outputs mode has no feedback topic: no label can come, so neither kind of policy runs."""
     for spec, needs in (
         ("audited", "asks for labels"),
         ("audited-uss", "asks"),
@@ -91,6 +92,20 @@ def test_label_asking_and_supervised_policies_are_refused_in_the_service():
     ):
         with pytest.raises(ValueError, match=f"--policy '{spec}': .*{needs}.*outputs mode has none"):
             OutputsProcessor(COSTS, policy=spec)
+
+
+def test_orchestration_takes_a_label_asking_policy_but_refuses_the_supervised_one():
+    """Orchestration's reports topic brings the labels a label-asking policy asks for, not every label."""
+    from uss_stream_kafka.orchestrating import OrchestrationProcessor
+
+    for spec in ("audited", "audited-uss:label_budget=2"):
+        processor = OrchestrationProcessor(COSTS, policy=spec)
+        assert isinstance(processor.new_learner().book.policy, AuditedUSS)
+        assert processor.policy == spec_of(AuditedUSS(COSTS, label_budget=2.0 if "=2" in spec else 3.0))
+    with pytest.raises(
+        ValueError, match=r"--policy 'supervised': SupervisedUCB learns from every event's label"
+    ):
+        OrchestrationProcessor(COSTS, policy="supervised")
 
 
 def test_checkpoints_record_the_canonical_spec_and_refuse_another():
@@ -148,8 +163,11 @@ def test_orchestrate_takes_the_same_policy_option(capsys):
     args = ["kafka", "orchestrate", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "q",
             "--reports-topic", "r", "--output-topic", "d", "--dlq-topic", "x", "--state-topic", "s",
             "--group-id", "g", "--stage-costs", "0,0.1,0.2"]  # fmt: skip
-    assert main([*args, "--policy", "audited"]) == 2
-    assert "--policy 'audited': AuditedUSS asks for labels; orchestration has none" in capsys.readouterr().err
+    assert main([*args, "--policy", "supervised"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--policy 'supervised': SupervisedUCB learns from every event's label; orchestration has only" in err
+    )
     with pytest.raises(SystemExit) as exit:
         main([*args, "--policy", "uss-ts:seed=x"])
     assert exit.value.code == 2 and "argument --policy" in capsys.readouterr().err

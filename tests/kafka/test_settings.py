@@ -259,7 +259,7 @@ def minimal_values(command: str) -> dict[str, Any]:
         ("run", {"policy": "uss-ts", "alpha": 0.5}, ["--policy", "--alpha"]),
         ("orchestrate", {"policy": "uss-ts", "alpha": "0.5"}, ["--policy", "--alpha"]),
         ("run", {"policy": "fixed:depth=3"}, ["--policy"]),
-        ("orchestrate", {"policy": "audited"}, ["--policy"]),
+        ("orchestrate", {"policy": "supervised"}, ["--policy"]),
         ("run", {"policy": "uss-kl-ucb:discount=0.9", "shared_learning": True},
          ["--shared-learning", "--policy"]),
         ("run", {"mode": "features", "cascade_factory": "m:f", "alpha": 1}, ["--policy", "--alpha"]),
