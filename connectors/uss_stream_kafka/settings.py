@@ -324,7 +324,8 @@ class KafkaSettings:
         None,
         "the depth-selection policy, as uss-stream replay takes it: uss-kl-ucb[:alpha=A], "
         "uss-ucb[:alpha=A], uss-ts[:seed=S], uee-ucb[:alpha=A], alg2, fixed:depth=D; the learning ones "
-        "also take discount=G (default uss-kl-ucb, the library's default)",
+        "also take discount=G (default uss-kl-ucb, the library's default); orchestrate also takes the "
+        "label-asking audited[:label_budget=C,alpha=A]",
         _SERVICE,
         _PROCESSING,
         convert=_spec,
