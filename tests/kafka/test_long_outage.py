@@ -80,7 +80,7 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_cli
             lambda: (
                 "a committed decision for every event after the restart (committed: "
                 f"{len(read_all(bootstrap, topics.output, isolation_level='read_committed'))} of {n}); "
-                f"the service's log ends:\n{service.log()[-4000:]}"
+                f"the service's log ends:\n{service.log[-4000:]}"
             ),
             timeout=180,
             alive=service.alive,
