@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -115,6 +115,10 @@ def simulate_labelled(
     e_strict = np.full((reps, n_pairs), 1.0)
     e_level = np.zeros(reps)
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
+    # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
+    # its current evidence), with the bounds at the level ``e_level``: each label is counted and
+    # bounded once, whether it arrives within a window (speculated) or before one.
+    chains: list[list[_Arrived]] = [[] for _ in range(reps)]
     requested = np.zeros(reps, dtype=np.int64)
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
@@ -128,20 +132,61 @@ def simulate_labelled(
         mask = int(masks[r * horizon + s - 1])
         return _count_label(evidence[r], mask, rows[r, s - 1], bits, deeper_right, shallower_right)
 
+    def extend_chain(r: int, count: int, value: float) -> list[_Arrived]:
+        """Repetition ``r``'s chain (``chains``), extended over its first ``count`` waiting labels
+        with the bounds at the level ``value``."""
+        chain = chains[r]
+        queue = waiting[r]
+        while len(chain) < count:
+            if chain:
+                before = chain[-1]
+                counted = before.evidence.copy()
+                lower_row, upper_row, strict_row = (
+                    before.lower.copy(),
+                    before.upper.copy(),
+                    before.strict.copy(),
+                )
+            else:
+                counted = evidence[r].copy()
+                lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
+            s = queue[len(chain)]
+            changed = _count_label(
+                counted, int(masks[r * horizon + s - 1]), rows[r, s - 1], bits, deeper_right, shallower_right
+            )
+            _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
+            chain.append(_Arrived(counted, counted[0] > 0, lower_row, upper_row, strict_row))
+        return chain
+
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
         level = label_level_many(start)
         for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
-            changed: set[int] = set()
-            while queue and queue[0] <= first_round - delay - 1:
-                s = queue.popleft()
-                changed.update(apply_label(r, s))
+            due = 0
+            for s in queue:
+                if s > first_round - delay - 1:
+                    break
+                due += 1
+            if due:
+                chain = chains[r]
+                # The chain's counts hold at any level, its bounds at the level they were made for;
+                # at a new level every labelled pair's bounds are made again below.
+                known = due if e_level[r] == value else min(due, len(chain))
+                if known:
+                    arrived = extend_chain(r, known, value)[known - 1]
+                    evidence[r] = arrived.evidence
+                    e_lower[r], e_upper[r], e_strict[r] = arrived.lower, arrived.upper, arrived.strict
+                    del chain[:known]
+                for _ in range(known):
+                    queue.popleft()
+                while queue and queue[0] <= first_round - delay - 1:
+                    apply_label(r, queue.popleft())
             if e_level[r] != value:
-                changed = set(np.flatnonzero(evidence[r, 0]).tolist())
                 e_level[r] = value
-            _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
+                chains[r].clear()
+                changed = np.flatnonzero(evidence[r, 0]).tolist()
+                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
 
         n_active = active.size
         remaining = horizon - start + 1
@@ -153,36 +198,43 @@ def simulate_labelled(
         n_states = n_active * width
         offset = np.arange(width)[:, None]
         # Each state's label evidence: the labels requested before the window that arrive within it
-        # are known, so the window runs on across their arrivals.
-        has_labels = np.repeat((evidence[active, 0] > 0)[None], width, axis=0)
-        state_lower = np.repeat(e_lower[active][None], width, axis=0)
-        state_upper = np.repeat(e_upper[active][None], width, axis=0)
-        state_strict = np.repeat(e_strict[active][None], width, axis=0)
+        # are known, so the window runs on across their arrivals. Row ``version[o, c]`` of the
+        # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
+        # the last label arrived by its round.
+        arrivals = np.full((width, n_active), -1, dtype=np.int64)
+        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], e_strict[active])]
+        in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
         ):
             queue = waiting[r]
             if not queue or queue[0] + delay + 1 - first_round >= width:
                 continue
-            counted = evidence[r].copy()
-            lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
+            count = 0
             for s in queue:
-                position = s + delay + 1 - first_round
-                if position >= width:
+                if s + delay + 1 - first_round >= width:
                     break
-                changed = _count_label(
-                    counted,
-                    int(masks[r * horizon + s - 1]),
-                    rows[r, s - 1],
-                    bits,
-                    deeper_right,
-                    shallower_right,
+                count += 1
+            chain = extend_chain(r, count, value)
+            for k in range(count):
+                arrivals[queue[k] + delay + 1 - first_round, column] = len(in_window)
+                in_window.append(chain[k])
+        if in_window:
+            table.append(
+                tuple(
+                    np.array(rows_of)
+                    for rows_of in zip(*((a.has, a.lower, a.upper, a.strict) for a in in_window))
                 )
-                _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
-                has_labels[position:, column] = counted[0] > 0
-                state_lower[position:, column] = lower_row
-                state_upper[position:, column] = upper_row
-                state_strict[position:, column] = strict_row
+            )
+            version = np.maximum.accumulate(arrivals, axis=0)
+            version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
+            has_labels, state_lower, state_upper, state_strict = (
+                np.concatenate(parts)[version] for parts in zip(*table)
+            )
+        else:
+            has_labels, state_lower, state_upper, state_strict = (
+                np.tile(part, (width, 1)) for part in table[0]
+            )
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -201,10 +253,10 @@ def simulate_labelled(
             rounds,
             state_q.reshape(n_stages, n_states).T,
             state_d.reshape(n_pairs, n_states).T,
-            has_labels.reshape(n_states, n_pairs),
-            state_lower.reshape(n_states, n_pairs),
-            state_upper.reshape(n_states, n_pairs),
-            state_strict.reshape(n_states, n_pairs),
+            has_labels,
+            state_lower,
+            state_upper,
+            state_strict,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
@@ -264,6 +316,17 @@ def simulate_labelled(
         pair_counts=counts.T.copy(),
         evidence=evidence,
     )
+
+
+class _Arrived(NamedTuple):
+    """One repetition's label evidence after a label: the ``3 x P`` counts, then ``m > 0`` and
+    the ``e`` bounds per pair."""
+
+    evidence: np.ndarray
+    has: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    strict: np.ndarray
 
 
 def _count_label(
