@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -112,7 +113,6 @@ def simulate_labelled(
     evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
-    e_strict = np.full((reps, n_pairs), 1.0)
     e_level = np.zeros(reps)
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
     # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
@@ -123,7 +123,8 @@ def simulate_labelled(
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     masks = np.zeros(spare + 1, dtype=np.int64)
-    memo: dict[tuple[int, int, int, float], tuple[float, float, float]] = {}
+    memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
+    strict_memo: dict[tuple[int, int, int, float], float] = {}
     active = np.arange(reps)
     window = _FIRST_WINDOW
 
@@ -141,20 +142,16 @@ def simulate_labelled(
             if chain:
                 before = chain[-1]
                 counted = before.evidence.copy()
-                lower_row, upper_row, strict_row = (
-                    before.lower.copy(),
-                    before.upper.copy(),
-                    before.strict.copy(),
-                )
+                lower_row, upper_row = before.lower.copy(), before.upper.copy()
             else:
                 counted = evidence[r].copy()
-                lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
+                lower_row, upper_row = e_lower[r].copy(), e_upper[r].copy()
             s = queue[len(chain)]
             changed = _count_label(
                 counted, int(masks[r * horizon + s - 1]), rows[r, s - 1], bits, deeper_right, shallower_right
             )
-            _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
-            chain.append(_Arrived(counted, counted[0] > 0, lower_row, upper_row, strict_row))
+            _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row)
+            chain.append(_Arrived(counted, counted[0] > 0, lower_row, upper_row))
         return chain
 
     while active.size:
@@ -176,7 +173,7 @@ def simulate_labelled(
                 if known:
                     arrived = extend_chain(r, known, value)[known - 1]
                     evidence[r] = arrived.evidence
-                    e_lower[r], e_upper[r], e_strict[r] = arrived.lower, arrived.upper, arrived.strict
+                    e_lower[r], e_upper[r] = arrived.lower, arrived.upper
                     del chain[:known]
                 for _ in range(known):
                     queue.popleft()
@@ -186,7 +183,7 @@ def simulate_labelled(
                 e_level[r] = value
                 chains[r].clear()
                 changed = np.flatnonzero(evidence[r, 0]).tolist()
-                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
+                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r])
 
         n_active = active.size
         remaining = horizon - start + 1
@@ -202,7 +199,7 @@ def simulate_labelled(
         # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
         # the last label arrived by its round.
         arrivals = np.full((width, n_active), -1, dtype=np.int64)
-        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], e_strict[active])]
+        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], evidence[active])]
         in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
@@ -223,18 +220,23 @@ def simulate_labelled(
             table.append(
                 tuple(
                     np.array(rows_of)
-                    for rows_of in zip(*((a.has, a.lower, a.upper, a.strict) for a in in_window))
+                    for rows_of in zip(*((a.has, a.lower, a.upper, a.evidence) for a in in_window))
                 )
             )
             version = np.maximum.accumulate(arrivals, axis=0)
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
-            has_labels, state_lower, state_upper, state_strict = (
-                np.concatenate(parts)[version] for parts in zip(*table)
+            has_labels, state_lower, state_upper, known = (np.concatenate(parts) for parts in zip(*table))
+            has_labels, state_lower, state_upper = (
+                has_labels[version],
+                state_lower[version],
+                state_upper[version],
             )
         else:
-            has_labels, state_lower, state_upper, state_strict = (
-                np.tile(part, (width, 1)) for part in table[0]
-            )
+            version = np.tile(np.arange(n_active), width)
+            has_labels, state_lower, state_upper = (np.tile(part, (width, 1)) for part in table[0][:3])
+            known = table[0][3]
+        # Only the decisive pairs' states read the strict bound: it is made on demand.
+        strict = partial(_strict_bounds, known, version, level, strict_memo)
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -256,7 +258,7 @@ def simulate_labelled(
             has_labels,
             state_lower,
             state_upper,
-            state_strict,
+            strict,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
@@ -326,7 +328,6 @@ class _Arrived(NamedTuple):
     has: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    strict: np.ndarray
 
 
 def _count_label(
@@ -351,18 +352,41 @@ def _e_fill(
     pairs: Iterable[int],
     level: float,
     n_stages: int,
-    memo: dict[tuple[int, int, int, float], tuple[float, float, float]],
+    memo: dict[tuple[int, int, int, float], tuple[float, float]],
     lower: np.ndarray,
     upper: np.ndarray,
-    strict: np.ndarray,
 ) -> None:
-    """Write ``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of the given
-    ``pairs`` of one repetition into ``lower``, ``upper``, ``strict`` (memoised scalar
-    :func:`e_bounds`)."""
+    """Write ``e^L`` and ``e^U`` of the given ``pairs`` of one repetition into ``lower`` and
+    ``upper`` (memoised scalar :func:`e_bounds`)."""
     for p in pairs:
         key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
         found = memo.get(key)
         if found is None:
-            reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-            found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
-        lower[p], upper[p], strict[p] = found
+            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
+        lower[p], upper[p] = found
+
+
+def _strict_bounds(
+    known: np.ndarray,
+    version: np.ndarray,
+    level: np.ndarray,
+    memo: dict[tuple[int, int, int, float], float],
+    states: np.ndarray,
+    pairs: np.ndarray,
+) -> np.ndarray:
+    """The strict ``e^U`` (at the level ``L_t`` itself) of the given ``(state, pair)`` entries:
+    state ``s`` has the counts ``known[version[s]]`` and the level of its column,
+    ``level[s % len(level)]`` (memoised scalar :func:`e_upper`, once per distinct entry)."""
+    unique, inverse = np.unique(version[states] * known.shape[2] + pairs, return_inverse=True)
+    columns = level.size
+    first = np.zeros(unique.size, dtype=np.int64)
+    first[inverse] = states
+    values = np.empty(unique.size)
+    for k, (entry, state) in enumerate(zip(unique.tolist(), first.tolist())):
+        which, pair = divmod(entry, known.shape[2])
+        key = (*(int(v) for v in known[which, :, pair]), float(level[state % columns]))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = e_upper(*key)
+        values[k] = found
+    return values[inverse]

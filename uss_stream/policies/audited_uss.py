@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -314,11 +314,12 @@ class AuditedUSS(USSKLUCB):
         has_labels: np.ndarray,
         e_lower: np.ndarray,
         e_upper: np.ndarray,
-        e_strict: np.ndarray,
+        e_strict: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
     ) -> ManyRelations:
         """The relations of ``M`` states (``beats``, ``worth``, ``audit``, ``decisive``: ``M x P``
         booleans, and what the depth and the request read), the pairs' ``e`` bounds given
-        (``e_strict``: ``e^U`` at the level ``L_t``)."""
+        (``e_strict``: ``e^U`` at the level ``L_t``, or a function giving it for arrays of state
+        and pair indices, called for the decisive pairs only)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
