@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from uss_stream.policies.base import Policy
+from uss_stream.policies.confidence import portable_log_many
 from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
 
 __all__ = ["LabelledRun", "simulate_labelled"]
@@ -106,6 +107,11 @@ def simulate_labelled(
     pairs_below = stage * (stage + 1) // 2
     rows_flat = rows.ravel()
     spare = reps * horizon
+    # The logarithms of the exploration function and of K·n, by table look-up (a speculated
+    # state's round and counts stay below horizon + _MAX_WINDOW).
+    table_size = horizon + _MAX_WINDOW + 1
+    log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
+    log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
 
     t = np.ones(reps, dtype=np.int64)
     queried = np.zeros((n_stages, reps), dtype=np.int64)
@@ -259,6 +265,8 @@ def simulate_labelled(
             state_lower,
             state_upper,
             strict,
+            log_horizon=log_horizons[rounds - 1],
+            log_count=log_counts[state_q].reshape(n_stages, n_states).T,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
@@ -377,16 +385,17 @@ def _strict_bounds(
     """The strict ``e^U`` (at the level ``L_t`` itself) of the given ``(state, pair)`` entries:
     state ``s`` has the counts ``known[version[s]]`` and the level of its column,
     ``level[s % len(level)]`` (memoised scalar :func:`e_upper`, once per distinct entry)."""
-    unique, inverse = np.unique(version[states] * known.shape[2] + pairs, return_inverse=True)
-    columns = level.size
-    first = np.zeros(unique.size, dtype=np.int64)
-    first[inverse] = states
+    n_pairs = known.shape[2]
+    unique, first, inverse = np.unique(
+        version[states] * n_pairs + pairs, return_index=True, return_inverse=True
+    )
+    which, pair = np.divmod(unique, n_pairs)
     values = np.empty(unique.size)
-    for k, (entry, state) in enumerate(zip(unique.tolist(), first.tolist())):
-        which, pair = divmod(entry, known.shape[2])
-        key = (*(int(v) for v in known[which, :, pair]), float(level[state % columns]))
+    keys = zip(known[which, :, pair].tolist(), level[states[first] % level.size].tolist())
+    for k, ((m, w_plus, w_minus), value) in enumerate(keys):
+        key = (m, w_plus, w_minus, value)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = e_upper(*key)
+            found = memo[key] = e_upper(m, w_plus, w_minus, value)
         values[k] = found
     return values[inverse]
