@@ -104,6 +104,9 @@ def simulate_labelled(
     stage = np.arange(n_stages)
     pair = np.arange(n_pairs)
     bits = np.left_shift(np.int64(1), pair.astype(np.int64))
+    # Per log row, the pairs whose deeper (shallower) stage alone is right, as bit masks.
+    deeper_bits = (deeper_right * bits).sum(axis=1).tolist()
+    shallower_bits = (shallower_right * bits).sum(axis=1).tolist()
     pairs_below = stage * (stage + 1) // 2
     rows_flat = rows.ravel()
     spare = reps * horizon
@@ -145,19 +148,32 @@ def simulate_labelled(
         chain = chains[r]
         queue = waiting[r]
         while len(chain) < count:
+            # Plain lists: a label touches a few pairs, and numpy's per-call cost would dominate.
             if chain:
                 before = chain[-1]
-                counted = before.evidence.copy()
-                lower_row, upper_row = before.lower.copy(), before.upper.copy()
+                counted = [list(side) for side in before.evidence]
+                lower_row, upper_row = list(before.lower), list(before.upper)
             else:
-                counted = evidence[r].copy()
-                lower_row, upper_row = e_lower[r].copy(), e_upper[r].copy()
+                counted = evidence[r].tolist()
+                lower_row, upper_row = e_lower[r].tolist(), e_upper[r].tolist()
             s = queue[len(chain)]
-            changed = _count_label(
-                counted, int(masks[r * horizon + s - 1]), rows[r, s - 1], bits, deeper_right, shallower_right
-            )
-            _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row)
-            chain.append(_Arrived(counted, counted[0] > 0, lower_row, upper_row))
+            source = int(rows[r, s - 1])
+            mask = int(masks[r * horizon + s - 1])
+            plus, minus = deeper_bits[source], shallower_bits[source]
+            labelled, deeper, shallower = counted
+            for p in range(mask.bit_length()):
+                if mask >> p & 1:
+                    labelled[p] += 1
+                    deeper[p] += plus >> p & 1
+                    shallower[p] += minus >> p & 1
+                    key = (labelled[p], deeper[p], shallower[p], value)
+                    found = memo.get(key)
+                    if found is None:
+                        found = memo[key] = e_bounds(
+                            key[0], key[1], key[2], pair_level(value, key[0], n_stages)
+                        )
+                    lower_row[p], upper_row[p] = found
+            chain.append(_Arrived(counted, [m > 0 for m in labelled], lower_row, upper_row))
         return chain
 
     while active.size:
@@ -346,12 +362,12 @@ def _upper_quartile(values: list[int]) -> int:
 
 class _Arrived(NamedTuple):
     """One repetition's label evidence after a label: the ``3 x P`` counts, then ``m > 0`` and
-    the ``e`` bounds per pair."""
+    the ``e`` bounds per pair (lists)."""
 
-    evidence: np.ndarray
-    has: np.ndarray
-    lower: np.ndarray
-    upper: np.ndarray
+    evidence: list[list[int]]
+    has: list[bool]
+    lower: list[float]
+    upper: list[float]
 
 
 def _count_label(
