@@ -16,6 +16,11 @@ A repetition accepts its rounds up to the first changed decision, the first roun
 of requests crosses a threshold the states did not see, ``D + 1`` rounds after its first request
 in the window (when that label arrives), or the next level change. The depths and requests equal
 the streaming loop's (tested).
+
+Cost: each label is counted and its pairs' ``e`` bounds made once per level (a repetition's chain
+of the evidence after each waiting label serves both the windows it arrives in and its
+application), the strict bound only for the states where a pair is decisive, and the logarithms
+of the exploration level by table look-up.
 """
 
 from __future__ import annotations
