@@ -16,6 +16,11 @@ A repetition accepts its rounds up to the first changed decision, the first roun
 of requests crosses a threshold the states did not see, ``D + 1`` rounds after its first request
 in the window (when that label arrives), or the next level change. The depths and requests equal
 the streaming loop's (tested).
+
+Cost: each label is counted and its pairs' ``e`` bounds made once per level (a repetition's chain
+of the evidence after each waiting label serves both the windows it arrives in and its
+application), the strict bound only for the states where a pair is decisive, and the logarithms
+of the exploration level by table look-up.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from uss_stream.policies.base import Policy
+from uss_stream.policies.confidence import portable_log_many
 from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
 
 __all__ = ["LabelledRun", "simulate_labelled"]
@@ -102,9 +109,17 @@ def simulate_labelled(
     stage = np.arange(n_stages)
     pair = np.arange(n_pairs)
     bits = np.left_shift(np.int64(1), pair.astype(np.int64))
+    # Per log row, the pairs whose deeper (shallower) stage alone is right, as bit masks.
+    deeper_bits = (deeper_right * bits).sum(axis=1).tolist()
+    shallower_bits = (shallower_right * bits).sum(axis=1).tolist()
     pairs_below = stage * (stage + 1) // 2
     rows_flat = rows.ravel()
     spare = reps * horizon
+    # The logarithms of the exploration function and of K·n, by table look-up (a speculated
+    # state's round and counts stay below horizon + _MAX_WINDOW).
+    table_size = horizon + _MAX_WINDOW + 1
+    log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
+    log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
 
     t = np.ones(reps, dtype=np.int64)
     queried = np.zeros((n_stages, reps), dtype=np.int64)
@@ -112,14 +127,18 @@ def simulate_labelled(
     evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
-    e_strict = np.full((reps, n_pairs), 1.0)
     e_level = np.zeros(reps)
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
+    # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
+    # its current evidence), with the bounds at the level ``e_level``: each label is counted and
+    # bounded once, whether it arrives within a window (speculated) or before one.
+    chains: list[list[_Arrived]] = [[] for _ in range(reps)]
     requested = np.zeros(reps, dtype=np.int64)
     guess = np.full(reps, n_stages, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     masks = np.zeros(spare + 1, dtype=np.int64)
-    memo: dict[tuple[int, int, int, float], tuple[float, float, float]] = {}
+    memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
+    strict_memo: dict[tuple[int, int, int, float], float] = {}
     active = np.arange(reps)
     window = _FIRST_WINDOW
 
@@ -128,61 +147,123 @@ def simulate_labelled(
         mask = int(masks[r * horizon + s - 1])
         return _count_label(evidence[r], mask, rows[r, s - 1], bits, deeper_right, shallower_right)
 
+    def extend_chain(r: int, count: int, value: float) -> list[_Arrived]:
+        """Repetition ``r``'s chain (``chains``), extended over its first ``count`` waiting labels
+        with the bounds at the level ``value``."""
+        chain = chains[r]
+        queue = waiting[r]
+        while len(chain) < count:
+            # Plain lists: a label touches a few pairs, and numpy's per-call cost would dominate.
+            if chain:
+                before = chain[-1]
+                counted = [list(side) for side in before.evidence]
+                lower_row, upper_row = list(before.lower), list(before.upper)
+            else:
+                counted = evidence[r].tolist()
+                lower_row, upper_row = e_lower[r].tolist(), e_upper[r].tolist()
+            s = queue[len(chain)]
+            source = int(rows[r, s - 1])
+            mask = int(masks[r * horizon + s - 1])
+            plus, minus = deeper_bits[source], shallower_bits[source]
+            labelled, deeper, shallower = counted
+            for p in range(mask.bit_length()):
+                if mask >> p & 1:
+                    labelled[p] += 1
+                    deeper[p] += plus >> p & 1
+                    shallower[p] += minus >> p & 1
+                    key = (labelled[p], deeper[p], shallower[p], value)
+                    found = memo.get(key)
+                    if found is None:
+                        found = memo[key] = e_bounds(
+                            key[0], key[1], key[2], pair_level(value, key[0], n_stages)
+                        )
+                    lower_row[p], upper_row[p] = found
+            chain.append(_Arrived(counted, [m > 0 for m in labelled], lower_row, upper_row))
+        return chain
+
     while active.size:
         start = t[active]
         # Labels due before this decision: requests of rounds up to start - D - 1.
         level = label_level_many(start)
         for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
-            changed: set[int] = set()
-            while queue and queue[0] <= first_round - delay - 1:
-                s = queue.popleft()
-                changed.update(apply_label(r, s))
+            due = 0
+            for s in queue:
+                if s > first_round - delay - 1:
+                    break
+                due += 1
+            if due:
+                chain = chains[r]
+                # The chain's counts hold at any level, its bounds at the level they were made for;
+                # at a new level every labelled pair's bounds are made again below.
+                known = due if e_level[r] == value else min(due, len(chain))
+                if known:
+                    arrived = extend_chain(r, known, value)[known - 1]
+                    evidence[r] = arrived.evidence
+                    e_lower[r], e_upper[r] = arrived.lower, arrived.upper
+                    del chain[:known]
+                for _ in range(known):
+                    queue.popleft()
+                while queue and queue[0] <= first_round - delay - 1:
+                    apply_label(r, queue.popleft())
             if e_level[r] != value:
-                changed = set(np.flatnonzero(evidence[r, 0]).tolist())
                 e_level[r] = value
-            _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r], e_strict[r])
+                chains[r].clear()
+                changed = np.flatnonzero(evidence[r, 0]).tolist()
+                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r])
 
         n_active = active.size
         remaining = horizon - start + 1
         _, exponent = np.frexp((start - 1).astype(np.float64))
         limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
         # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
-        typical = int(np.percentile(limit, 75))
+        typical = _upper_quartile(limit.tolist())
         width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
         # Each state's label evidence: the labels requested before the window that arrive within it
-        # are known, so the window runs on across their arrivals.
-        has_labels = np.repeat((evidence[active, 0] > 0)[None], width, axis=0)
-        state_lower = np.repeat(e_lower[active][None], width, axis=0)
-        state_upper = np.repeat(e_upper[active][None], width, axis=0)
-        state_strict = np.repeat(e_strict[active][None], width, axis=0)
+        # are known, so the window runs on across their arrivals. Row ``version[o, c]`` of the
+        # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
+        # the last label arrived by its round.
+        arrivals = np.full((width, n_active), -1, dtype=np.int64)
+        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], evidence[active])]
+        in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
         ):
             queue = waiting[r]
             if not queue or queue[0] + delay + 1 - first_round >= width:
                 continue
-            counted = evidence[r].copy()
-            lower_row, upper_row, strict_row = e_lower[r].copy(), e_upper[r].copy(), e_strict[r].copy()
+            count = 0
             for s in queue:
-                position = s + delay + 1 - first_round
-                if position >= width:
+                if s + delay + 1 - first_round >= width:
                     break
-                changed = _count_label(
-                    counted,
-                    int(masks[r * horizon + s - 1]),
-                    rows[r, s - 1],
-                    bits,
-                    deeper_right,
-                    shallower_right,
+                count += 1
+            chain = extend_chain(r, count, value)
+            for k in range(count):
+                arrivals[queue[k] + delay + 1 - first_round, column] = len(in_window)
+                in_window.append(chain[k])
+        if in_window:
+            table.append(
+                tuple(
+                    np.array(rows_of)
+                    for rows_of in zip(*((a.has, a.lower, a.upper, a.evidence) for a in in_window))
                 )
-                _e_fill(counted, changed, value, n_stages, memo, lower_row, upper_row, strict_row)
-                has_labels[position:, column] = counted[0] > 0
-                state_lower[position:, column] = lower_row
-                state_upper[position:, column] = upper_row
-                state_strict[position:, column] = strict_row
+            )
+            version = np.maximum.accumulate(arrivals, axis=0)
+            version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
+            has_labels, state_lower, state_upper, known = (np.concatenate(parts) for parts in zip(*table))
+            has_labels, state_lower, state_upper = (
+                has_labels[version],
+                state_lower[version],
+                state_upper[version],
+            )
+        else:
+            version = np.tile(np.arange(n_active), width)
+            has_labels, state_lower, state_upper = (np.tile(part, (width, 1)) for part in table[0][:3])
+            known = table[0][3]
+        # Only the decisive pairs' states read the strict bound: it is made on demand.
+        strict = partial(_strict_bounds, known, version, level, strict_memo)
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -201,10 +282,12 @@ def simulate_labelled(
             rounds,
             state_q.reshape(n_stages, n_states).T,
             state_d.reshape(n_pairs, n_states).T,
-            has_labels.reshape(n_states, n_pairs),
-            state_lower.reshape(n_states, n_pairs),
-            state_upper.reshape(n_states, n_pairs),
-            state_strict.reshape(n_states, n_pairs),
+            has_labels,
+            state_lower,
+            state_upper,
+            strict,
+            log_horizon=log_horizons[rounds - 1],
+            log_count=log_counts[state_q].reshape(n_stages, n_states).T,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
@@ -266,6 +349,32 @@ def simulate_labelled(
     )
 
 
+def _upper_quartile(values: list[int]) -> int:
+    """``int(np.percentile(values, 75))`` (linear interpolation) of a short list, in plain Python.
+
+    >>> _upper_quartile([5, 1, 9, 3]), int(np.percentile([5, 1, 9, 3], 75))
+    (6, 6)
+    """
+    ordered = sorted(values)
+    position = 0.75 * (len(ordered) - 1)
+    below = int(position)
+    fraction = position - below
+    low, high = ordered[below], ordered[min(below + 1, len(ordered) - 1)]
+    if fraction >= 0.5:
+        return int(high - (high - low) * (1.0 - fraction))
+    return int(low + (high - low) * fraction)
+
+
+class _Arrived(NamedTuple):
+    """One repetition's label evidence after a label: the ``3 x P`` counts, then ``m > 0`` and
+    the ``e`` bounds per pair (lists)."""
+
+    evidence: list[list[int]]
+    has: list[bool]
+    lower: list[float]
+    upper: list[float]
+
+
 def _count_label(
     evidence: np.ndarray,
     mask: int,
@@ -288,18 +397,42 @@ def _e_fill(
     pairs: Iterable[int],
     level: float,
     n_stages: int,
-    memo: dict[tuple[int, int, int, float], tuple[float, float, float]],
+    memo: dict[tuple[int, int, int, float], tuple[float, float]],
     lower: np.ndarray,
     upper: np.ndarray,
-    strict: np.ndarray,
 ) -> None:
-    """Write ``e^L``, ``e^U`` and the strict ``e^U`` (at the level ``L_t`` itself) of the given
-    ``pairs`` of one repetition into ``lower``, ``upper``, ``strict`` (memoised scalar
-    :func:`e_bounds`)."""
+    """Write ``e^L`` and ``e^U`` of the given ``pairs`` of one repetition into ``lower`` and
+    ``upper`` (memoised scalar :func:`e_bounds`)."""
     for p in pairs:
         key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
         found = memo.get(key)
         if found is None:
-            reduced = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-            found = memo[key] = (*reduced, e_upper(key[0], key[1], key[2], level))
-        lower[p], upper[p], strict[p] = found
+            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
+        lower[p], upper[p] = found
+
+
+def _strict_bounds(
+    known: np.ndarray,
+    version: np.ndarray,
+    level: np.ndarray,
+    memo: dict[tuple[int, int, int, float], float],
+    states: np.ndarray,
+    pairs: np.ndarray,
+) -> np.ndarray:
+    """The strict ``e^U`` (at the level ``L_t`` itself) of the given ``(state, pair)`` entries:
+    state ``s`` has the counts ``known[version[s]]`` and the level of its column,
+    ``level[s % len(level)]`` (memoised scalar :func:`e_upper`, once per distinct entry)."""
+    n_pairs = known.shape[2]
+    unique, first, inverse = np.unique(
+        version[states] * n_pairs + pairs, return_index=True, return_inverse=True
+    )
+    which, pair = np.divmod(unique, n_pairs)
+    values = np.empty(unique.size)
+    keys = zip(known[which, :, pair].tolist(), level[states[first] % level.size].tolist())
+    for k, ((m, w_plus, w_minus), value) in enumerate(keys):
+        key = (m, w_plus, w_minus, value)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = e_upper(m, w_plus, w_minus, value)
+        values[k] = found
+    return values[inverse]

@@ -121,7 +121,9 @@ def label_relations_many(
     n_pairs: np.ndarray,
     log_kn: np.ndarray,
     level: np.ndarray,
-    labels: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    labels: tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray]
+    ],
     gap: np.ndarray,
     pairs: Sequence[tuple[int, int]],
     n_stages: int,
@@ -130,8 +132,9 @@ def label_relations_many(
 
     ``kl``: the label-free test; ``pair_counts``, ``n_pairs``: ``D_ij`` and ``n_j`` per pair;
     ``log_kn``: ``log(K·n_j)`` per pair; ``level``: ``L_t`` per state; ``labels``: ``has_labels``
-    and the ``e`` bounds ``e^L``, ``e^U`` and ``e^U`` at ``L_t`` itself, all ``M x P``; ``gap``:
-    ``C_j - C_i`` per pair.
+    and the ``e`` bounds ``e^L``, ``e^U`` and ``e^U`` at ``L_t`` itself, all ``M x P`` (the last
+    may be a function of the state and pair indices of the entries read, only those of decisive
+    pairs); ``gap``: ``C_j - C_i`` per pair.
     """
     has_labels, e_lower, e_upper, e_strict = labels
     decisive = np.zeros_like(kl)
@@ -158,7 +161,7 @@ def label_relations_many(
             pair_counts[state, pair],
             n_pairs[state, pair],
             -1.0,
-            e_strict[state, pair],
+            e_strict(state, pair) if callable(e_strict) else e_strict[state, pair],
             level[state, 0],
             n_stages,
             log_kn[state, pair],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -314,15 +314,24 @@ class AuditedUSS(USSKLUCB):
         has_labels: np.ndarray,
         e_lower: np.ndarray,
         e_upper: np.ndarray,
-        e_strict: np.ndarray,
+        e_strict: np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray],
+        *,
+        log_horizon: np.ndarray | None = None,
+        log_count: np.ndarray | None = None,
     ) -> ManyRelations:
         """The relations of ``M`` states (``beats``, ``worth``, ``audit``, ``decisive``: ``M x P``
         booleans, and what the depth and the request read), the pairs' ``e`` bounds given
-        (``e_strict``: ``e^U`` at the level ``L_t``)."""
+        (``e_strict``: ``e^U`` at the level ``L_t``, or a function giving it for arrays of state
+        and pair indices, called for the decisive pairs only). ``log_horizon`` (``M``) and
+        ``log_count`` (``M x K``), if given, are the portable logarithms of the exploration
+        function of the rounds and of ``K·n_j`` (``n_j = 0`` read as 1), already computed (for
+        instance by table look-up)."""
         _, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)
-        log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
-        log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
+        if log_horizon is None:
+            log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
+        if log_count is None:
+            log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
         n_pairs = n[:, upper_j]
