@@ -331,9 +331,9 @@ class Application:
 
     def _loop(self) -> None:
         context = self._context
-        consumer = context.consumer
         recovery = self._recovery
         while not context.stop.is_set():
+            consumer = context.consumer  # a consumer that failed for good is replaced
             try:
                 batch = consumer.poll(0.25)
             except UndecodableError as error:
@@ -341,6 +341,9 @@ class Application:
                 self._maybe_commit()
                 continue
             except ClientError as error:
+                if error.fatal and not error.retriable:
+                    recovery.replace_consumer(error)
+                    continue
                 if not error.retriable:
                     raise
                 log.warning("poll: %s (the client retries)", error)

@@ -52,6 +52,7 @@ class RunSummary:
     restored: list[str] = field(default_factory=list)
     aborts: int = 0
     producer_replacements: int = 0
+    consumer_replacements: int = 0
     shares: int = 0
     seconds: float = 0.0
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from uss_stream_kafka.checkpoint import Checkpoint, CheckpointStore, plan_restore, unreachable
@@ -47,6 +47,10 @@ from uss_stream_kafka.shared import SharedLearning
 __all__ = ["Recovery"]
 
 log = logging.getLogger("uss_stream_kafka")
+
+#: A consumer replaced this many times within :data:`REPLACEMENT_WINDOW` seconds ends the run.
+MAX_CONSUMER_REPLACEMENTS = 3
+REPLACEMENT_WINDOW = 600.0
 
 
 class Recovery:
@@ -103,6 +107,8 @@ class Recovery:
         self.labels_in_state = bool(getattr(processor, "labels_in_state", False))
         self.labels_after_inputs = bool(getattr(processor, "labels_after_inputs", False))
         self.held: dict[Any, tuple[Any, int]] = {}  # paused labels partition -> (its input, end)
+        self.new_consumer: Callable[[], Any] | None = None  # makes and subscribes a consumer (wiring)
+        self._consumer_replacements: list[float] = []
 
     def callbacks(self) -> dict[str, Any]:
         """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
@@ -146,6 +152,33 @@ class Recovery:
                 context.labels.pop(tp, None)
                 self.held.pop(tp, None)
         log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
+
+    def replace_consumer(self, error: ClientError) -> None:
+        """Close a consumer its client library declared dead and subscribe a new one.
+
+        librdkafka makes some group errors fatal for good, e.g. a static member (``--group-instance-id``)
+        fenced after a broker restart, when the member's own retried JoinGroup was taken for another
+        member's: every later poll fails. The old consumer's partitions are lost (an open transaction
+        aborts); the new one restores them from their checkpoints when the group assigns them. More
+        than :data:`MAX_CONSUMER_REPLACEMENTS` within :data:`REPLACEMENT_WINDOW` seconds re-raise ``error``.
+        """
+        context = self.context
+        now = time.monotonic()
+        recent = [t for t in self._consumer_replacements if now - t < REPLACEMENT_WINDOW]
+        if self.new_consumer is None or len(recent) >= MAX_CONSUMER_REPLACEMENTS:
+            raise error
+        self._consumer_replacements = [*recent, now]
+        log.warning("the consumer failed for good (%s): replacing it", error)
+        held = set(context.partitions) | set(context.labels) | self.pending
+        if held:
+            self.on_lost(held)
+        self.rebalancing = True  # no idle exit until the new consumer's assignment
+        try:
+            context.consumer.close()
+        except Exception as closing:
+            log.warning("closing the failed consumer: %s", closing)
+        context.consumer = self.new_consumer()
+        context.summary.consumer_replacements += 1
 
     def on_assigned(self, assigned: Iterable[Any]) -> None:
         context = self.context

@@ -83,19 +83,17 @@ def wire(
         n_dlq=partitions[topics.dead_letter],
     )
     subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
-    context.consumer = new_consumer(
-        library,
-        app.client,
-        subscribed,
-        recovery.callbacks(),
-        {
-            **app.consumer_options,
-            "group_id": app.group_id,
-            "group_instance_id": app.group_instance_id,
-            "auto_offset_reset": app.auto_offset_reset,
-            "max_poll_records": app.max_poll_records,
-        },
+    settings = {
+        **app.consumer_options,
+        "group_id": app.group_id,
+        "group_instance_id": app.group_instance_id,
+        "auto_offset_reset": app.auto_offset_reset,
+        "max_poll_records": app.max_poll_records,
+    }
+    recovery.new_consumer = lambda: new_consumer(
+        library, app.client, subscribed, recovery.callbacks(), settings
     )
+    context.consumer = recovery.new_consumer()
     log.info(
         "%s mode, %s client, group %r: %s -> %s (dead letters %s, state %s)",
         processor.mode,

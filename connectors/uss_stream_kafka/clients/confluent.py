@@ -158,9 +158,10 @@ def _error(error: Any, what: str) -> ClientError:
         f"{what}: {error.str()}",
         name=error.name(),
         code=code if code >= 0 else None,
-        retriable=error.retriable() or error.name() in _OUTAGE,
+        retriable=(error.retriable() or error.name() in _OUTAGE) and code != ck.KafkaError._FATAL,
         abortable=error.txn_requires_abort(),
-        fatal=error.fatal(),
+        # A consumer's fatal error reaches its messages as _FATAL, whose own fatal() is False.
+        fatal=error.fatal() or code == ck.KafkaError._FATAL,
         timeout=code in (ck.KafkaError._TIMED_OUT, ck.KafkaError._MSG_TIMED_OUT),
     )
 
