@@ -32,13 +32,10 @@ docs: setup
 # CPU. --dist loadfile keeps each test module on one worker, so a module's private brokers run one
 # at a time and a module-scoped broker starts once. (loadgroup's xdist_group marks are ignored with
 # pytest 9's node ids: checked on pytest 9.2 with pytest-xdist 3.8.)
-# --no-loadscope-reorder keeps the collection order, where tests/kafka/conftest.py puts the files
-# marked slow first (xdist's default order, by test count, started the longest files last: a lone
-# broker-outage test then ran for two minutes on one worker at the end of the suite).
 TEST_WORKERS ?= 4
 
 test: lint docs
-	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -69,16 +69,6 @@ PROCESSES: list[Any] = []
 RUNNING: list[Running] = []
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the tests marked ``slow`` first (the whole suite's order, not only this folder's).
-
-    With ``--dist loadfile --no-loadscope-reorder`` (the Makefile's) pytest-xdist hands the files out
-    in this order: the long broker-outage and SIGKILL files start at once on every worker and the
-    short ones fill the end, instead of a long file starting last and running alone.
-    """
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 @pytest.fixture(autouse=True)
 def _stop_leftover_services() -> Iterator[None]:
     """Kill every service subprocess (and stop every in-process service) the test left running.
