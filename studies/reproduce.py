@@ -175,13 +175,15 @@ def reproduce(
 
     Examples
     --------
-    A tiny run (the real one uses the defaults):
+    ``reproduce("docs")`` is what ``make reproduce`` runs (about half an hour); a tiny run such as
+    ``reproduce(folder, reps=2, horizon=50)`` writes the same ``results.md`` and 11 figures
+    (``tests/studies/test_reproduce.py`` runs it). Parameters are checked before anything runs or
+    is written:
 
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as folder:
-    ...     done = reproduce(folder, reps=2, horizon=50)
-    ...     print(done.results.name, len(done.figures))
-    results.md 11
+    >>> reproduce("out/never-written", reps=0)
+    Traceback (most recent call last):
+        ...
+    ValueError: reps must be an integer >= 1, got 0
 
     """
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
