@@ -7,10 +7,12 @@ BIN := $(VENV)/bin
 
 setup: $(VENV)/.installed
 
+# uv installs the same packages as pip from the same index, in parallel: 30 s instead of 130 s for
+# [dev] on a fresh 2-core machine, a fifth of the CI run otherwise.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet 'uv>=0.5'
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]'
 	touch $@
 
 demo: setup
