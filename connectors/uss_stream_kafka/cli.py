@@ -17,6 +17,7 @@ variable to the default. Secrets (SASL and SSL key passwords) are best passed by
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -174,12 +175,19 @@ def _parsed(item: Setting, text: _EnvText) -> Any:
 
 
 def _setup_logging(level: str) -> None:
+    """The service's log on stderr, and every thread's stack on stderr at ``SIGUSR1``.
+
+    The stacks (:mod:`faulthandler`, written without the interpreter's help, so a blocked main
+    thread does not stop them) show where a service that looks stuck waits; the service goes on.
+    """
     logging.basicConfig(
         level=getattr(logging, level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    if hasattr(signal, "SIGUSR1"):  # POSIX
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 # -- run -------------------------------------------------------------------------------------------

@@ -83,6 +83,18 @@ class Service:
             every=0.02,
         )
 
+    def stacks(self, timeout: float = 10.0) -> str:
+        """Every thread's stack, which the service writes to its log at SIGUSR1 (and goes on)."""
+        before = len(self.lines)
+        self.process.send_signal(signal.SIGUSR1)
+
+        def dumped() -> bool:  # up to a frame of the service's own code, on the thread that runs it
+            lines = self.lines[before:]
+            return any(line.startswith("  File") and "uss_stream_kafka" in line for line in lines)
+
+        wait_until(dumped, "the service's stacks in its log", timeout=timeout, every=0.05)
+        return "".join(self.lines[before:])
+
     def finish(self, timeout: float = 120.0) -> str:
         """Wait for a clean exit (0); returns the log."""
         self.process.wait(timeout=timeout)

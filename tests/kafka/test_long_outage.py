@@ -33,9 +33,15 @@ pytestmark = [
 
 
 def quiet_log(service: Service, chars: int = 8000) -> str:
-    """The end of ``service``'s log without the lines a client writes per failed connection: during
-    an outage librdkafka logs several a second, and they would bury what the service did."""
-    return "".join(line for line in service.lines if "Connection refused" not in line)[-chars:]
+    """The end of ``service``'s log without the lines a client writes per failed connection (during
+    an outage librdkafka logs several a second, and they would bury what the service did), then
+    where each of its threads waits now (:meth:`Service.stacks`)."""
+    try:
+        stacks = service.stacks()
+    except AssertionError as error:  # it exited, or does not answer the signal
+        stacks = f"(no stacks: {error})"
+    log = "".join(line for line in service.lines if "Connection refused" not in line)
+    return f"{log[-chars:]}\n-- its threads now --\n{stacks}"
 
 
 @pytest.fixture

@@ -81,6 +81,32 @@ def test_unreachable_brokers_exit_3_and_sigterm_during_the_start_exits_at_once()
         process.wait()
 
 
+def test_sigusr1_writes_every_threads_stack_and_the_service_goes_on():
+    """The dump an operator (or a broker test) asks of a service that looks stuck: here one that
+    waits for unreachable brokers; after it, the service still answers SIGTERM."""
+    port = free_port()  # nothing listens there
+    process = subprocess.Popen(
+        command(f"127.0.0.1:{port}", _Names, "--metrics-port", "-1"), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for line in process.stderr:
+            if "starting: connecting to" in line:
+                break
+        process.send_signal(signal.SIGUSR1)
+        dump = []
+        for line in process.stderr:  # up to a frame of the service's own code (the test's timeout bounds it)
+            dump.append(line)
+            if line.startswith("  File") and "uss_stream_kafka" in line:
+                break
+        assert any(line.startswith("Current thread") for line in dump), "".join(dump)
+        assert process.poll() is None, "the dump stopped the service"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
+        process.wait()
+
+
 @pytest.mark.parametrize(
     ("extra", "code", "needle"),
     [
