@@ -357,6 +357,8 @@ class Application:
                 recovery.rewind()
                 continue
             restored = recovery.restore_pending() if recovery.pending else ()
+            if restored:  # a partition just restored has not been waited for yet
+                self._stall_watch.fetched(now)
             if recovery.held:
                 recovery.release_labels()
             if batch:

@@ -111,7 +111,7 @@ class StallWatch:
         self._checked = float("-inf")
 
     def fetched(self, now: float) -> None:
-        """A record arrived at ``now``: the consumer is not stalled."""
+        """A record arrived at ``now``, or partitions were just restored: the consumer is not stalled."""
         self._last_record = now
         self.stalled_since = None
 
