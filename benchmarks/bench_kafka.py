@@ -4,21 +4,44 @@ Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``
 
 Two input topics (one partition each, outputs mode) are written once: the easiest case (K = 3,
 USS-UCB) and a hard one (K = 5, USS-KL-UCB, whose KL bound costs more per event). Then, per round,
-in the same process and on the same broker:
+on the same broker:
 
-* **bare passthrough, per client**: a consumer → producer loop that copies each record of the K = 3
-  topic to an output topic (no decoding, no commits; one flush at the end), with the service's own
-  client settings: bare kafka-python and bare confluent-kafka (librdkafka), the loop of
-  ``/work/shared/tools/passthrough.py``, each in a process of its own as the services are;
 * **service, per case, client and guarantee**: :class:`uss_stream_kafka.Application` with
   :class:`OutputsProcessor` (decode, validate, select/update, encode, per-batch metrics, flush +
   commit every second, checkpoints every five seconds) on ``client_library="kafka-python"`` and
-  ``"confluent"``, at-least-once and exactly-once (transactions; read back ``read_committed``).
+  ``"confluent"``, at-least-once and exactly-once (transactions; read back ``read_committed``);
+* **bare passthrough, per client**, after the services: a consumer → producer loop that copies each
+  record of the K = 3 topic to an output topic (no decoding, no commits; one flush at the end),
+  with the service's own client settings: bare kafka-python and bare confluent-kafka (librdkafka),
+  the loop of ``/work/shared/tools/passthrough.py``, each in a process of its own as the services
+  are. The confluent loop serves delivery reports and retries when librdkafka's queue is full
+  (``BufferError``), as librdkafka's documentation says to.
+
+**Same start condition.** A service pauses its new partition while it restores it (about a second),
+then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
+assignment for as long as its client's at-least-once K = 3 service of the same round took from its
+assignment to its first decided batch (measured in the service's process), and only then consumes:
+both start on what the client fetched by then (with librdkafka, its first fetch whole: about 180 000
+of these records, ``max.partition.fetch.bytes`` = 8 MiB). Records a passthrough's joining
+``poll``/``consume`` returned are held, not copied, until then.
+
+**Not limited by fetching.** With librdkafka's defaults, a partition's next fetch waits while its
+local queue holds over ``queued.min.messages`` (100 000) records, rechecked every
+``fetch.queue.backoff.ms`` (1 s): the bare confluent passthrough copied the first fetch's 180 000
+records in about 0.6 s, then waited up to a second for the rest, so its rate (120-200k events/s)
+measured when librdkafka's timer fired, not the loop (its CPU time per event, about 2 µs, allows
+several times that rate), and idling after its assignment made it slower, not faster. Both the
+confluent passthrough and the confluent services therefore run with ``queued.min.messages`` =
+1 000 000 (:data:`PREFETCH`; the services through ``consumer_options``, the bytes stay capped by
+``queued.max.messages.kbytes``): librdkafka fetches the whole input while they start, and the
+ratio compares the loops. kafka-python fetches only inside ``poll()``: its passthrough's idle time
+changes nothing but the symmetry.
 
 All are timed the same way, from the output topic, whose records carry the broker's append time
 (``message.timestamp.type=LogAppendTime``): events / (append time of the last output record −
-append time of the first), so start-up (group join, restore) is excluded for all, and delivery is
-included. Every service's decisions are checked against the policy's own ``run`` on the same
+append time of the first), so start-up (group join, restore, the passthroughs' idle time) is
+excluded for all, and delivery is included. Each round's line gives the 1-minute load average at
+its start. Every service's decisions are checked against the policy's own ``run`` on the same
 stream. Reported: medians over the rounds and the medians of the rounds' ratios (each ratio's
 numerator and denominator measured in the same round): confluent service / bare confluent
 passthrough (target >= 0.8), confluent service / kafka-python service (target >= 3) and
@@ -47,6 +70,10 @@ from uss_stream_kafka.clients import CLIENTS
 from uss_stream_kafka.processing import label_free_policy
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
+#: librdkafka keeps fetching until a partition's local queue holds this many records (its default,
+#: 100 000, is about half a fetch of these records here; see the module's notes), for the confluent
+#: passthrough and the confluent services alike.
+PREFETCH = {"queued.min.messages": 1_000_000}
 
 
 def _outputs(n: int, seed: int, stages: int = 3) -> np.ndarray:
@@ -103,13 +130,40 @@ def _rate(records: list) -> float:
     return len(records) / max(span_ms / 1000.0, 1e-3)
 
 
+class _WarmUp:
+    """A passthrough's idle time after its assignment: the service's, from assignment to first decision.
+
+    The service pauses its new partitions while it restores them and fetches once they are resumed;
+    a passthrough that copied as soon as its first fetch landed would start under another
+    condition. Idle for the service's measured warm-up, it starts, like the service, on what its
+    client fetched meanwhile.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.assigned_at: float | None = None
+
+    def assigned(self, *_: Any) -> None:
+        """The rebalance callback (either client's signature)."""
+        if self.assigned_at is None:
+            self.assigned_at = time.monotonic()
+
+    def wait(self) -> None:
+        time.sleep(max(0.0, self.assigned_at + self.seconds - time.monotonic()))
+
+
 def _passthrough(
-    bootstrap: str, source: str, target: str, n: int, max_poll_records: int, cpu: Any = None
+    bootstrap: str,
+    source: str,
+    target: str,
+    n: int,
+    max_poll_records: int,
+    warm_up: float,
+    cpu: Any = None,
 ) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
 
     consumer = KafkaConsumer(
-        source,
         bootstrap_servers=bootstrap,
         group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
         enable_auto_commit=False,
@@ -117,17 +171,32 @@ def _passthrough(
         max_poll_records=max_poll_records,
         **CONSUMER_DEFAULTS,
     )
+    warm = _WarmUp(warm_up)
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            pass
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            warm.assigned()
+
+    consumer.subscribe([source], listener=Listener())
     producer = KafkaProducer(
         bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, **PRODUCER_DEFAULTS
     )
+    held: list = []  # records returned by the poll that joined the group
+    while warm.assigned_at is None:
+        held += consumer.poll(timeout_ms=500).items()
+    warm.wait()
     copied, started = 0, None
     while copied < n:
-        for tp, records in consumer.poll(timeout_ms=500).items():
+        for tp, records in held or consumer.poll(timeout_ms=500).items():
             started = started or time.process_time()
             send = producer.send
             for record in records:
                 send(target, record.value, key=record.key, partition=tp.partition)
             copied += len(records)
+        held = []
     producer.flush()
     _report_cpu(cpu, started)
     producer.close()
@@ -135,7 +204,13 @@ def _passthrough(
 
 
 def _passthrough_confluent(
-    bootstrap: str, source: str, target: str, n: int, max_poll_records: int, cpu: Any = None
+    bootstrap: str,
+    source: str,
+    target: str,
+    n: int,
+    max_poll_records: int,
+    warm_up: float,
+    cpu: Any = None,
 ) -> None:
     """The same loop on bare confluent-kafka: ``consume()`` batches, one ``produce()`` per record."""
     from confluent_kafka import Consumer, Producer
@@ -144,30 +219,50 @@ def _passthrough_confluent(
 
     consumer = Consumer(
         {
-            **librdkafka_config({**CONSUMER_DEFAULTS, "bootstrap_servers": bootstrap}),
+            **librdkafka_config({**CONSUMER_DEFAULTS, **PREFETCH, "bootstrap_servers": bootstrap}),
             "group.id": f"bench-pass-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
         }
     )
-    consumer.subscribe([source])
+    warm = _WarmUp(warm_up)
+    consumer.subscribe([source], on_assign=warm.assigned)
     producer = Producer(
         librdkafka_config(
             {**PRODUCER_DEFAULTS, "bootstrap_servers": bootstrap, "acks": "all", "enable_idempotence": True}
         )
     )
+    held: list = []  # messages returned by the consume() that joined the group
+    while warm.assigned_at is None:
+        held += consumer.consume(max_poll_records, 0.5)
+    warm.wait()  # librdkafka fetches meanwhile, on its own threads
     copied, started = 0, None
     while copied < n:
-        messages = consumer.consume(max_poll_records, 0.5)
+        messages = held or consumer.consume(max_poll_records, 0.5)
+        held = []
         started = started or (time.process_time() if messages else None)
         produce = producer.produce
         for message in messages:
-            produce(target, message.value(), message.key(), message.partition())
+            try:
+                produce(target, message.value(), message.key(), message.partition())
+            except BufferError:
+                _produce_when_room(producer, target, message)
         copied += len(messages)
         producer.poll(0)
     producer.flush()
     _report_cpu(cpu, started)
     consumer.close()
+
+
+def _produce_when_room(producer: Any, target: str, message: Any) -> None:
+    """librdkafka's queue is full: serve delivery reports until it takes ``message`` (its docs' advice)."""
+    while True:
+        producer.poll(0.05)
+        try:
+            producer.produce(target, message.value(), message.key(), message.partition())
+            return
+        except BufferError:
+            continue
 
 
 def _report_cpu(cpu: Any, started: float | None) -> None:
@@ -201,22 +296,23 @@ def _service(
 
     Returns the CPU seconds the process spent (every thread) from its first decided batch to its
     ``n``-th event: with the passthroughs', a cost per event that the machine's load changes less
-    than the throughput.
+    than the throughput; and its warm-up, the seconds from its partition's assignment to its first
+    decided batch (the restore, then the first fetch), which the passthroughs then idle for.
 
     A new process per service: kafka-python's clients share process-wide state (its IO thread), and
     a group consumer made after many others in one process was seen to wait for its coordinator forever.
     """
     context = multiprocessing.get_context("spawn")
-    cpu = context.Value("d", float("nan"))
+    cpu, warm_up = context.Value("d", float("nan")), context.Value("d", float("nan"))
     process = context.Process(
-        target=_serve, args=(bootstrap, topics, n, max_poll_records, client, guarantee, case, cpu)
+        target=_serve, args=(bootstrap, topics, n, max_poll_records, client, guarantee, case, cpu, warm_up)
     )
     process.start()
     process.join(timeout=600)
     if process.exitcode != 0:
         process.kill()
         raise SystemExit(f"{case.name}, {client} {guarantee}: the service failed (exit {process.exitcode})")
-    return cpu.value
+    return cpu.value, warm_up.value
 
 
 def _serve(
@@ -228,6 +324,7 @@ def _serve(
     guarantee: str,
     case: Case,
     cpu: Any = None,
+    warm_up: Any = None,
 ) -> None:
     group = f"bench-svc-{uuid.uuid4().hex[:8]}"
     app = Application(
@@ -239,14 +336,19 @@ def _serve(
         group_instance_id=group,
         http_port=None,
         client_library=client,
+        consumer_options=PREFETCH if client == "confluent" else None,
     )
     processor = OutputsProcessor(case.stage_costs, policy=case.policy)
     thread = threading.Thread(target=app.run, args=(processor,), daemon=True)
     thread.start()
-    started = None
+    started = assigned_at = None
     while app.summary.events < n and thread.is_alive():
+        if assigned_at is None and app._recovery is not None and app._recovery.assigned_once:
+            assigned_at = time.monotonic()
         if started is None and app.summary.events:
             started = time.process_time()
+            if warm_up is not None and assigned_at is not None:
+                warm_up.value = time.monotonic() - assigned_at
         time.sleep(0.01)
     _report_cpu(cpu, started)
     app.stop()
@@ -314,27 +416,14 @@ def main() -> None:
 
     easy = sources[cases[0]]
     loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
-    passthroughs = {
-        name: lambda target, loop=loop: _in_process(loop, bootstrap, easy, target, n, args.max_poll_records)
-        for name, loop in loops.items()
-    }
-    pass_rates: dict[str, list[float]] = {name: [] for name in passthroughs}
+    pass_rates: dict[str, list[float]] = {name: [] for name in loops}
     rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in SERVICES}
     # CPU microseconds per event, every thread of the process (see _service).
-    pass_cpu: dict[str, list[float]] = {name: [] for name in passthroughs}
+    pass_cpu: dict[str, list[float]] = {name: [] for name in loops}
     cpu: dict[tuple[Case, str, str], list[float]] = {key: [] for key in rates}
     for r in range(args.rounds):
-        for i, (name, copy) in enumerate(passthroughs.items()):
-            target = f"bench-pass-{run_id}-{r}-{i}"
-            _output_topic(admin, target)
-            made.append(target)
-            pass_cpu[name].append(copy(target) / n * 1e6)
-            pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
-            gc.collect()  # the records read back must not slow the next run's garbage collections
-        line = [
-            f"round {r + 1}: passthrough "
-            + "  ".join(f"{k} {v[-1]:.0f} ({pass_cpu[k][-1]:.2f} us)" for k, v in pass_rates.items())
-        ]
+        line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
+        warm_ups = {}  # seconds from assignment to first decision, per (case, client, guarantee)
         for c, case in enumerate(cases):
             for s, (client, guarantee) in enumerate(SERVICES):
                 # A new group per service, so new topics (checkpoints are keyed by input partition).
@@ -343,7 +432,9 @@ def main() -> None:
                 _output_topic(admin, topics.output)
                 create_topics(admin, topics)
                 made += [topics.output, topics.dead_letter, topics.state]
-                seconds = _service(bootstrap, topics, n, args.max_poll_records, client, guarantee, case)
+                seconds, warm_ups[case, client, guarantee] = _service(
+                    bootstrap, topics, n, args.max_poll_records, client, guarantee, case
+                )
                 cpu[case, client, guarantee].append(seconds / n * 1e6)
                 decisions = _read_output(bootstrap, topics.output, n)  # read_committed
                 depths = np.array([json.loads(record.value)["depth"] for record in decisions])
@@ -358,6 +449,21 @@ def main() -> None:
                 )
                 del decisions
                 gc.collect()
+        # Each passthrough idles after its assignment as long as its client's at-least-once service
+        # on the same topic (K = 3) took from assignment to first decision in this round.
+        for i, (name, loop) in enumerate(loops.items()):
+            target = f"bench-pass-{run_id}-{r}-{i}"
+            _output_topic(admin, target)
+            made.append(target)
+            warm_up = warm_ups[cases[0], name, "at-least-once"]
+            seconds = _in_process(loop, bootstrap, easy, target, n, args.max_poll_records, warm_up)
+            pass_cpu[name].append(seconds / n * 1e6)
+            pass_rates[name].append(_rate(_read_output(bootstrap, target, n)))
+            line.append(
+                f"passthrough {name} {pass_rates[name][-1]:.0f} ({pass_cpu[name][-1]:.2f} us,"
+                f" idle {warm_up:.2f} s)"
+            )
+            gc.collect()  # the records read back must not slow the next run's garbage collections
         print(" | ".join(line) + " ev/s (CPU per event)", flush=True)
     admin.delete_topics(made)
     admin.close()
