@@ -4,11 +4,13 @@ stderr and a distinct exit code (see ``connectors/uss_stream_kafka/exit_codes.py
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from conftest import produce
@@ -57,6 +59,23 @@ class _Names:
     input, output, dead_letter, state = "in", "out", "dlq", "state"
 
 
+@contextlib.contextmanager
+def starting(port: int) -> Iterator[subprocess.Popen]:
+    """A service connecting to ``127.0.0.1:port`` (nothing listens there), once it says so; killed
+    when the block ends."""
+    process = subprocess.Popen(
+        command(f"127.0.0.1:{port}", _Names, "--metrics-port", "-1"), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for line in process.stderr:
+            if "starting: connecting to" in line:
+                break
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
 @pytest.mark.timeout(240)
 def test_unreachable_brokers_exit_3_and_sigterm_during_the_start_exits_at_once():
     port = free_port()  # nothing listens there
@@ -66,45 +85,28 @@ def test_unreachable_brokers_exit_3_and_sigterm_during_the_start_exits_at_once()
         f"uss-stream kafka run: error: cannot reach the Kafka brokers at 127.0.0.1:{port}"
     )
 
-    process = subprocess.Popen(
-        command(f"127.0.0.1:{port}", _Names, "--metrics-port", "-1"), stderr=subprocess.PIPE, text=True
-    )
-    try:
-        for line in process.stderr:
-            if "starting: connecting to" in line:
-                break
+    with starting(port) as process:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 128 + signal.SIGTERM  # not after the 30 s bootstrap timeout
         assert "SIGTERM while starting" in last_line(process.stderr.read())
-    finally:
-        process.kill()
-        process.wait()
 
 
 def test_sigusr1_writes_every_threads_stack_and_the_service_goes_on():
     """The dump an operator (or a broker test) asks of a service that looks stuck: here one that
-    waits for unreachable brokers; after it, the service still answers SIGTERM."""
-    port = free_port()  # nothing listens there
-    process = subprocess.Popen(
-        command(f"127.0.0.1:{port}", _Names, "--metrics-port", "-1"), stderr=subprocess.PIPE, text=True
-    )
-    try:
-        for line in process.stderr:
-            if "starting: connecting to" in line:
-                break
+    waits for unreachable brokers; after it, the service still answers SIGTERM (a service killed
+    by the signal would have exited -10)."""
+    with starting(free_port()) as process:
         process.send_signal(signal.SIGUSR1)
         dump = []
-        for line in process.stderr:  # up to a frame of the service's own code (the test's timeout bounds it)
+        for line in process.stderr:
             dump.append(line)
-            if line.startswith("  File") and "uss_stream_kafka" in line:
+            if "most recent call first" in line:
                 break
-        assert any(line.startswith("Current thread") for line in dump), "".join(dump)
-        assert process.poll() is None, "the dump stopped the service"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM
-    finally:
-        process.kill()
-        process.wait()
+        assert process.wait(timeout=20) == 128 + signal.SIGTERM, "".join(dump)
+        dump.append(process.stderr.read())
+    dump = "".join(dump)
+    assert "Current thread" in dump and "uss_stream_kafka" in dump, dump  # the service's own frames
 
 
 @pytest.mark.parametrize(
