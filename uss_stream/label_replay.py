@@ -423,16 +423,21 @@ def _strict_bounds(
     state ``s`` has the counts ``known[version[s]]`` and the level of its column,
     ``level[s % len(level)]`` (memoised scalar :func:`e_upper`, once per distinct entry)."""
     n_pairs = known.shape[2]
-    unique, first, inverse = np.unique(
-        version[states] * n_pairs + pairs, return_index=True, return_inverse=True
-    )
+    entry = version[states] * n_pairs + pairs
+    # Mark the entries read (a flat table over the rows of ``known``): each is made once.
+    values = np.zeros(known.shape[0] * n_pairs)
+    read = np.zeros(values.size, dtype=bool)
+    read[entry] = True
+    unique = np.flatnonzero(read)
     which, pair = np.divmod(unique, n_pairs)
-    values = np.empty(unique.size)
-    keys = zip(known[which, :, pair].tolist(), level[states[first] % level.size].tolist())
-    for k, ((m, w_plus, w_minus), value) in enumerate(keys):
+    # A state reading each entry: all states reading a row of ``known`` are of its column.
+    reader = np.empty(values.size, dtype=np.int64)
+    reader[entry] = states
+    keys = zip(known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist())
+    for k, ((m, w_plus, w_minus), value) in zip(unique.tolist(), keys):
         key = (m, w_plus, w_minus, value)
         found = memo.get(key)
         if found is None:
             found = memo[key] = e_upper(m, w_plus, w_minus, value)
         values[k] = found
-    return values[inverse]
+    return values[entry]

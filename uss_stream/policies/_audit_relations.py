@@ -18,7 +18,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from uss_stream.policies.label_evidence import LabelEvidence, delta_bounds_many, e_bounds, e_upper, pair_level
+from uss_stream.policies.label_evidence import (
+    LabelEvidence,
+    delta_from_p,
+    e_bounds,
+    e_upper,
+    p_bounds_many,
+    pair_level,
+)
 from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
 
 __all__ = [
@@ -143,8 +150,9 @@ def label_relations_many(
         plausible = plausible_many(kl, decisive, pairs, n_stages)
         return ManyRelations(kl, decisive, decisive, decisive, informed, plausible, decisive.any(axis=1))
     upper_j = np.array([j for _, j in pairs])
-    level = level[:, None]
-    lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, n_stages, log_kn)
+    # The p bounds serve both the loose e bounds of every entry and the strict ones of the decisive.
+    p_lower, p_upper = p_bounds_many(pair_counts, n_pairs, level[:, None], n_stages, log_kn)
+    lower, upper = delta_from_p(p_lower, p_upper, e_lower, e_upper)
     by_labels = has_labels & (gap > upper) & ~kl
     beats = kl | by_labels
     worth = has_labels & (lower > gap)
@@ -157,16 +165,9 @@ def label_relations_many(
     audit = np.zeros_like(by_labels)
     state, pair = np.nonzero(decisive)
     if state.size:
-        strict = delta_bounds_many(
-            pair_counts[state, pair],
-            n_pairs[state, pair],
-            -1.0,
-            e_strict(state, pair) if callable(e_strict) else e_strict[state, pair],
-            level[state, 0],
-            n_stages,
-            log_kn[state, pair],
-        )[1]
-        audit[state, pair] = ~(gap[pair] > strict)
+        strict = e_strict(state, pair) if callable(e_strict) else e_strict[state, pair]
+        p_strict = np.where(strict >= 0.0, p_upper[state, pair], p_lower[state, pair])
+        audit[state, pair] = ~(gap[pair] > p_strict * strict)
     plausible = plausible_many(beats, worth, pairs, n_stages)
     return ManyRelations(beats, worth, audit, decisive, informed, plausible, decisive.any(axis=1))
 
