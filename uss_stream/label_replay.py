@@ -295,7 +295,7 @@ def simulate_labelled(
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = pair_bool[row.ravel()]
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
-        asks = (request * bits).sum(axis=1).reshape(width, n_active)
+        asks = (request @ bits).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
         depths[flat] = decided
         masks[flat] = asks
@@ -304,8 +304,10 @@ def simulate_labelled(
         asked = asks != 0
         first_ask = np.where(asked, offset, width).min(axis=0)
         thresholds = policy.budget_thresholds_many(rounds, relations)
-        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states)[:, None] + before[:, None]
-        moved = ((before[:, None] < thresholds) != (counted < thresholds)).any(axis=1)
+        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states) + before
+        moved = np.zeros(n_states, dtype=bool)
+        for threshold in thresholds.T:
+            moved |= (before < threshold) != (counted < threshold)
         first_moved = np.where(moved.reshape(width, n_active), offset, width).min(axis=0)
         # A label requested in the window arrives D + 1 rounds later: the window ends there.
         accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)

@@ -12,6 +12,7 @@ from uss_stream.policies._audit_relations import (
     PairBounds,
     PairMasks,
     Relations,
+    deepest_many,
     label_masks,
     label_relations_many,
     plausible_many,
@@ -360,9 +361,8 @@ class AuditedUSS(USSKLUCB):
         depth = relations.informed
         if not relations.audit.any():
             return depth.copy()
-        upper_i, upper_j = self._columns
-        audited = relations.audit & relations.plausible[:, upper_i]
-        deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
+        audited = relations.audit & relations.plausible[:, self._columns[0]]
+        deepest = deepest_many(audited, self._pairs)
         allowed = requested < self._budget.many(rounds, relations.contradicted)
         return np.where(allowed, np.maximum(depth, deepest), depth)
 
