@@ -101,8 +101,7 @@ def simulate_labelled(
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
     upper_i, upper_j = policy._columns
-    pair_bool = np.asarray(pairs[:, :n_pairs], dtype=bool)
-    pair_planes = np.ascontiguousarray(pair_bool.T, dtype=np.int8)
+    pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
     wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
     deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
     shallower_right = ~wrong[:, upper_i] & wrong[:, upper_j]
@@ -252,16 +251,16 @@ def simulate_labelled(
             )
             version = np.maximum.accumulate(arrivals, axis=0)
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
-            has_labels, state_lower, state_upper, known = (np.concatenate(parts) for parts in zip(*table))
-            has_labels, state_lower, state_upper = (
-                has_labels[version],
-                state_lower[version],
-                state_upper[version],
-            )
+            has_rows, lower_rows, upper_rows, known = (np.concatenate(parts) for parts in zip(*table))
         else:
             version = np.tile(np.arange(n_active), width)
-            has_labels, state_lower, state_upper = (np.tile(part, (width, 1)) for part in table[0][:3])
-            known = table[0][3]
+            has_rows, lower_rows, upper_rows, known = table[0]
+        # Gathered pair-major (P x M, transposed back): every M x P array of the relations then
+        # has the state index innermost, as the counts do, and numpy never mixes the two layouts.
+        has_labels, state_lower, state_upper = (
+            np.ascontiguousarray(rows_of.T).take(version, axis=1).T
+            for rows_of in (has_rows, lower_rows, upper_rows)
+        )
         # Only the decisive pairs' states read the strict bound: it is made on demand.
         strict = partial(_strict_bounds, known, version, level, strict_memo)
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
@@ -293,7 +292,7 @@ def simulate_labelled(
         # the count with the window's own requests is on the same side of every budget threshold.
         before = np.tile(requested[active], width)
         decided = policy.depth_many(rounds, relations, before)
-        disagreeing = pair_bool[row.ravel()]
+        disagreeing = pair_planes.view(bool).take(row.ravel(), axis=1).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
         asks = (request @ bits).reshape(width, n_active)
         decided = decided.reshape(width, n_active)

@@ -162,7 +162,7 @@ def label_relations_many(
     if by_labels.any():
         # A state without a pair beaten by the labels has none decisive, whatever these say.
         label_free = select_depth_many_by(kl, n_stages)
-        paid = upper_j[None, :] < label_free[:, None]
+        paid = (upper_j[:, None] < label_free).T
         decisive = by_labels & (paid | (label_free != informed)[:, None])
     audit = np.zeros_like(by_labels)
     # The states with a decisive pair, from its entries (numpy's any along a short axis is slow).
@@ -201,11 +201,12 @@ def plausible_many(
     >>> plausible_many(beats, np.zeros_like(beats), [(0, 1), (0, 2), (1, 2)], 3).tolist()
     [[True, True, False]]
     """
-    plausible = np.ones((beats.shape[0], n_stages), dtype=bool)
+    # Stage-major (K x M, transposed back): the columns of the pair relations are read whole.
+    plausible = np.ones((n_stages, beats.shape[0]), dtype=bool)
     for p, (i, j) in enumerate(pairs):
-        plausible[:, j] &= ~beats[:, p]
-        plausible[:, i] &= ~worth[:, p]
-    return plausible
+        plausible[j] &= ~beats[:, p]
+        plausible[i] &= ~worth[:, p]
+    return plausible.T
 
 
 class PairBounds:

@@ -384,7 +384,7 @@ class AuditedUSS(USSKLUCB):
         contested = contested_many(relations.decisive, self._pairs, self.n_stages)
         scope = self._budget.scope_many(rounds, requested, relations.contradicted, contested)
         # A queried pair has j >= 1, so its state's depth is >= 2.
-        queried = upper_j[None, :] < np.asarray(depths)[:, None]
+        queried = (upper_j[:, None] < np.asarray(depths)).T
         open_pairs = (~relations.beats & ~relations.worth) | relations.audit
         asked = (scope & relations.plausible)[:, upper_i] & open_pairs
         return disagreeing & queried & asked
