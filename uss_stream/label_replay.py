@@ -294,7 +294,7 @@ def simulate_labelled(
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = pair_planes.view(bool).take(row.ravel(), axis=1).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
-        asks = (request @ bits).reshape(width, n_active)
+        asks = _pair_masks(request).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
         depths[flat] = decided
         masks[flat] = asks
@@ -348,6 +348,19 @@ def simulate_labelled(
         pair_counts=counts.T.copy(),
         evidence=evidence,
     )
+
+
+def _pair_masks(pairs: np.ndarray) -> np.ndarray:
+    """The bit masks (``int64``, bit ``p`` for column ``p``) of the rows of an ``M x P`` boolean array,
+    a column at a time (the columns are contiguous in the replay's layout).
+
+    >>> _pair_masks(np.array([[True, False, True], [False, True, False]])).tolist()
+    [5, 2]
+    """
+    masks = np.zeros(pairs.shape[0], dtype=np.int64)
+    for p in range(pairs.shape[1]):
+        masks |= np.left_shift(pairs[:, p], p, dtype=np.int64)
+    return masks
 
 
 def _upper_quartile(values: list[int]) -> int:

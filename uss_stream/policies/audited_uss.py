@@ -335,13 +335,12 @@ class AuditedUSS(USSKLUCB):
             log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
-        n_pairs = n[:, upper_j]
-        kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        n_pairs, d = n[:, upper_j], np.asarray(pair_counts, dtype=np.float64)  # cast once, not per use
+        kl = kl_beats_many(d, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))
         labels = (has_labels, e_lower, e_upper, e_strict)
         log_kn = log_count[:, upper_j]
-        k = self.n_stages
-        return label_relations_many(kl, pair_counts, n_pairs, log_kn, level, labels, gap, self._pairs, k)
+        return label_relations_many(kl, d, n_pairs, log_kn, level, labels, gap, self._pairs, self.n_stages)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
         """``M x K`` booleans: stage ``i`` is plausible (see ``_audit_relations.Relations``)."""
