@@ -156,10 +156,10 @@ def simulate_labelled(
             if chain:
                 before = chain[-1]
                 counted = [list(side) for side in before.evidence]
-                lower_row, upper_row = list(before.lower), list(before.upper)
+                bounds = list(before.bounds)
             else:
                 counted = evidence[r].tolist()
-                lower_row, upper_row = e_lower[r].tolist(), e_upper[r].tolist()
+                bounds = [float(m > 0) for m in counted[0]] + e_lower[r].tolist() + e_upper[r].tolist()
             s = queue[len(chain)]
             source = int(rows[r, s - 1])
             mask = int(masks[r * horizon + s - 1])
@@ -176,8 +176,9 @@ def simulate_labelled(
                         found = memo[key] = e_bounds(
                             key[0], key[1], key[2], pair_level(value, key[0], n_stages)
                         )
-                    lower_row[p], upper_row[p] = found
-            chain.append(_Arrived(counted, [m > 0 for m in labelled], lower_row, upper_row))
+                    bounds[p] = 1.0
+                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = found
+            chain.append(_Arrived(counted, bounds))
         return chain
 
     while active.size:
@@ -199,7 +200,10 @@ def simulate_labelled(
                 if known:
                     arrived = extend_chain(r, known, value)[known - 1]
                     evidence[r] = arrived.evidence
-                    e_lower[r], e_upper[r] = arrived.lower, arrived.upper
+                    e_lower[r], e_upper[r] = (
+                        arrived.bounds[n_pairs : 2 * n_pairs],
+                        arrived.bounds[2 * n_pairs :],
+                    )
                     del chain[:known]
                 for _ in range(known):
                     queue.popleft()
@@ -225,7 +229,7 @@ def simulate_labelled(
         # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
         # the last label arrived by its round.
         arrivals = np.full((width, n_active), -1, dtype=np.int64)
-        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], evidence[active])]
+        current = np.concatenate((evidence[active, 0] > 0, e_lower[active], e_upper[active]), axis=1)
         in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
@@ -243,26 +247,20 @@ def simulate_labelled(
                 arrivals[queue[k] + delay + 1 - first_round, column] = len(in_window)
                 in_window.append(chain[k])
         if in_window:
-            table.append(
-                tuple(
-                    np.array(rows_of)
-                    for rows_of in zip(*((a.has, a.lower, a.upper, a.evidence) for a in in_window))
-                )
-            )
+            table = np.concatenate((current, np.array([a.bounds for a in in_window])))
             version = np.maximum.accumulate(arrivals, axis=0)
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
-            has_rows, lower_rows, upper_rows, known = (np.concatenate(parts) for parts in zip(*table))
         else:
+            table = current
             version = np.tile(np.arange(n_active), width)
-            has_rows, lower_rows, upper_rows, known = table[0]
-        # Gathered pair-major (P x M, transposed back): every M x P array of the relations then
-        # has the state index innermost, as the counts do, and numpy never mixes the two layouts.
-        has_labels, state_lower, state_upper = (
-            np.ascontiguousarray(rows_of.T).take(version, axis=1).T
-            for rows_of in (has_rows, lower_rows, upper_rows)
-        )
-        # Only the decisive pairs' states read the strict bound: it is made on demand.
-        strict = partial(_strict_bounds, known, version, level, strict_memo)
+        # Gathered pair-major (3P x M: m > 0, e^L, e^U; transposed back): every M x P array of the
+        # relations then has the state index innermost, as the counts do, and numpy never mixes
+        # the two layouts.
+        gathered = np.ascontiguousarray(table.T).take(version, axis=1)
+        has_labels = (gathered[:n_pairs] != 0.0).T
+        state_lower, state_upper = gathered[n_pairs : 2 * n_pairs].T, gathered[2 * n_pairs :].T
+        # Only the decisive pairs' states read the strict bound: it and the counts are made on demand.
+        strict = partial(_strict_of, evidence[active], in_window, version, level, strict_memo)
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -380,13 +378,11 @@ def _upper_quartile(values: list[int]) -> int:
 
 
 class _Arrived(NamedTuple):
-    """One repetition's label evidence after a label: the ``3 x P`` counts, then ``m > 0`` and
-    the ``e`` bounds per pair (lists)."""
+    """One repetition's label evidence after a label: the ``3 x P`` counts, then a row of ``3P``
+    floats: ``m > 0`` (1.0 or 0.0), ``e^L`` and ``e^U`` per pair (lists)."""
 
     evidence: list[list[int]]
-    has: list[bool]
-    lower: list[float]
-    upper: list[float]
+    bounds: list[float]
 
 
 def _count_label(
@@ -423,6 +419,21 @@ def _e_fill(
         if found is None:
             found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
         lower[p], upper[p] = found
+
+
+def _strict_of(
+    current: np.ndarray,
+    arrived: list[_Arrived],
+    version: np.ndarray,
+    level: np.ndarray,
+    memo: dict[tuple[int, int, int, float], float],
+    states: np.ndarray,
+    pairs: np.ndarray,
+) -> np.ndarray:
+    """:func:`_strict_bounds` with the counts of a window's table: the repetitions' ``current``
+    counts, then those after each label ``arrived`` within the window."""
+    known = np.concatenate((current, np.array([a.evidence for a in arrived]))) if arrived else current
+    return _strict_bounds(known, version, level, memo, states, pairs)
 
 
 def _strict_bounds(
