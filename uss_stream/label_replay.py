@@ -20,7 +20,10 @@ the streaming loop's (tested).
 Cost: each label is counted and its pairs' ``e`` bounds made once per level (a repetition's chain
 of the evidence after each waiting label serves both the windows it arrives in and its
 application), the strict bound only for the states where a pair is decisive, and the logarithms
-of the exploration level by table look-up.
+of the exploration level by table look-up. Every ``M x P`` array of a window has the state index
+innermost, as the counts do (numpy buffers and copies each operation that mixes two layouts), and
+none is reduced along its short pair axis (numpy's slowest case): the work per state is that of
+USS-KL-UCB's replay plus the label relations.
 """
 
 from __future__ import annotations
