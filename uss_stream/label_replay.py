@@ -20,7 +20,10 @@ the streaming loop's (tested).
 Cost: each label is counted and its pairs' ``e`` bounds made once per level (a repetition's chain
 of the evidence after each waiting label serves both the windows it arrives in and its
 application), the strict bound only for the states where a pair is decisive, and the logarithms
-of the exploration level by table look-up.
+of the exploration level by table look-up. Every ``M x P`` array of a window has the state index
+innermost, as the counts do (numpy buffers and copies each operation that mixes two layouts), and
+none is reduced along its short pair axis (numpy's slowest case): the work per state is that of
+USS-KL-UCB's replay plus the label relations.
 """
 
 from __future__ import annotations
@@ -101,8 +104,7 @@ def simulate_labelled(
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
     upper_i, upper_j = policy._columns
-    pair_bool = np.asarray(pairs[:, :n_pairs], dtype=bool)
-    pair_planes = np.ascontiguousarray(pair_bool.T, dtype=np.int8)
+    pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
     wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
     deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
     shallower_right = ~wrong[:, upper_i] & wrong[:, upper_j]
@@ -157,10 +159,10 @@ def simulate_labelled(
             if chain:
                 before = chain[-1]
                 counted = [list(side) for side in before.evidence]
-                lower_row, upper_row = list(before.lower), list(before.upper)
+                bounds = list(before.bounds)
             else:
                 counted = evidence[r].tolist()
-                lower_row, upper_row = e_lower[r].tolist(), e_upper[r].tolist()
+                bounds = [float(m > 0) for m in counted[0]] + e_lower[r].tolist() + e_upper[r].tolist()
             s = queue[len(chain)]
             source = int(rows[r, s - 1])
             mask = int(masks[r * horizon + s - 1])
@@ -177,8 +179,9 @@ def simulate_labelled(
                         found = memo[key] = e_bounds(
                             key[0], key[1], key[2], pair_level(value, key[0], n_stages)
                         )
-                    lower_row[p], upper_row[p] = found
-            chain.append(_Arrived(counted, [m > 0 for m in labelled], lower_row, upper_row))
+                    bounds[p] = 1.0
+                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = found
+            chain.append(_Arrived(counted, bounds))
         return chain
 
     while active.size:
@@ -200,7 +203,10 @@ def simulate_labelled(
                 if known:
                     arrived = extend_chain(r, known, value)[known - 1]
                     evidence[r] = arrived.evidence
-                    e_lower[r], e_upper[r] = arrived.lower, arrived.upper
+                    e_lower[r], e_upper[r] = (
+                        arrived.bounds[n_pairs : 2 * n_pairs],
+                        arrived.bounds[2 * n_pairs :],
+                    )
                     del chain[:known]
                 for _ in range(known):
                     queue.popleft()
@@ -226,7 +232,7 @@ def simulate_labelled(
         # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
         # the last label arrived by its round.
         arrivals = np.full((width, n_active), -1, dtype=np.int64)
-        table = [(evidence[active, 0] > 0, e_lower[active], e_upper[active], evidence[active])]
+        current = np.concatenate((evidence[active, 0] > 0, e_lower[active], e_upper[active]), axis=1)
         in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
@@ -244,26 +250,20 @@ def simulate_labelled(
                 arrivals[queue[k] + delay + 1 - first_round, column] = len(in_window)
                 in_window.append(chain[k])
         if in_window:
-            table.append(
-                tuple(
-                    np.array(rows_of)
-                    for rows_of in zip(*((a.has, a.lower, a.upper, a.evidence) for a in in_window))
-                )
-            )
+            table = np.concatenate((current, np.array([a.bounds for a in in_window])))
             version = np.maximum.accumulate(arrivals, axis=0)
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
-            has_labels, state_lower, state_upper, known = (np.concatenate(parts) for parts in zip(*table))
-            has_labels, state_lower, state_upper = (
-                has_labels[version],
-                state_lower[version],
-                state_upper[version],
-            )
         else:
+            table = current
             version = np.tile(np.arange(n_active), width)
-            has_labels, state_lower, state_upper = (np.tile(part, (width, 1)) for part in table[0][:3])
-            known = table[0][3]
-        # Only the decisive pairs' states read the strict bound: it is made on demand.
-        strict = partial(_strict_bounds, known, version, level, strict_memo)
+        # Gathered pair-major (3P x M: m > 0, e^L, e^U; transposed back): every M x P array of the
+        # relations then has the state index innermost, as the counts do, and numpy never mixes
+        # the two layouts.
+        gathered = np.ascontiguousarray(table.T).take(version, axis=1)
+        has_labels = (gathered[:n_pairs] != 0.0).T
+        state_lower, state_upper = gathered[n_pairs : 2 * n_pairs].T, gathered[2 * n_pairs :].T
+        # Only the decisive pairs' states read the strict bound: it and the counts are made on demand.
+        strict = partial(_strict_of, evidence[active], in_window, version, level, strict_memo)
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
@@ -293,9 +293,9 @@ def simulate_labelled(
         # the count with the window's own requests is on the same side of every budget threshold.
         before = np.tile(requested[active], width)
         decided = policy.depth_many(rounds, relations, before)
-        disagreeing = pair_bool[row.ravel()]
+        disagreeing = pair_planes.view(bool).take(row.ravel(), axis=1).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
-        asks = (request * bits).sum(axis=1).reshape(width, n_active)
+        asks = _pair_masks(request).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
         depths[flat] = decided
         masks[flat] = asks
@@ -304,8 +304,10 @@ def simulate_labelled(
         asked = asks != 0
         first_ask = np.where(asked, offset, width).min(axis=0)
         thresholds = policy.budget_thresholds_many(rounds, relations)
-        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states)[:, None] + before[:, None]
-        moved = ((before[:, None] < thresholds) != (counted < thresholds)).any(axis=1)
+        counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states) + before
+        moved = np.zeros(n_states, dtype=bool)
+        for threshold in thresholds.T:
+            moved |= (before < threshold) != (counted < threshold)
         first_moved = np.where(moved.reshape(width, n_active), offset, width).min(axis=0)
         # A label requested in the window arrives D + 1 rounds later: the window ends there.
         accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
@@ -349,6 +351,19 @@ def simulate_labelled(
     )
 
 
+def _pair_masks(pairs: np.ndarray) -> np.ndarray:
+    """The bit masks (``int64``, bit ``p`` for column ``p``) of the rows of an ``M x P`` boolean array,
+    a column at a time (the columns are contiguous in the replay's layout).
+
+    >>> _pair_masks(np.array([[True, False, True], [False, True, False]])).tolist()
+    [5, 2]
+    """
+    masks = np.zeros(pairs.shape[0], dtype=np.int64)
+    for p in range(pairs.shape[1]):
+        masks |= np.left_shift(pairs[:, p], p, dtype=np.int64)
+    return masks
+
+
 def _upper_quartile(values: list[int]) -> int:
     """``int(np.percentile(values, 75))`` (linear interpolation) of a short list, in plain Python.
 
@@ -366,13 +381,11 @@ def _upper_quartile(values: list[int]) -> int:
 
 
 class _Arrived(NamedTuple):
-    """One repetition's label evidence after a label: the ``3 x P`` counts, then ``m > 0`` and
-    the ``e`` bounds per pair (lists)."""
+    """One repetition's label evidence after a label: the ``3 x P`` counts, then a row of ``3P``
+    floats: ``m > 0`` (1.0 or 0.0), ``e^L`` and ``e^U`` per pair (lists)."""
 
     evidence: list[list[int]]
-    has: list[bool]
-    lower: list[float]
-    upper: list[float]
+    bounds: list[float]
 
 
 def _count_label(
@@ -411,6 +424,21 @@ def _e_fill(
         lower[p], upper[p] = found
 
 
+def _strict_of(
+    current: np.ndarray,
+    arrived: list[_Arrived],
+    version: np.ndarray,
+    level: np.ndarray,
+    memo: dict[tuple[int, int, int, float], float],
+    states: np.ndarray,
+    pairs: np.ndarray,
+) -> np.ndarray:
+    """:func:`_strict_bounds` with the counts of a window's table: the repetitions' ``current``
+    counts, then those after each label ``arrived`` within the window."""
+    known = np.concatenate((current, np.array([a.evidence for a in arrived]))) if arrived else current
+    return _strict_bounds(known, version, level, memo, states, pairs)
+
+
 def _strict_bounds(
     known: np.ndarray,
     version: np.ndarray,
@@ -423,16 +451,21 @@ def _strict_bounds(
     state ``s`` has the counts ``known[version[s]]`` and the level of its column,
     ``level[s % len(level)]`` (memoised scalar :func:`e_upper`, once per distinct entry)."""
     n_pairs = known.shape[2]
-    unique, first, inverse = np.unique(
-        version[states] * n_pairs + pairs, return_index=True, return_inverse=True
-    )
+    entry = version[states] * n_pairs + pairs
+    # Mark the entries read (a flat table over the rows of ``known``): each is made once.
+    values = np.zeros(known.shape[0] * n_pairs)
+    read = np.zeros(values.size, dtype=bool)
+    read[entry] = True
+    unique = np.flatnonzero(read)
     which, pair = np.divmod(unique, n_pairs)
-    values = np.empty(unique.size)
-    keys = zip(known[which, :, pair].tolist(), level[states[first] % level.size].tolist())
-    for k, ((m, w_plus, w_minus), value) in enumerate(keys):
+    # A state reading each entry: all states reading a row of ``known`` are of its column.
+    reader = np.empty(values.size, dtype=np.int64)
+    reader[entry] = states
+    keys = zip(known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist())
+    for k, ((m, w_plus, w_minus), value) in zip(unique.tolist(), keys):
         key = (m, w_plus, w_minus, value)
         found = memo.get(key)
         if found is None:
             found = memo[key] = e_upper(m, w_plus, w_minus, value)
         values[k] = found
-    return values[inverse]
+    return values[entry]

@@ -18,7 +18,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from uss_stream.policies.label_evidence import LabelEvidence, delta_bounds_many, e_bounds, e_upper, pair_level
+from uss_stream.policies.label_evidence import (
+    LabelEvidence,
+    delta_from_p,
+    e_bounds,
+    e_upper,
+    p_bounds_many,
+    pair_level,
+)
 from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "label_relation",
     "ManyRelations",
     "label_relations_many",
+    "deepest_many",
     "plausible_many",
 ]
 
@@ -141,10 +149,12 @@ def label_relations_many(
     if not has_labels.any():
         informed = select_depth_many_by(kl, n_stages)
         plausible = plausible_many(kl, decisive, pairs, n_stages)
-        return ManyRelations(kl, decisive, decisive, decisive, informed, plausible, decisive.any(axis=1))
+        contradicted = np.zeros(kl.shape[0], dtype=bool)
+        return ManyRelations(kl, decisive, decisive, decisive, informed, plausible, contradicted)
     upper_j = np.array([j for _, j in pairs])
-    level = level[:, None]
-    lower, upper = delta_bounds_many(pair_counts, n_pairs, e_lower, e_upper, level, n_stages, log_kn)
+    # The p bounds serve both the loose e bounds of every entry and the strict ones of the decisive.
+    p_lower, p_upper = p_bounds_many(pair_counts, n_pairs, level[:, None], n_stages, log_kn)
+    lower, upper = delta_from_p(p_lower, p_upper, e_lower, e_upper)
     by_labels = has_labels & (gap > upper) & ~kl
     beats = kl | by_labels
     worth = has_labels & (lower > gap)
@@ -152,23 +162,34 @@ def label_relations_many(
     if by_labels.any():
         # A state without a pair beaten by the labels has none decisive, whatever these say.
         label_free = select_depth_many_by(kl, n_stages)
-        paid = upper_j[None, :] < label_free[:, None]
+        paid = (upper_j[:, None] < label_free).T
         decisive = by_labels & (paid | (label_free != informed)[:, None])
     audit = np.zeros_like(by_labels)
+    # The states with a decisive pair, from its entries (numpy's any along a short axis is slow).
     state, pair = np.nonzero(decisive)
+    contradicted = np.zeros(kl.shape[0], dtype=bool)
+    contradicted[state] = True
     if state.size:
-        strict = delta_bounds_many(
-            pair_counts[state, pair],
-            n_pairs[state, pair],
-            -1.0,
-            e_strict(state, pair) if callable(e_strict) else e_strict[state, pair],
-            level[state, 0],
-            n_stages,
-            log_kn[state, pair],
-        )[1]
-        audit[state, pair] = ~(gap[pair] > strict)
+        strict = e_strict(state, pair) if callable(e_strict) else e_strict[state, pair]
+        p_strict = np.where(strict >= 0.0, p_upper[state, pair], p_lower[state, pair])
+        audit[state, pair] = ~(gap[pair] > p_strict * strict)
     plausible = plausible_many(beats, worth, pairs, n_stages)
-    return ManyRelations(beats, worth, audit, decisive, informed, plausible, decisive.any(axis=1))
+    return ManyRelations(beats, worth, audit, decisive, informed, plausible, contradicted)
+
+
+def deepest_many(audited: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """``M``: one more than the deeper stage ``j`` of each state's deepest marked pair (0: none).
+
+    >>> marked = np.array([[True, False, True], [False, False, False]])   # pairs (0, 1), (0, 2), (1, 2)
+    >>> deepest_many(marked, [(0, 1), (0, 2), (1, 2)]).tolist()
+    [3, 0]
+    """
+    deepest = np.zeros(audited.shape[0], dtype=np.int64)
+    # Pairs are ordered by their deeper stage: the last one written is the deepest (a column at a
+    # time: numpy's reductions along a short axis are slow).
+    for p, (_, j) in enumerate(pairs):
+        deepest[audited[:, p]] = j + 1
+    return deepest
 
 
 def plausible_many(
@@ -180,11 +201,12 @@ def plausible_many(
     >>> plausible_many(beats, np.zeros_like(beats), [(0, 1), (0, 2), (1, 2)], 3).tolist()
     [[True, True, False]]
     """
-    plausible = np.ones((beats.shape[0], n_stages), dtype=bool)
+    # Stage-major (K x M, transposed back): the columns of the pair relations are read whole.
+    plausible = np.ones((n_stages, beats.shape[0]), dtype=bool)
     for p, (i, j) in enumerate(pairs):
-        plausible[:, j] &= ~beats[:, p]
-        plausible[:, i] &= ~worth[:, p]
-    return plausible
+        plausible[j] &= ~beats[:, p]
+        plausible[i] &= ~worth[:, p]
+    return plausible.T
 
 
 class PairBounds:

@@ -139,7 +139,7 @@ def contested_many(decisive: np.ndarray, pairs: Sequence[tuple[int, int]], n_sta
     >>> contested_many(np.array([[False, False, True]]), [(0, 1), (0, 2), (1, 2)], 3).tolist()
     [[False, True, False]]
     """
-    contested = np.zeros((decisive.shape[0], n_stages), dtype=bool)
+    contested = np.zeros((n_stages, decisive.shape[0]), dtype=bool)
     for p, (i, _) in enumerate(pairs):
-        contested[:, i] |= decisive[:, p]
-    return contested
+        contested[i] |= decisive[:, p]
+    return contested.T

@@ -12,6 +12,7 @@ from uss_stream.policies._audit_relations import (
     PairBounds,
     PairMasks,
     Relations,
+    deepest_many,
     label_masks,
     label_relations_many,
     plausible_many,
@@ -334,13 +335,12 @@ class AuditedUSS(USSKLUCB):
             log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
-        n_pairs = n[:, upper_j]
-        kl = kl_beats_many(pair_counts, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        n_pairs, d = n[:, upper_j], np.asarray(pair_counts, dtype=np.float64)  # cast once, not per use
+        kl = kl_beats_many(d, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
         level = label_level_many(np.asarray(rounds))
         labels = (has_labels, e_lower, e_upper, e_strict)
         log_kn = log_count[:, upper_j]
-        k = self.n_stages
-        return label_relations_many(kl, pair_counts, n_pairs, log_kn, level, labels, gap, self._pairs, k)
+        return label_relations_many(kl, d, n_pairs, log_kn, level, labels, gap, self._pairs, self.n_stages)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
         """``M x K`` booleans: stage ``i`` is plausible (see ``_audit_relations.Relations``)."""
@@ -360,9 +360,8 @@ class AuditedUSS(USSKLUCB):
         depth = relations.informed
         if not relations.audit.any():
             return depth.copy()
-        upper_i, upper_j = self._columns
-        audited = relations.audit & relations.plausible[:, upper_i]
-        deepest = np.where(audited, upper_j + 1, 0).max(axis=1, initial=0)
+        audited = relations.audit & relations.plausible[:, self._columns[0]]
+        deepest = deepest_many(audited, self._pairs)
         allowed = requested < self._budget.many(rounds, relations.contradicted)
         return np.where(allowed, np.maximum(depth, deepest), depth)
 
@@ -384,7 +383,7 @@ class AuditedUSS(USSKLUCB):
         contested = contested_many(relations.decisive, self._pairs, self.n_stages)
         scope = self._budget.scope_many(rounds, requested, relations.contradicted, contested)
         # A queried pair has j >= 1, so its state's depth is >= 2.
-        queried = upper_j[None, :] < np.asarray(depths)[:, None]
+        queried = (upper_j[:, None] < np.asarray(depths)).T
         open_pairs = (~relations.beats & ~relations.worth) | relations.audit
         asked = (scope & relations.plausible)[:, upper_i] & open_pairs
         return disagreeing & queried & asked

@@ -33,12 +33,14 @@ __all__ = [
     "LabelEvidence",
     "delta_bounds",
     "delta_bounds_many",
+    "delta_from_p",
     "e_bounds",
     "e_upper",
     "label_level",
     "label_level_many",
     "pair_level",
     "pair_level_many",
+    "p_bounds_many",
 ]
 
 EVIDENCE_FORMAT = "uss-stream/label-evidence/v1"
@@ -296,6 +298,19 @@ def delta_bounds(
     return lower, upper
 
 
+def p_bounds_many(
+    d: np.ndarray, n: np.ndarray, level: np.ndarray, n_stages: int, log_kn: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(p^L, p^U)``: Hoeffding's ``p̂ ± sqrt(x / 2n)`` of :func:`delta_bounds`, vectorised (``n``
+    must be ``>= 1`` where the result is read); ``log_kn``, if given, is ``portable_log_many(K·n)``
+    (``n = 0`` read as 1), already computed."""
+    safe = np.where(n > 0.0, n, 1.0)
+    p_hat = d / safe
+    x = pair_level_many(level, safe, n_stages) if log_kn is None else np.maximum(level - log_kn, 1.0)
+    radius = np.sqrt(x / (2.0 * safe))
+    return np.maximum(p_hat - radius, 0.0), np.minimum(p_hat + radius, 1.0)
+
+
 def delta_bounds_many(
     d: np.ndarray,
     n: np.ndarray,
@@ -305,14 +320,16 @@ def delta_bounds_many(
     n_stages: int,
     log_kn: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorised :func:`delta_bounds` (``n`` must be ``>= 1`` where the result is read);
-    ``log_kn``, if given, is ``portable_log_many(K·n)`` (``n = 0`` read as 1), already computed."""
-    safe = np.where(n > 0.0, n, 1.0)
-    p_hat = d / safe
-    x = pair_level_many(level, safe, n_stages) if log_kn is None else np.maximum(level - log_kn, 1.0)
-    radius = np.sqrt(x / (2.0 * safe))
-    p_upper = np.minimum(p_hat + radius, 1.0)
-    p_lower = np.maximum(p_hat - radius, 0.0)
-    upper = np.where(e_upper >= 0.0, p_upper * e_upper, p_lower * e_upper)
-    lower = np.where(e_lower >= 0.0, p_lower * e_lower, p_upper * e_lower)
+    """Vectorised :func:`delta_bounds` on the ``p`` bounds of :func:`p_bounds_many` (same arguments)."""
+    p_lower, p_upper = p_bounds_many(d, n, level, n_stages, log_kn)
+    return delta_from_p(p_lower, p_upper, e_lower, e_upper)
+
+
+def delta_from_p(
+    p_lower: np.ndarray, p_upper: np.ndarray, e_lower: np.ndarray | float, e_upper: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(δ^L, δ^U)`` from the ``p`` and ``e`` bounds: the operand of each product is chosen by the
+    sign of the ``e`` bound, then multiplied (the products of :func:`delta_bounds`, to the bit)."""
+    upper = np.where(e_upper >= 0.0, p_upper, p_lower) * e_upper
+    lower = np.where(e_lower >= 0.0, p_lower, p_upper) * e_lower
     return lower, upper
