@@ -17,6 +17,7 @@ variable to the default. Secrets (SASL and SSL key passwords) are best passed by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import logging
 import os
@@ -187,7 +188,10 @@ def _setup_logging(level: str) -> None:
     )
     logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
     if hasattr(signal, "SIGUSR1"):  # POSIX
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+        # A stderr without a file descriptor (a command called in-process with stderr captured)
+        # cannot take the dumps, and the command must still run.
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
 # -- run -------------------------------------------------------------------------------------------
