@@ -47,7 +47,7 @@ EVIDENCE_FORMAT = "uss-stream/label-evidence/v1"
 _LN2 = 0.6931471805599453
 _STEPS = 28
 # _certified's margin 4κ (κ = 2^-46), its least distance from x̄, the Halley iterations it allows
-# and the step (relative to q or 1 - q) after which the root is taken as found.
+# and the step (relative to q·(1 - q)) after which the root is taken as found.
 _MARGIN = 2.0**-44
 _NEAR = 2.0**-50
 _HALLEY = 40
@@ -201,26 +201,29 @@ def _certified(
         return inside, outside
     tau = _MARGIN * (level + 3.0 * m * (mean * abs(log_p) + rest * abs(log_rest)) + 2.0 * m)
     # A start beyond the root: Pinsker's bound, or where the far term alone reaches the level.
+    target = level / m
+    pinsker = math.sqrt(0.5 * target)
     if upper:
-        q = min(mean + math.sqrt(level / (2.0 * m)), 1.0 - rest * math.exp((mean * log_p - level / m) / rest))
+        q = min(mean + pinsker, 1.0 - rest * math.exp((mean * log_p - target) / rest))
     else:
-        q = max(mean - math.sqrt(level / (2.0 * m)), mean * math.exp((rest * log_rest - level / m) / mean))
+        q = max(mean - pinsker, mean * math.exp((rest * log_rest - target) / mean))
     # Halley's iterations on kl(x̄, q) = level / m (approximate: only the certificates are exact).
     log = math.log
-    target = level / m
     for _ in range(_HALLEY):
         if not 0.0 < q < 1.0:
             return inside, outside
-        inner, outer = mean / q, rest / (1.0 - q)
+        complement = 1.0 - q
+        inner, outer = mean / q, rest / complement
         slope = outer - inner
         if not slope:
             return inside, outside
-        step = (mean * (log_p - log(q)) + rest * (log_rest - log(1.0 - q)) - target) / slope
-        damping = 1.0 - 0.5 * step * (outer / (1.0 - q) + inner / q) / slope
+        step = (mean * (log_p - log(q)) + rest * (log_rest - log(complement)) - target) / slope
+        damping = 1.0 - 0.5 * step * (outer / complement + inner / q) / slope
         if damping > 0.5:
             step /= damping
         q -= step
-        if abs(step) <= _SETTLED * min(q, 1.0 - q):
+        settled = _SETTLED * q * (1.0 - q)
+        if -settled <= step <= settled:
             break
     else:
         return inside, outside
