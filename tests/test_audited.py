@@ -67,6 +67,55 @@ def test_e_bounds_are_the_kl_bounds(m, plus, minus, level):
     assert e_bounds(0, 0, 0, level) == (-1.0, 1.0)
 
 
+def _bisected(m, plus, minus, level, upper):
+    """The plain bisection of e_bounds: every one of its 28 steps evaluates m·kl at the midpoint."""
+    mean = (plus - minus + m) / (2 * m)
+    log_p = math.log(mean) if mean > 0.0 else 0.0
+    rest = 1.0 - mean
+    log_rest = math.log(rest) if mean < 1.0 else 0.0
+
+    def within(q):
+        total = 0.0
+        if mean > 0.0:
+            total += mean * (log_p - math.log(q))
+        if mean < 1.0:
+            total += rest * (log_rest - math.log(1.0 - q))
+        return m * total <= level
+
+    if upper:
+        if mean >= 1.0:
+            return 1.0
+        low, high = mean, 1.0
+        for _ in range(28):
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if within(middle) else (low, middle)
+        return 2.0 * high - 1.0
+    if mean <= 0.0:
+        return -1.0
+    low, high = 0.0, mean
+    for _ in range(28):
+        middle = 0.5 * (low + high)
+        low, high = (low, middle) if within(middle) else (middle, high)
+    return 2.0 * low - 1.0
+
+
+def test_e_bounds_equal_the_plain_bisection_to_the_bit():
+    # e_bounds decides most steps without their logarithms (certified bounds around the root).
+    rng = np.random.default_rng(5)
+    counts = [
+        (m, plus, minus) for m in range(1, 13) for plus in range(m + 1) for minus in range(m + 1 - plus)
+    ]
+    for _ in range(300):
+        m = int(rng.choice([rng.integers(13, 200), rng.integers(200, 5000)]))
+        plus = int(rng.integers(0, m + 1))
+        counts.append((m, plus, int(rng.integers(0, m - plus + 1))))
+    levels = [1.0, 1.7, math.log(2.0) * 11, 19.3]
+    for m, plus, minus in counts:
+        for level in levels:
+            expected = (_bisected(m, plus, minus, level, False), _bisected(m, plus, minus, level, True))
+            assert e_bounds(m, plus, minus, level) == expected, (m, plus, minus, level)
+
+
 # -- the policy --------------------------------------------------------------------------------------
 def test_without_labels_it_decides_as_uss_kl_ucb():
     outputs, _ = generate_bsc(3000, seed=3)

@@ -96,14 +96,17 @@ class LabelBudget:
 
     def many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """The budget of each state's round (:meth:`allowed`'s, to the bit)."""
-        scale = np.where(contradicted, self.raised, self.base)
-        return scale * np.sqrt(np.asarray(rounds, dtype=np.float64))
+        return self._scaled(np.sqrt(np.asarray(rounds, dtype=np.float64)), contradicted)
+
+    def _scaled(self, root: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
+        """:meth:`many` given the square roots of the rounds (computed once by each caller)."""
+        return np.where(contradicted, self.raised, self.base) * root
 
     def thresholds_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """``M x 2``: ``base·sqrt(t)`` and the state's budget (``contradicted``: some pair of the
         state is decisive), the numbers of requested labels the count is compared with."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        return np.stack([self.base * root, self.many(rounds, contradicted)], axis=1)
+        return np.stack([self.base * root, self._scaled(root, contradicted)], axis=1)
 
     def scope_many(
         self, rounds: np.ndarray, requested: np.ndarray, contradicted: np.ndarray, contested: np.ndarray
@@ -112,7 +115,7 @@ class LabelBudget:
         before each state's round, ``contested`` from :func:`contested_many`)."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
         base = requested < self.base * root
-        raised = requested < self.many(rounds, contradicted)
+        raised = requested < self._scaled(root, contradicted)
         return base[:, None] | (raised[:, None] & contested)
 
 

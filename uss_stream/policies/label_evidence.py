@@ -46,6 +46,14 @@ __all__ = [
 EVIDENCE_FORMAT = "uss-stream/label-evidence/v1"
 _LN2 = 0.6931471805599453
 _STEPS = 28
+# _certified's margin 4κ (κ = 2^-46), its least distance from x̄, the Halley iterations it allows
+# and the step (relative to q·(1 - q)) after which the root is taken as found.
+_MARGIN = 2.0**-44
+_NEAR = 2.0**-50
+_HALLEY = 40
+_SETTLED = 2.0**-24
+# Counts beyond which a midpoint might come within 2^-50 of x̄ (not certified there).
+_LARGEST = 1 << 20
 
 
 def label_level(t: int) -> float:
@@ -106,46 +114,133 @@ def e_upper(m: int, w_plus: int, w_minus: int, level: float) -> float:
 
 
 def _e_side(m: int, w_plus: int, w_minus: int, level: float, upper: bool) -> float:
-    """One side of the KL bound on ``e`` (bisection on ``x = (e + 1) / 2``).
+    """One side of the KL bound on ``e``: a bisection on ``x = (e + 1) / 2`` of :data:`_STEPS` steps.
 
-    ``m·kl(x̄, q) <= level`` is tested at each midpoint ``q``, with ``kl(x̄, q) = x̄·(log x̄ - log q) +
-    (1 - x̄)·(log(1 - x̄) - log(1 - q))`` (a term dropped where ``x̄`` is 0 or 1), inlined: the
-    bisection is the cost of a label's bounds.
+    Each step tests ``m·kl(x̄, q) <= level`` at the midpoint ``q`` of the bracket (the float
+    :func:`_divergence`); the bracket starts at ``[x̄, 1]`` (upper side) or ``[0, x̄]`` and its end
+    gives the bound. The answer is that of evaluating every step; most steps are decided without
+    their logarithms (:func:`_certified`), the others evaluate them.
     """
     mean = (w_plus - w_minus + m) / (2 * m)
+    if upper and mean >= 1.0:
+        return 1.0
+    if not upper and mean <= 0.0:
+        return -1.0
     log_p = math.log(mean) if mean > 0.0 else 0.0
     rest = 1.0 - mean
     log_rest = math.log(rest) if mean < 1.0 else 0.0
-    has_p, has_rest = mean > 0.0, mean < 1.0
-    log = math.log
+    inside, outside = _certified(m, mean, log_p, rest, log_rest, level, upper)
     if upper:
-        if mean >= 1.0:
-            return 1.0
         low, high = mean, 1.0
         for _ in range(_STEPS):
             middle = 0.5 * (low + high)
-            total = 0.0
-            if has_p:
-                total += mean * (log_p - log(middle))
-            total += rest * (log_rest - log(1.0 - middle))
-            if m * total <= level:
+            if middle <= inside:
                 low = middle
-            else:
+            elif middle >= outside or _divergence(m, mean, log_p, rest, log_rest, middle) > level:
                 high = middle
+            else:
+                low = middle
         return 2.0 * high - 1.0
-    if mean <= 0.0:
-        return -1.0
     low, high = 0.0, mean
     for _ in range(_STEPS):
         middle = 0.5 * (low + high)
-        total = mean * (log_p - log(middle))
-        if has_rest:
-            total += rest * (log_rest - log(1.0 - middle))
-        if m * total <= level:
+        if middle >= inside:
             high = middle
-        else:
+        elif middle <= outside or _divergence(m, mean, log_p, rest, log_rest, middle) > level:
             low = middle
+        else:
+            high = middle
     return 2.0 * low - 1.0
+
+
+def _divergence(m: int, mean: float, log_p: float, rest: float, log_rest: float, q: float) -> float:
+    """The float ``m·kl(x̄, q) = m·(x̄·(log x̄ - log q) + (1 - x̄)·(log(1 - x̄) - log(1 - q)))``
+    (a term dropped where ``x̄`` is 0 or 1), given ``x̄``, ``log x̄``, ``1 - x̄`` and ``log(1 - x̄)``."""
+    total = 0.0
+    if mean > 0.0:
+        total += mean * (log_p - math.log(q))
+    if mean < 1.0:
+        total += rest * (log_rest - math.log(1.0 - q))
+    return m * total
+
+
+def _certified(
+    m: int,
+    mean: float,
+    log_p: float,
+    rest: float,
+    log_rest: float,
+    level: float,
+    upper: bool,
+) -> tuple[float, float]:
+    """``(inside, outside)``: the float ``m·kl(x̄, q)`` is ``<= level`` at every midpoint ``q`` of
+    :func:`_e_side`'s bisection on ``inside``'s side of it (towards ``x̄``, ``inside`` included), and
+    ``> level`` at every midpoint ``q`` on the far side of ``outside`` (included). A side that cannot
+    be certified is returned as a point no midpoint reaches (``-1`` or ``2``).
+
+    **Why.** Let ``G(q)`` be ``m·kl`` in exact arithmetic on the float constants ``x̄``, ``log x̄``,
+    ``1 - x̄``, ``log(1 - x̄)``, and ``F(q)`` the float :func:`_divergence`. Rounding analysis of
+    ``F`` (seven roundings of at most ``u = 2^-53`` relative each, each logarithm within one unit in
+    the last place, ``1 - q`` rounded) gives ``|F - G| <= 7u·(S + m)`` with
+    ``S = m·(x̄·(|log x̄| + |log q|) + (1 - x̄)·(|log(1 - x̄)| + |log(1 - q)|))``, and on either side
+    of ``x̄`` ``S <= G + 3m·(x̄·|log x̄| + (1 - x̄)·|log(1 - x̄)|) + m``: so ``|F - G| <= κ·(G + X)``
+    with ``X = 3m·(...) + 2m`` and ``κ = 2^-46`` (twenty times the analysis' constant, so that a
+    logarithm off by a few units still fits). ``G`` is monotone on either side of
+    ``x̄ / (x̄ + (1 - x̄))``, within ``2^-52`` of ``x̄``; a certified point lies more than ``2^-50``
+    beyond ``x̄`` and (for ``m < 2^20``) every midpoint more than ``2^-49`` (half the last bracket,
+    at least ``2^-29 / m``), so ``G`` is monotone between them. Hence if
+    ``F(a) > level + 4κ·(level + X)``, then ``G(a) > level + 3κ·(level + X)`` and every midpoint
+    beyond ``a`` has ``F > level``; if ``F(a) < level - 4κ·(level + X)``, every midpoint between
+    ``x̄`` and ``a`` has ``F < level``. The points ``a`` are placed a few margins either side of
+    the root of ``G = level`` found by Halley's method (from a point beyond it, in floats, not
+    certified itself): a midpoint rarely falls between them, and then its step is evaluated.
+    """
+    # Sentinels no midpoint reaches: the side is then decided by evaluating each step.
+    inside, outside = (-1.0, 2.0) if upper else (2.0, -1.0)
+    if not (level > 0.0 and m < _LARGEST):
+        return inside, outside
+    tau = _MARGIN * (level + 3.0 * m * (mean * abs(log_p) + rest * abs(log_rest)) + 2.0 * m)
+    # A start beyond the root: Pinsker's bound, or where the far term alone reaches the level.
+    target = level / m
+    pinsker = math.sqrt(0.5 * target)
+    if upper:
+        q = min(mean + pinsker, 1.0 - rest * math.exp((mean * log_p - target) / rest))
+    else:
+        q = max(mean - pinsker, mean * math.exp((rest * log_rest - target) / mean))
+    # Halley's iterations on kl(x̄, q) = level / m (approximate: only the certificates are exact).
+    log = math.log
+    for _ in range(_HALLEY):
+        if not 0.0 < q < 1.0:
+            return inside, outside
+        complement = 1.0 - q
+        inner, outer = mean / q, rest / complement
+        slope = outer - inner
+        if not slope:
+            return inside, outside
+        step = (mean * (log_p - log(q)) + rest * (log_rest - log(complement)) - target) / slope
+        damping = 1.0 - 0.5 * step * (outer / complement + inner / q) / slope
+        if damping > 0.5:
+            step /= damping
+        q -= step
+        settled = _SETTLED * q * (1.0 - q)
+        if -settled <= step <= settled:
+            break
+    else:
+        return inside, outside
+    spread = 8.0 * tau / (m * abs(slope)) + step * step + _NEAR
+    if upper:
+        near, far = q - spread, q + spread
+        if near - mean > _NEAR and _divergence(m, mean, log_p, rest, log_rest, near) < level - tau:
+            inside = near
+        if far < 1.0 and _divergence(m, mean, log_p, rest, log_rest, far) > level + tau:
+            outside = far
+    else:
+        near, far = q + spread, q - spread
+        if mean - near > _NEAR and _divergence(m, mean, log_p, rest, log_rest, near) < level - tau:
+            inside = near
+        if far > 0.0 and _divergence(m, mean, log_p, rest, log_rest, far) > level + tau:
+            outside = far
+    return inside, outside
 
 
 class LabelEvidence:
