@@ -12,6 +12,7 @@ dotted names, passed through.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -423,9 +424,16 @@ class ConfluentConsumer(Consumer):
             self._consumer.incremental_assign([_native(tp, offset)])
 
     def _watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        ck = _ck()
         try:
             return self._consumer.get_watermark_offsets(_native(tp), timeout=30, cached=False)
-        except _ck().KafkaException as error:
+        except ck.KafkaException as error:
+            if error.args and error.args[0].code() == ck.KafkaError._UNKNOWN_PARTITION:
+                # librdkafka may keep a partition count of 0 seen while the broker restarted until
+                # its periodic refresh (topic.metadata.refresh.interval.ms, 5 min): a restore that
+                # retried on it waited that long. Asking for the topic's metadata updates it now.
+                with contextlib.suppress(ck.KafkaException):
+                    self._consumer.list_topics(tp.topic, timeout=5)
             raise _error(error, f"offsets of {tp.topic}/{tp.partition}") from error
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
