@@ -34,10 +34,12 @@ docs: setup
 # CPU. --dist loadfile keeps each test module on one worker, so a module's private brokers run one
 # at a time and a module-scoped broker starts once. (loadgroup's xdist_group marks are ignored with
 # pytest 9's node ids: checked on pytest 9.2 with pytest-xdist 3.8.)
+# tests/scheduling.py queues the longest files first (the suite's tail was a long file started last).
 TEST_WORKERS ?= 4
 
 test: lint docs
-	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder -p tests.scheduling
 
 bench: setup
 	$(BIN)/python -m benchmarks
