@@ -269,9 +269,9 @@ def simulate_labelled(
         depth = guess[active]
 
         observed = pair[:, None] < pairs_below[depth - 1]
-        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
-        for p in range(n_pairs):
-            np.multiply(pair_planes[p][row], observed[p], out=step[p])
+        # The window's disagreement indicators, gathered once for the counts and the requests.
+        planes = pair_planes.take(row, axis=1)
+        step = planes * observed[:, None, :]
         asked_stage = stage[:, None] < depth
         state_d = np.cumsum(step, axis=1, dtype=np.int64)
         state_d -= step
@@ -293,7 +293,7 @@ def simulate_labelled(
         # the count with the window's own requests is on the same side of every budget threshold.
         before = np.tile(requested[active], width)
         decided = policy.depth_many(rounds, relations, before)
-        disagreeing = pair_planes.view(bool).take(row.ravel(), axis=1).T
+        disagreeing = planes.view(bool).reshape(n_pairs, n_states).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
         asks = _pair_masks(request).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
