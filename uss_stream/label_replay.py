@@ -323,8 +323,9 @@ def simulate_labelled(
         t[active] += accept
         taken = asked & (offset < accept)
         requested[active] += taken.sum(axis=0)
-        for position, column in zip(*np.nonzero(taken)):
-            waiting[active[column]].append(int(start[column] + position))
+        position, column = np.divmod(np.flatnonzero(taken), n_active)
+        for r, asked_round in zip(active[column].tolist(), (start[column] + position).tolist()):
+            waiting[r].append(asked_round)
         guess[active] = np.where(first == 0, new_depth, depth)
         possible = np.minimum(limit, width).sum()
         accepted = accept.sum() / possible
