@@ -286,8 +286,8 @@ def simulate_labelled(
             state_lower,
             state_upper,
             strict,
-            log_horizon=log_horizons[rounds - 1],
-            log_count=log_counts[state_q].reshape(n_stages, n_states).T,
+            log_horizon=log_horizons.take(rounds - 1),
+            log_count=log_counts.take(state_q).reshape(n_stages, n_states).T,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.

@@ -38,6 +38,7 @@ __all__ = [
     "label_relations_many",
     "deepest_many",
     "plausible_many",
+    "stage_columns",
 ]
 
 
@@ -180,6 +181,17 @@ def label_relations_many(
     audit = audit.T
     plausible = plausible_many(beats, worth, pairs, n_stages)
     return ManyRelations(beats, worth, audit, decisive, informed, plausible, contradicted)
+
+
+def stage_columns(values: np.ndarray, stages: np.ndarray) -> np.ndarray:
+    """``values[:, stages]`` of an ``M x K`` array (an ``M x P`` one for the pairs' stages), gathered
+    stage-major: one contiguous copy per column where the replay's arrays have the state index
+    innermost (numpy's fancy indexing of a column takes an element at a time), which the result keeps.
+
+    >>> stage_columns(np.array([[1, 2, 3], [4, 5, 6]]), np.array([2, 0, 2])).tolist()
+    [[3, 1, 3], [6, 4, 6]]
+    """
+    return values.T.take(stages, axis=0).T
 
 
 def deepest_many(audited: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
