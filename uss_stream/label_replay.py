@@ -129,7 +129,7 @@ def simulate_labelled(
     evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
-    e_level = np.zeros(reps)
+    e_level = [0.0] * reps
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
     # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
     # its current evidence), with the bounds at the level ``e_level``: each label is counted and
@@ -190,11 +190,13 @@ def simulate_labelled(
         level = label_level_many(start)
         for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
+            cutoff = first_round - delay - 1
             due = 0
-            for s in queue:
-                if s > first_round - delay - 1:
-                    break
-                due += 1
+            if queue and queue[0] <= cutoff:
+                for s in queue:
+                    if s > cutoff:
+                        break
+                    due += 1
             if due:
                 chain = chains[r]
                 # The chain's counts hold at any level, its bounds at the level they were made for;
@@ -210,7 +212,7 @@ def simulate_labelled(
                     del chain[:known]
                 for _ in range(known):
                     queue.popleft()
-                while queue and queue[0] <= first_round - delay - 1:
+                while queue and queue[0] <= cutoff:
                     apply_label(r, queue.popleft())
             if e_level[r] != value:
                 e_level[r] = value
