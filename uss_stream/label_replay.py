@@ -257,7 +257,7 @@ def simulate_labelled(
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
         else:
             table = current
-            version = np.tile(np.arange(n_active), width)
+            version = np.broadcast_to(np.arange(n_active), (width, n_active)).reshape(n_states)
         # Gathered pair-major (3P x M: m > 0, e^L, e^U; transposed back): every M x P array of the
         # relations then has the state index innermost, as the counts do, and numpy never mixes
         # the two layouts.
@@ -293,7 +293,7 @@ def simulate_labelled(
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
-        before = np.tile(requested[active], width)
+        before = np.broadcast_to(requested[active], (width, n_active)).reshape(n_states)
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = planes.view(bool).reshape(n_pairs, n_states).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
