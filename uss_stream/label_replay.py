@@ -464,11 +464,14 @@ def _strict_bounds(
     # A state reading each entry: all states reading a row of ``known`` are of its column.
     reader = np.empty(values.size, dtype=np.int64)
     reader[entry] = states
-    keys = zip(known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist())
-    for k, ((m, w_plus, w_minus), value) in zip(unique.tolist(), keys):
+    made: list[float] = []
+    for (m, w_plus, w_minus), value in zip(
+        known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist()
+    ):
         key = (m, w_plus, w_minus, value)
         found = memo.get(key)
         if found is None:
             found = memo[key] = e_upper(m, w_plus, w_minus, value)
-        values[k] = found
+        made.append(found)
+    values[unique] = made
     return values[entry]
