@@ -38,7 +38,7 @@ import numpy as np
 
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import portable_log_many
-from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
+from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many
 
 __all__ = ["LabelledRun", "simulate_labelled"]
 
@@ -122,6 +122,7 @@ def simulate_labelled(
     table_size = horizon + _MAX_WINDOW + 1
     log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
     log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
+    count_logs = log_counts.tolist()
 
     t = np.ones(reps, dtype=np.int64)
     queried = np.zeros((n_stages, reps), dtype=np.int64)
@@ -143,6 +144,15 @@ def simulate_labelled(
     strict_memo: dict[tuple[int, int, int, float], float] = {}
     active = np.arange(reps)
     window = _FIRST_WINDOW
+
+    def bounds_of(m: int, plus: int, minus: int, value: float) -> tuple[float, float]:
+        """Memoised :func:`e_bounds` of a pair's counts at the label level ``value`` (its
+        ``pair_level`` with ``log(K·m)`` from the table; ``m`` labels stay below the horizon)."""
+        key = (m, plus, minus, value)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = e_bounds(m, plus, minus, max(value - count_logs[m], 1.0))
+        return found
 
     def apply_label(r: int, s: int) -> list[int]:
         """Count the label of repetition ``r``'s round ``s`` into its evidence (the pairs it changed)."""
@@ -173,14 +183,10 @@ def simulate_labelled(
                     labelled[p] += 1
                     deeper[p] += plus >> p & 1
                     shallower[p] += minus >> p & 1
-                    key = (labelled[p], deeper[p], shallower[p], value)
-                    found = memo.get(key)
-                    if found is None:
-                        found = memo[key] = e_bounds(
-                            key[0], key[1], key[2], pair_level(value, key[0], n_stages)
-                        )
                     bounds[p] = 1.0
-                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = found
+                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = bounds_of(
+                        labelled[p], deeper[p], shallower[p], value
+                    )
             chain.append(_Arrived(counted, bounds))
         return chain
 
@@ -218,7 +224,7 @@ def simulate_labelled(
                 e_level[r] = value
                 chains[r].clear()
                 changed = np.flatnonzero(evidence[r, 0]).tolist()
-                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r])
+                _e_fill(evidence[r], changed, value, bounds_of, e_lower[r], e_upper[r])
 
         n_active = active.size
         remaining = horizon - start + 1
@@ -412,19 +418,14 @@ def _e_fill(
     evidence: np.ndarray,
     pairs: Iterable[int],
     level: float,
-    n_stages: int,
-    memo: dict[tuple[int, int, int, float], tuple[float, float]],
+    bounds_of: Callable[[int, int, int, float], tuple[float, float]],
     lower: np.ndarray,
     upper: np.ndarray,
 ) -> None:
     """Write ``e^L`` and ``e^U`` of the given ``pairs`` of one repetition into ``lower`` and
-    ``upper`` (memoised scalar :func:`e_bounds`)."""
+    ``upper`` (``bounds_of``: the memoised scalar :func:`e_bounds` of the counts at ``level``)."""
     for p in pairs:
-        key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-        lower[p], upper[p] = found
+        lower[p], upper[p] = bounds_of(int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
 
 
 def _strict_of(
