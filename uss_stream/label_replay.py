@@ -38,7 +38,7 @@ import numpy as np
 
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import portable_log_many
-from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many, pair_level
+from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many
 
 __all__ = ["LabelledRun", "simulate_labelled"]
 
@@ -122,6 +122,7 @@ def simulate_labelled(
     table_size = horizon + _MAX_WINDOW + 1
     log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
     log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
+    count_logs = log_counts.tolist()
 
     t = np.ones(reps, dtype=np.int64)
     queried = np.zeros((n_stages, reps), dtype=np.int64)
@@ -129,7 +130,7 @@ def simulate_labelled(
     evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
     e_lower = np.full((reps, n_pairs), -1.0)
     e_upper = np.full((reps, n_pairs), 1.0)
-    e_level = np.zeros(reps)
+    e_level = [0.0] * reps
     waiting: list[deque[int]] = [deque() for _ in range(reps)]
     # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
     # its current evidence), with the bounds at the level ``e_level``: each label is counted and
@@ -143,6 +144,15 @@ def simulate_labelled(
     strict_memo: dict[tuple[int, int, int, float], float] = {}
     active = np.arange(reps)
     window = _FIRST_WINDOW
+
+    def bounds_of(m: int, plus: int, minus: int, value: float) -> tuple[float, float]:
+        """Memoised :func:`e_bounds` of a pair's counts at the label level ``value`` (its
+        ``pair_level`` with ``log(K·m)`` from the table; ``m`` labels stay below the horizon)."""
+        key = (m, plus, minus, value)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = e_bounds(m, plus, minus, max(value - count_logs[m], 1.0))
+        return found
 
     def apply_label(r: int, s: int) -> list[int]:
         """Count the label of repetition ``r``'s round ``s`` into its evidence (the pairs it changed)."""
@@ -173,14 +183,10 @@ def simulate_labelled(
                     labelled[p] += 1
                     deeper[p] += plus >> p & 1
                     shallower[p] += minus >> p & 1
-                    key = (labelled[p], deeper[p], shallower[p], value)
-                    found = memo.get(key)
-                    if found is None:
-                        found = memo[key] = e_bounds(
-                            key[0], key[1], key[2], pair_level(value, key[0], n_stages)
-                        )
                     bounds[p] = 1.0
-                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = found
+                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = bounds_of(
+                        labelled[p], deeper[p], shallower[p], value
+                    )
             chain.append(_Arrived(counted, bounds))
         return chain
 
@@ -190,11 +196,13 @@ def simulate_labelled(
         level = label_level_many(start)
         for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
             queue = waiting[r]
+            cutoff = first_round - delay - 1
             due = 0
-            for s in queue:
-                if s > first_round - delay - 1:
-                    break
-                due += 1
+            if queue and queue[0] <= cutoff:
+                for s in queue:
+                    if s > cutoff:
+                        break
+                    due += 1
             if due:
                 chain = chains[r]
                 # The chain's counts hold at any level, its bounds at the level they were made for;
@@ -210,13 +218,13 @@ def simulate_labelled(
                     del chain[:known]
                 for _ in range(known):
                     queue.popleft()
-                while queue and queue[0] <= first_round - delay - 1:
+                while queue and queue[0] <= cutoff:
                     apply_label(r, queue.popleft())
             if e_level[r] != value:
                 e_level[r] = value
                 chains[r].clear()
                 changed = np.flatnonzero(evidence[r, 0]).tolist()
-                _e_fill(evidence[r], changed, value, n_stages, memo, e_lower[r], e_upper[r])
+                _e_fill(evidence[r], changed, value, bounds_of, e_lower[r], e_upper[r])
 
         n_active = active.size
         remaining = horizon - start + 1
@@ -255,7 +263,7 @@ def simulate_labelled(
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
         else:
             table = current
-            version = np.tile(np.arange(n_active), width)
+            version = np.broadcast_to(np.arange(n_active), (width, n_active)).reshape(n_states)
         # Gathered pair-major (3P x M: m > 0, e^L, e^U; transposed back): every M x P array of the
         # relations then has the state index innermost, as the counts do, and numpy never mixes
         # the two layouts.
@@ -269,9 +277,9 @@ def simulate_labelled(
         depth = guess[active]
 
         observed = pair[:, None] < pairs_below[depth - 1]
-        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
-        for p in range(n_pairs):
-            np.multiply(pair_planes[p][row], observed[p], out=step[p])
+        # The window's disagreement indicators, gathered once for the counts and the requests.
+        planes = pair_planes.take(row, axis=1)
+        step = planes * observed[:, None, :]
         asked_stage = stage[:, None] < depth
         state_d = np.cumsum(step, axis=1, dtype=np.int64)
         state_d -= step
@@ -286,14 +294,14 @@ def simulate_labelled(
             state_lower,
             state_upper,
             strict,
-            log_horizon=log_horizons[rounds - 1],
-            log_count=log_counts[state_q].reshape(n_stages, n_states).T,
+            log_horizon=log_horizons.take(rounds - 1),
+            log_count=log_counts.take(state_q).reshape(n_stages, n_states).T,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
-        before = np.tile(requested[active], width)
+        before = np.broadcast_to(requested[active], (width, n_active)).reshape(n_states)
         decided = policy.depth_many(rounds, relations, before)
-        disagreeing = pair_planes.view(bool).take(row.ravel(), axis=1).T
+        disagreeing = planes.view(bool).reshape(n_pairs, n_states).T
         request = policy.request_many(rounds, decided, disagreeing, relations, before)
         asks = _pair_masks(request).reshape(width, n_active)
         decided = decided.reshape(width, n_active)
@@ -323,8 +331,9 @@ def simulate_labelled(
         t[active] += accept
         taken = asked & (offset < accept)
         requested[active] += taken.sum(axis=0)
-        for position, column in zip(*np.nonzero(taken)):
-            waiting[active[column]].append(int(start[column] + position))
+        position, column = np.divmod(np.flatnonzero(taken), n_active)
+        for r, asked_round in zip(active[column].tolist(), (start[column] + position).tolist()):
+            waiting[r].append(asked_round)
         guess[active] = np.where(first == 0, new_depth, depth)
         possible = np.minimum(limit, width).sum()
         accepted = accept.sum() / possible
@@ -409,19 +418,14 @@ def _e_fill(
     evidence: np.ndarray,
     pairs: Iterable[int],
     level: float,
-    n_stages: int,
-    memo: dict[tuple[int, int, int, float], tuple[float, float]],
+    bounds_of: Callable[[int, int, int, float], tuple[float, float]],
     lower: np.ndarray,
     upper: np.ndarray,
 ) -> None:
     """Write ``e^L`` and ``e^U`` of the given ``pairs`` of one repetition into ``lower`` and
-    ``upper`` (memoised scalar :func:`e_bounds`)."""
+    ``upper`` (``bounds_of``: the memoised scalar :func:`e_bounds` of the counts at ``level``)."""
     for p in pairs:
-        key = (int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = e_bounds(key[0], key[1], key[2], pair_level(level, key[0], n_stages))
-        lower[p], upper[p] = found
+        lower[p], upper[p] = bounds_of(int(evidence[0, p]), int(evidence[1, p]), int(evidence[2, p]), level)
 
 
 def _strict_of(
@@ -461,11 +465,14 @@ def _strict_bounds(
     # A state reading each entry: all states reading a row of ``known`` are of its column.
     reader = np.empty(values.size, dtype=np.int64)
     reader[entry] = states
-    keys = zip(known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist())
-    for k, ((m, w_plus, w_minus), value) in zip(unique.tolist(), keys):
+    made: list[float] = []
+    for (m, w_plus, w_minus), value in zip(
+        known[which, :, pair].tolist(), level[reader[unique] % level.size].tolist()
+    ):
         key = (m, w_plus, w_minus, value)
         found = memo.get(key)
         if found is None:
             found = memo[key] = e_upper(m, w_plus, w_minus, value)
-        values[k] = found
+        made.append(found)
+    values[unique] = made
     return values[entry]

@@ -38,6 +38,7 @@ __all__ = [
     "label_relations_many",
     "deepest_many",
     "plausible_many",
+    "stage_columns",
 ]
 
 
@@ -164,17 +165,33 @@ def label_relations_many(
         label_free = select_depth_many_by(kl, n_stages)
         paid = (upper_j[:, None] < label_free).T
         decisive = by_labels & (paid | (label_free != informed)[:, None])
-    audit = np.zeros_like(by_labels)
-    # The states with a decisive pair, from its entries (numpy's any along a short axis is slow).
-    state, pair = np.nonzero(decisive)
-    contradicted = np.zeros(kl.shape[0], dtype=bool)
+    n_states = kl.shape[0]
+    # The decisive entries, pair-major (``pair·M + state``: the flat index of the pair-major
+    # layout the replay's arrays have, where numpy's nonzero and gathers are 1-D), and from them
+    # the states with a decisive pair (numpy's any along a short axis is slow).
+    entry = np.flatnonzero(decisive.T)
+    pair, state = np.divmod(entry, n_states)
+    audit = np.zeros((len(pairs), n_states), dtype=bool)
+    contradicted = np.zeros(n_states, dtype=bool)
     contradicted[state] = True
-    if state.size:
+    if entry.size:
         strict = e_strict(state, pair) if callable(e_strict) else e_strict[state, pair]
-        p_strict = np.where(strict >= 0.0, p_upper[state, pair], p_lower[state, pair])
-        audit[state, pair] = ~(gap[pair] > p_strict * strict)
+        p_strict = np.where(strict >= 0.0, p_upper.T.take(entry), p_lower.T.take(entry))
+        audit.reshape(-1)[entry] = ~(gap[pair] > p_strict * strict)
+    audit = audit.T
     plausible = plausible_many(beats, worth, pairs, n_stages)
     return ManyRelations(beats, worth, audit, decisive, informed, plausible, contradicted)
+
+
+def stage_columns(values: np.ndarray, stages: np.ndarray) -> np.ndarray:
+    """``values[:, stages]`` of an ``M x K`` array (an ``M x P`` one for the pairs' stages), gathered
+    stage-major: one contiguous copy per column where the replay's arrays have the state index
+    innermost (numpy's fancy indexing of a column takes an element at a time), which the result keeps.
+
+    >>> stage_columns(np.array([[1, 2, 3], [4, 5, 6]]), np.array([2, 0, 2])).tolist()
+    [[3, 1, 3], [6, 4, 6]]
+    """
+    return values.T.take(stages, axis=0).T
 
 
 def deepest_many(audited: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:

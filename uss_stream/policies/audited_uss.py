@@ -16,6 +16,7 @@ from uss_stream.policies._audit_relations import (
     label_masks,
     label_relations_many,
     plausible_many,
+    stage_columns,
 )
 from uss_stream.policies._label_budget import LabelBudget, contested_many
 from uss_stream.policies.confidence import kl_beats_many, portable_log_many
@@ -335,11 +336,10 @@ class AuditedUSS(USSKLUCB):
             log_count = portable_log_many(self.n_stages * np.where(n > 0.0, n, 1.0))
         levels = self.alpha * np.maximum(log_horizon[:, None] - log_count, 0.0)
         gap, log_gap, log_rest = self._gap_arrays
-        n_pairs, d = n[:, upper_j], np.asarray(pair_counts, dtype=np.float64)  # cast once, not per use
-        kl = kl_beats_many(d, n_pairs, gap, log_gap, log_rest, levels[:, upper_j])
+        n_pairs, d = stage_columns(n, upper_j), np.asarray(pair_counts, dtype=np.float64)  # cast once
+        kl = kl_beats_many(d, n_pairs, gap, log_gap, log_rest, stage_columns(levels, upper_j))
         level = label_level_many(np.asarray(rounds))
-        labels = (has_labels, e_lower, e_upper, e_strict)
-        log_kn = log_count[:, upper_j]
+        labels, log_kn = (has_labels, e_lower, e_upper, e_strict), stage_columns(log_count, upper_j)
         return label_relations_many(kl, d, n_pairs, log_kn, level, labels, gap, self._pairs, self.n_stages)
 
     def plausible_many(self, beats: np.ndarray, worth: np.ndarray) -> np.ndarray:
@@ -360,7 +360,7 @@ class AuditedUSS(USSKLUCB):
         depth = relations.informed
         if not relations.audit.any():
             return depth.copy()
-        audited = relations.audit & relations.plausible[:, self._columns[0]]
+        audited = relations.audit & stage_columns(relations.plausible, self._columns[0])
         deepest = deepest_many(audited, self._pairs)
         allowed = requested < self._budget.many(rounds, relations.contradicted)
         return np.where(allowed, np.maximum(depth, deepest), depth)
@@ -385,7 +385,7 @@ class AuditedUSS(USSKLUCB):
         # A queried pair has j >= 1, so its state's depth is >= 2.
         queried = (upper_j[:, None] < np.asarray(depths)).T
         open_pairs = (~relations.beats & ~relations.worth) | relations.audit
-        asked = (scope & relations.plausible)[:, upper_i] & open_pairs
+        asked = stage_columns(scope & relations.plausible, upper_i) & open_pairs
         return disagreeing & queried & asked
 
     # -- state -----------------------------------------------------------------------------------
