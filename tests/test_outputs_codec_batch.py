@@ -167,6 +167,38 @@ def test_decode_many_is_json_loads_and_the_rules_on_tricky_events(values):
     check(values)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(events().map(bytes.strip).filter(lambda value: b"\n" not in value), min_size=1, max_size=8))
+def test_a_batch_the_one_call_may_decode_is_decoded_as_value_by_value(values):
+    """No surrounding whitespace nor newline: the batches ``decode_lines`` reads in one call."""
+    check(values)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # Two documents in one value, none in another: as many documents as values.
+        [b'{"id": 1, "outputs": [1, 0, 1]} {"id": 2, "outputs": [1, 0, 1]}', b"{"],
+        [b'{"id": 1, "outputs": [1, 0, 1]}{"id": 2, "outputs": [1, 0, 1]}', b"{}"],
+        # A document split over two values, another two documents in one.
+        [b'{"id": 1, "outputs": {', b'}, "outputs": [1, 0, 1]}', b'{"id": 2, "outputs": [0, 0, 0]}'],
+        [
+            b'{"id": "x}',
+            b'{", "outputs": [1, 0, 1]}',
+            b'{"id": 2, "outputs": [1, 0, 1]} {"id": 3, "outputs": [1, 1, 1]}',
+        ],
+        [b'{"id": 1, "outputs": [1, 0, 1], "x": {}', b'{"a": 1}}', b'{"id": 2, "outputs": [1, 0, 1]}'],
+        [
+            b'{"id": 1, "outputs": [1, 0, 1]}',
+            b'{"id": 2, "outputs": [1, 0, 1]}\n{"id": 3, "outputs": [0, 0, 0]}',
+        ],
+    ],
+)
+def test_values_that_only_join_into_events_are_decided_one_by_one(values):
+    check(values)
+    assert [kind for kind, _ in batch_verdicts(values)] == [kind for kind, _ in map(reference, values)]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=5))
 def test_decode_many_on_arbitrary_bytes(values):

@@ -26,7 +26,9 @@ import json
 import json.scanner
 import math
 from collections.abc import Sequence
+from itertools import chain
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -72,11 +74,15 @@ _ID_TYPES = (str, int)
 _FAST_MAX_NESTING = 256
 
 
-class _FastOutputsEvent(msgspec.Struct, gc=False):
-    """The valid outputs-mode event as msgspec decodes it (other fields are parsed and ignored)."""
+_OUTPUT = int | float | str | bool
+_ID_OF, _OUTPUTS_OF = attrgetter("id"), attrgetter("outputs")
 
-    id: str | int
-    outputs: list[int | float | str | bool]
+
+def _fast_event(n_stages: int) -> type[msgspec.Struct]:
+    """The valid outputs-mode event of ``n_stages`` outputs as msgspec decodes it (other fields are
+    parsed and ignored; a tuple, which the collector untracks, rather than a list per event)."""
+    outputs = tuple[(_OUTPUT,) * n_stages]
+    return msgspec.defstruct("FastOutputsEvent", [("id", str | int), ("outputs", outputs)], gc=False)
 
 
 class InvalidEvent(ValueError):
@@ -222,7 +228,7 @@ class OutputsCodec:
 
     """
 
-    __slots__ = ("_costs", "_fast", "_n_stages", "_tails")
+    __slots__ = ("_costs", "_fast", "_fast_lines", "_n_stages", "_tails")
 
     #: Distinct (depth, prediction) decision tails kept encoded; labels are few in practice.
     MAX_CACHED_TAILS = 4096
@@ -233,7 +239,9 @@ class OutputsCodec:
         self._n_stages = n_stages
         self._costs = [b""] + [json.dumps(float(c)).encode() for c in cumulative_costs]
         self._tails: dict[tuple[int, type, Any], bytes] = {}
-        self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
+        decoder = msgspec.json.Decoder(_fast_event(n_stages))
+        self._fast = decoder.decode
+        self._fast_lines = decoder.decode_lines
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
@@ -271,7 +279,8 @@ class OutputsCodec:
         limit, and a result that passes :meth:`decode`'s checks. Anything msgspec refuses (NaN and
         infinity literals, numbers beyond a double, lone surrogates, a missing or mistyped field, a
         wrong output count ...) goes through :meth:`decode`, so the decisions and the dead-letter
-        reasons are those of ``json.loads``.
+        reasons are those of ``json.loads``. A batch whose values all pass msgspec is decoded by one
+        call (:meth:`_decode_batch`); otherwise value by value.
 
         >>> codec = OutputsCodec(3, [0.0, 0.15, 0.35])
         >>> positions, ids, outputs, errors = codec.decode_many(
@@ -284,12 +293,14 @@ class OutputsCodec:
 
         """
         errors: list[InvalidEvent | None] = [None] * len(values)
+        decoded = self._decode_batch(values, max_bytes)
+        if decoded is not None:
+            return list(range(len(values))), *decoded, errors
         positions: list[int] = []
         ids: list[Any] = []
         outputs: list[Any] = []
         keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
         fast = self._fast
-        n_stages = self._n_stages
         for position, value in enumerate(values):
             if (
                 value is not None
@@ -302,12 +313,10 @@ class OutputsCodec:
                 except (msgspec.MsgspecError, RecursionError):
                     pass
                 else:
-                    row = event.outputs
-                    if len(row) == n_stages:
-                        keep_position(position)
-                        keep_id(event.id)
-                        keep_outputs(row)
-                        continue
+                    keep_position(position)
+                    keep_id(event.id)
+                    keep_outputs(event.outputs)
+                    continue
             if value is not None and len(value) > max_bytes:
                 errors[position] = oversize(value, max_bytes)
                 continue
@@ -320,6 +329,47 @@ class OutputsCodec:
             keep_id(event_id)
             keep_outputs(row)
         return positions, ids, outputs, errors
+
+    def _decode_batch(
+        self, values: Sequence[bytes | None], max_bytes: int
+    ) -> tuple[list[Any], list[Any]] | None:
+        """``(ids, outputs)`` of ``values`` if msgspec accepts every one, decoded in one call; else ``None``.
+
+        The values are joined by newlines and read as a stream of documents by one ``decode_lines``
+        call. Its documents are the values' own (as if each were decoded alone) when no value holds
+        a newline, every value starts with ``{`` and ends with ``}``, and there are as many
+        documents as values: a document cannot run on past a value's last ``}`` (the parser then
+        needs ``,``, ``}`` or ``]``, or is inside a string, which a raw newline ends as an error),
+        so each value holds at least one document, hence exactly one. The value checks of the
+        one-value path (ASCII, size, nesting) hold for all.
+        """
+        count = len(values)
+        try:
+            joined = b"\n".join(values)
+        except TypeError:  # a value is null
+            return None
+        if not (
+            count
+            and joined.isascii()
+            and joined.count(b"\n") == count - 1
+            and joined.count(b"}\n{") == count - 1
+            and joined.startswith(b"{")
+            and joined.endswith(b"}")
+        ):
+            return None
+        longest = max(map(len, values))
+        if longest > max_bytes or (
+            longest >= 2 * _FAST_MAX_NESTING
+            and not all(_shallow(v) for v in values if len(v) >= 2 * _FAST_MAX_NESTING)
+        ):
+            return None
+        try:
+            events = self._fast_lines(joined)
+        except (msgspec.MsgspecError, RecursionError):
+            return None
+        if len(events) != count:
+            return None
+        return list(map(_ID_OF, events)), list(chain.from_iterable(map(_OUTPUTS_OF, events)))
 
     def _explain(self, document: Any) -> tuple[Any, list[Any]]:
         """The slow path: name what is wrong with the event (or accept it)."""
