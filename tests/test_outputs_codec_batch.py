@@ -167,11 +167,29 @@ def test_decode_many_is_json_loads_and_the_rules_on_tricky_events(values):
     check(values)
 
 
+@st.composite
+def valid_events(draw: st.DrawFn) -> bytes:
+    """A valid event (ASCII or not, extra fields, any spacing inside): mostly what msgspec decodes."""
+    output = st.one_of(
+        st.integers(-3, 3), st.integers(-(2**70), 2**70), st.booleans(), st.text(max_size=3), st.floats()
+    )
+    document: dict[str, Any] = {
+        "id": draw(st.one_of(st.text(max_size=6), st.integers(-(2**70), 2**70))),
+        "outputs": draw(st.lists(output, min_size=K, max_size=K)),
+    }
+    for _ in range(draw(st.integers(0, 2))):
+        document[draw(st.text(max_size=3))] = draw(JSON)
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    text = json.dumps(document, ensure_ascii=draw(st.booleans()), allow_nan=True, separators=separators)
+    return text.encode("utf-8", "surrogatepass")
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(events().map(bytes.strip).filter(lambda value: b"\n" not in value), min_size=1, max_size=8))
-def test_a_batch_the_one_call_may_decode_is_decoded_as_value_by_value(values):
-    """No surrounding whitespace nor newline: the batches ``decode_lines`` reads in one call."""
+@given(st.lists(valid_events(), min_size=1, max_size=8), st.integers(0, 8), events())
+def test_a_batch_the_one_call_may_decode_is_decoded_as_value_by_value(values, at, tricky):
+    """Batches ``decode_lines`` may read in one call, and the same with one tricky event among them."""
     check(values)
+    check([*values[:at], tricky, *values[at:]])
 
 
 @pytest.mark.parametrize(
