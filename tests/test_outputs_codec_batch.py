@@ -241,6 +241,7 @@ def test_decode_many_on_arbitrary_bytes(values):
         # Integers beyond 64 bits stay exact integers; duplicate keys: the last wins.
         (b'{"id": %d, "outputs": [%d, 0, 1]}' % (BIG, -BIG), ("ok", (BIG, [-BIG, 0, 1]))),
         (b'{"id": 1, "outputs": [1, 0, 1], "outputs": [1, 0]}', ("rejected", "wrong_output_count")),
+        (b'{"id": 1, "outputs": [1, 0, 1, 0]}', ("rejected", "wrong_output_count")),
         (b'{"id": 1, "outputs": [1, 0], "outputs": [1, 0, 1]}', ("ok", (1, [1, 0, 1]))),
         (b'{"id": true, "outputs": [1, 0, 1]}', ("rejected", "wrong_type")),
         (b'{"id": 1.0, "outputs": [1, 0, 1]}', ("rejected", "wrong_type")),
