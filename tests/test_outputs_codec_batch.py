@@ -167,56 +167,6 @@ def test_decode_many_is_json_loads_and_the_rules_on_tricky_events(values):
     check(values)
 
 
-@st.composite
-def valid_events(draw: st.DrawFn) -> bytes:
-    """A valid event (ASCII or not, extra fields, any spacing inside): mostly what msgspec decodes."""
-    output = st.one_of(
-        st.integers(-3, 3), st.integers(-(2**70), 2**70), st.booleans(), st.text(max_size=3), st.floats()
-    )
-    document: dict[str, Any] = {
-        "id": draw(st.one_of(st.text(max_size=6), st.integers(-(2**70), 2**70))),
-        "outputs": draw(st.lists(output, min_size=K, max_size=K)),
-    }
-    for _ in range(draw(st.integers(0, 2))):
-        document[draw(st.text(max_size=3))] = draw(JSON)
-    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
-    text = json.dumps(document, ensure_ascii=draw(st.booleans()), allow_nan=True, separators=separators)
-    return text.encode("utf-8", "surrogatepass")
-
-
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(valid_events(), min_size=1, max_size=8), st.integers(0, 8), events())
-def test_a_batch_the_one_call_may_decode_is_decoded_as_value_by_value(values, at, tricky):
-    """Batches ``decode_lines`` may read in one call, and the same with one tricky event among them."""
-    check(values)
-    check([*values[:at], tricky, *values[at:]])
-
-
-@pytest.mark.parametrize(
-    "values",
-    [
-        # Two documents in one value, none in another: as many documents as values.
-        [b'{"id": 1, "outputs": [1, 0, 1]} {"id": 2, "outputs": [1, 0, 1]}', b"{"],
-        [b'{"id": 1, "outputs": [1, 0, 1]}{"id": 2, "outputs": [1, 0, 1]}', b"{}"],
-        # A document split over two values, another two documents in one.
-        [b'{"id": 1, "outputs": {', b'}, "outputs": [1, 0, 1]}', b'{"id": 2, "outputs": [0, 0, 0]}'],
-        [
-            b'{"id": "x}',
-            b'{", "outputs": [1, 0, 1]}',
-            b'{"id": 2, "outputs": [1, 0, 1]} {"id": 3, "outputs": [1, 1, 1]}',
-        ],
-        [b'{"id": 1, "outputs": [1, 0, 1], "x": {}', b'{"a": 1}}', b'{"id": 2, "outputs": [1, 0, 1]}'],
-        [
-            b'{"id": 1, "outputs": [1, 0, 1]}',
-            b'{"id": 2, "outputs": [1, 0, 1]}\n{"id": 3, "outputs": [0, 0, 0]}',
-        ],
-    ],
-)
-def test_values_that_only_join_into_events_are_decided_one_by_one(values):
-    check(values)
-    assert [kind for kind, _ in batch_verdicts(values)] == [kind for kind, _ in map(reference, values)]
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=5))
 def test_decode_many_on_arbitrary_bytes(values):
@@ -241,7 +191,6 @@ def test_decode_many_on_arbitrary_bytes(values):
         # Integers beyond 64 bits stay exact integers; duplicate keys: the last wins.
         (b'{"id": %d, "outputs": [%d, 0, 1]}' % (BIG, -BIG), ("ok", (BIG, [-BIG, 0, 1]))),
         (b'{"id": 1, "outputs": [1, 0, 1], "outputs": [1, 0]}', ("rejected", "wrong_output_count")),
-        (b'{"id": 1, "outputs": [1, 0, 1, 0]}', ("rejected", "wrong_output_count")),
         (b'{"id": 1, "outputs": [1, 0], "outputs": [1, 0, 1]}', ("ok", (1, [1, 0, 1]))),
         (b'{"id": true, "outputs": [1, 0, 1]}', ("rejected", "wrong_type")),
         (b'{"id": 1.0, "outputs": [1, 0, 1]}', ("rejected", "wrong_type")),

@@ -26,9 +26,7 @@ import json
 import json.scanner
 import math
 from collections.abc import Sequence
-from itertools import chain
 from json.encoder import encode_basestring_ascii
-from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -74,24 +72,11 @@ _ID_TYPES = (str, int)
 _FAST_MAX_NESTING = 256
 
 
-_OUTPUT = int | float | str | bool
-_ID_OF, _OUTPUTS_OF = attrgetter("id"), attrgetter("outputs")
-_astuple = msgspec.structs.astuple
+class _FastOutputsEvent(msgspec.Struct, gc=False):
+    """The valid outputs-mode event as msgspec decodes it (other fields are parsed and ignored)."""
 
-
-def _fast_event(n_stages: int) -> type[msgspec.Struct]:
-    """The valid outputs-mode event of ``n_stages`` outputs as msgspec decodes it (other fields are
-    parsed and ignored).
-
-    The outputs array is a struct too (``array_like``: exactly ``n_stages`` items, none more with
-    ``forbid_unknown_fields``), and neither struct is tracked by the garbage collector: decoding a
-    batch allocates no tracked object per event (a list or tuple each would run several
-    young-generation collections per batch, which promote the consumer's live messages towards
-    the costly full collections).
-    """
-    fields = [(f"output_{k}", _OUTPUT) for k in range(n_stages)]
-    outputs = msgspec.defstruct("FastOutputs", fields, array_like=True, gc=False, forbid_unknown_fields=True)
-    return msgspec.defstruct("FastOutputsEvent", [("id", str | int), ("outputs", outputs)], gc=False)
+    id: str | int
+    outputs: list[int | float | str | bool]
 
 
 class InvalidEvent(ValueError):
@@ -237,7 +222,7 @@ class OutputsCodec:
 
     """
 
-    __slots__ = ("_costs", "_fast", "_fast_lines", "_n_stages", "_tails")
+    __slots__ = ("_costs", "_fast", "_n_stages", "_tails")
 
     #: Distinct (depth, prediction) decision tails kept encoded; labels are few in practice.
     MAX_CACHED_TAILS = 4096
@@ -248,9 +233,7 @@ class OutputsCodec:
         self._n_stages = n_stages
         self._costs = [b""] + [json.dumps(float(c)).encode() for c in cumulative_costs]
         self._tails: dict[tuple[int, type, Any], bytes] = {}
-        decoder = msgspec.json.Decoder(_fast_event(n_stages))
-        self._fast = decoder.decode
-        self._fast_lines = decoder.decode_lines
+        self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
@@ -288,8 +271,7 @@ class OutputsCodec:
         limit, and a result that passes :meth:`decode`'s checks. Anything msgspec refuses (NaN and
         infinity literals, numbers beyond a double, lone surrogates, a missing or mistyped field, a
         wrong output count ...) goes through :meth:`decode`, so the decisions and the dead-letter
-        reasons are those of ``json.loads``. A batch whose values all pass msgspec is decoded by one
-        call (:meth:`_decode_batch`); otherwise value by value.
+        reasons are those of ``json.loads``.
 
         >>> codec = OutputsCodec(3, [0.0, 0.15, 0.35])
         >>> positions, ids, outputs, errors = codec.decode_many(
@@ -302,14 +284,12 @@ class OutputsCodec:
 
         """
         errors: list[InvalidEvent | None] = [None] * len(values)
-        decoded = self._decode_batch(values, max_bytes)
-        if decoded is not None:
-            return list(range(len(values))), *decoded, errors
         positions: list[int] = []
         ids: list[Any] = []
         outputs: list[Any] = []
         keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
         fast = self._fast
+        n_stages = self._n_stages
         for position, value in enumerate(values):
             if (
                 value is not None
@@ -322,10 +302,12 @@ class OutputsCodec:
                 except (msgspec.MsgspecError, RecursionError):
                     pass
                 else:
-                    keep_position(position)
-                    keep_id(event.id)
-                    keep_outputs(_astuple(event.outputs))
-                    continue
+                    row = event.outputs
+                    if len(row) == n_stages:
+                        keep_position(position)
+                        keep_id(event.id)
+                        keep_outputs(row)
+                        continue
             if value is not None and len(value) > max_bytes:
                 errors[position] = oversize(value, max_bytes)
                 continue
@@ -338,47 +320,6 @@ class OutputsCodec:
             keep_id(event_id)
             keep_outputs(row)
         return positions, ids, outputs, errors
-
-    def _decode_batch(
-        self, values: Sequence[bytes | None], max_bytes: int
-    ) -> tuple[list[Any], list[Any]] | None:
-        """``(ids, outputs)`` of ``values`` if msgspec accepts every one, decoded in one call; else ``None``.
-
-        The values are joined by newlines and read as a stream of documents by one ``decode_lines``
-        call. Its documents are the values' own (as if each were decoded alone) when no value holds
-        a newline, every value starts with ``{`` and ends with ``}``, and there are as many
-        documents as values: a document cannot run on past a value's last ``}`` (the parser then
-        needs ``,``, ``}`` or ``]``, or is inside a string, which a raw newline ends as an error),
-        so each value holds at least one document, hence exactly one. The value checks of the
-        one-value path (ASCII, size, nesting) hold for all.
-        """
-        count = len(values)
-        try:
-            joined = b"\n".join(values)
-        except TypeError:  # a value is null
-            return None
-        if not (
-            count
-            and joined.isascii()
-            and joined.count(b"\n") == count - 1
-            and joined.count(b"}\n{") == count - 1
-            and joined.startswith(b"{")
-            and joined.endswith(b"}")
-        ):
-            return None
-        longest = max(map(len, values))
-        if longest > max_bytes or (
-            longest >= 2 * _FAST_MAX_NESTING
-            and not all(_shallow(v) for v in values if len(v) >= 2 * _FAST_MAX_NESTING)
-        ):
-            return None
-        try:
-            events = self._fast_lines(joined)
-        except (msgspec.MsgspecError, RecursionError):
-            return None
-        if len(events) != count:
-            return None
-        return list(map(_ID_OF, events)), list(chain.from_iterable(map(_astuple, map(_OUTPUTS_OF, events))))
 
     def _explain(self, document: Any) -> tuple[Any, list[Any]]:
         """The slow path: name what is wrong with the event (or accept it)."""
