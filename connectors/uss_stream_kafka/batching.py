@@ -111,9 +111,15 @@ def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
     """``N x P`` int8 indicators ``output_i != output_j`` per event, with Python's equality semantics."""
     upper_i, upper_j = pair_order(n_stages)
     try:
-        flat = np.asarray(outputs)
-    except (OverflowError, ValueError):
-        flat = None
+        # Integers (and booleans) in 0..255, the usual labels, are bytes: read without a NumPy
+        # conversion of each Python object. Anything else (a string, a float, a large integer)
+        # does not fit and is converted.
+        flat = np.frombuffer(bytes(outputs), dtype=np.uint8)
+    except (TypeError, ValueError):
+        try:
+            flat = np.asarray(outputs)
+        except (OverflowError, ValueError):
+            flat = None
     # Integers and booleans compare in NumPy exactly as in Python; for anything else (strings,
     # floats that may meet large integers, mixed types) Python decides.
     if flat is not None and flat.ndim == 1 and flat.dtype.kind in "biu":

@@ -142,6 +142,23 @@ def test_round_trip(client, bootstrap_servers, make_topic, closing):
     assert batch[1:].offsets == batch.offsets[1:] and batch.next_offset == batch.offsets[-1] + 1
 
 
+def test_send_many_into_a_full_local_queue_sends_every_record_in_order(
+    bootstrap_servers, make_topic, closing
+):
+    """librdkafka's queue holds 10 records: ``send_many`` serves deliveries and goes on where it stopped."""
+    topic = make_topic()
+    settings = {"queue.buffering.max.messages": 10, "linger_ms": 0}
+    producer = closing(clients.producer("confluent", bootstrap_servers=bootstrap_servers, **settings))
+    values = [b"v%d" % i for i in range(500)]
+    producer.send_many(topic, values, keys=[b"k%d" % i for i in range(500)], partition=0)
+    producer.send_many(topic, values[:50], partition=0)
+    producer.flush(30)
+    assert producer.take_errors() == []
+    stored = read_all(bootstrap_servers, topic)
+    assert [r.value for r in stored] == [*values, *values[:50]]
+    assert [r.key for r in stored] == [*[b"k%d" % i for i in range(500)], *[None] * 50]
+
+
 def test_commit_and_committed(client, bootstrap_servers, make_topic, closing, admin):
     topic = make_topic()
     produce("kafka-python", bootstrap_servers, topic, [b"%d" % i for i in range(20)])

@@ -18,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from uss_stream.kernel import pair_order
 from uss_stream.policies import USSUCB, Hanawal2017WD
 from uss_stream_kafka import InvalidEvent
-from uss_stream_kafka.batching import decide_batch
+from uss_stream_kafka.batching import _disagreements, decide_batch
 from uss_stream_kafka.events import FeaturesCodec, OutputsCodec, _parse
 
 SCALARS = (
@@ -226,3 +227,26 @@ def test_batched_depths_equal_the_loop_on_non_iid_streams(
     flat = [value for row in rows[warm:] for value in row]
     assert decide_batch(batched, flat, guess=min(guess, n_stages)) == expected[warm:]
     assert batched.state_dict() == looped.state_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n_stages=st.integers(2, 4),
+    data=st.data(),
+    label=st.sampled_from(
+        [
+            st.integers(0, 1),
+            st.integers(0, 255) | st.booleans(),
+            st.integers(-300, 300) | st.booleans(),
+            st.integers(-(2**70), 2**70),
+            st.integers(0, 2) | st.booleans() | st.floats(0, 2) | st.sampled_from(["0", "1", ""]),
+        ]
+    ),
+)
+def test_disagreements_are_python_inequality_whatever_the_labels(n_stages, data, label):
+    """Labels in 0..255 are read as bytes, others converted: either way ``a != b`` as Python says."""
+    rows = data.draw(st.lists(st.lists(label, min_size=n_stages, max_size=n_stages), min_size=1, max_size=40))
+    flat = [value for row in rows for value in row]
+    pairs = list(zip(*(a.tolist() for a in pair_order(n_stages))))
+    expected = [[int(row[i] != row[j]) for i, j in pairs] for row in rows]
+    assert _disagreements(flat, n_stages).tolist() == expected

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain, repeat
 from typing import Any
 
 from uss_stream._extras import require
@@ -583,16 +584,18 @@ class ConfluentProducer(Producer):
     ) -> None:
         produce = self._produce
         part = -1 if partition is None else partition
-        keys = keys if keys is not None else [None] * len(values)
-        for i, (value, key) in enumerate(zip(values, keys)):
+        records = zip(values, repeat(None) if keys is None else keys)
+        while True:
             try:
-                produce(topic, value, key, part)
-            except BufferError:
+                for value, key in records:
+                    produce(topic, value, key, part)
+            except BufferError:  # the local queue is full: serve deliveries, then send the rest
                 self._serve()
-                self.send_many(topic, values[i:], keys[i:], partition)
-                return
+                records = chain([(value, key)], records)
+                continue
             except _ck().KafkaException as error:
                 raise _error(error, f"send to {topic}") from error
+            break
         self._serve()
 
     def flush(self, timeout: float | None = None) -> None:
