@@ -30,6 +30,7 @@ discounted policies.)
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -110,12 +111,14 @@ def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
 def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
     """``N x P`` int8 indicators ``output_i != output_j`` per event, with Python's equality semantics."""
     upper_i, upper_j = pair_order(n_stages)
-    try:
+    flat = None
+    if type(outputs) is list:
         # Integers (and booleans) in 0..255, the usual labels, are bytes: read without a NumPy
         # conversion of each Python object. Anything else (a string, a float, a large integer)
-        # does not fit and is converted.
-        flat = np.frombuffer(bytes(outputs), dtype=np.uint8)
-    except (TypeError, ValueError):
+        # does not fit and is converted below. Only a list: bytes() of an array is its memory.
+        with contextlib.suppress(TypeError, ValueError):
+            flat = np.frombuffer(bytes(outputs), dtype=np.uint8)
+    if flat is None:
         try:
             flat = np.asarray(outputs)
         except (OverflowError, ValueError):

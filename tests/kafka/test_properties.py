@@ -250,3 +250,13 @@ def test_disagreements_are_python_inequality_whatever_the_labels(n_stages, data,
     pairs = list(zip(*(a.tolist() for a in pair_order(n_stages))))
     expected = [[int(row[i] != row[j]) for i, j in pairs] for row in rows]
     assert _disagreements(flat, n_stages).tolist() == expected
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.bool_])
+def test_disagreements_of_a_numpy_array_are_those_of_its_list(dtype):
+    """``decide_batch`` takes any sequence: an array's values count, not the bytes of its memory."""
+    rng = np.random.default_rng(3)
+    flat = rng.integers(0, 2, 3 * 500).astype(dtype)
+    assert _disagreements(flat, 3).tolist() == _disagreements(flat.tolist(), 3).tolist()
+    batched, looped = USSUCB([0, 0.15, 0.2]), USSUCB([0, 0.15, 0.2])
+    assert decide_batch(batched, flat) == looped.run(flat.reshape(-1, 3)).tolist()
