@@ -106,19 +106,25 @@ def restartable_broker() -> Iterator[RestartableBroker]:
     broker.destroy()
 
 
-def test_the_service_rides_out_a_broker_restart(kafka_client, restartable_broker, record_property):
-    """At-least-once, events still arriving through the outage. Exactly-once is
-    ``test_long_outage.py``: the same restart with a transaction open when the broker goes, a
-    replaced producer that must wait out kafka-python's bootstrap timeout, and exactly one committed
-    decision per event (it used to be a second case here, a shorter outage that the long one covers)."""
+def service_topics(bootstrap: str) -> Topics:
+    """The service's four topics (one partition each) on a private broker, served once this returns."""
     from kafka import KafkaAdminClient
 
-    bootstrap = restartable_broker.bootstrap
     topics = Topics(input="events", output="decisions", dead_letter="dead-letters", state="state")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     create_topics(admin, topics, partitions=1)
     admin.close()
     wait_for_metadata(bootstrap, dict.fromkeys(topics.all(), 1))
+    return topics
+
+
+def test_the_service_rides_out_a_broker_restart(kafka_client, restartable_broker, record_property):
+    """At-least-once, events still arriving through the outage. Exactly-once is
+    ``test_long_outage.py``: the same restart with a transaction open when the broker goes, a
+    replaced producer that must wait out kafka-python's bootstrap timeout, and exactly one committed
+    decision per event (it used to be a second case here, a shorter outage that the long one covers)."""
+    bootstrap = restartable_broker.bootstrap
+    topics = service_topics(bootstrap)
     n = 10_000
     values, outputs = stream(n)
     options = ["--guarantee", "at-least-once", "--group-instance-id", "restart-1", "--commit-interval", "0.5",

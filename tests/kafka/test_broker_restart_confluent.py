@@ -12,15 +12,15 @@ import threading
 import time
 
 import pytest
-from conftest import wait_for_metadata
 from test_broker_restart import (  # noqa: F401  (the tests, their marks and their private broker)
     pytestmark,
     restartable_broker,
+    service_topics,
     test_the_service_rides_out_a_broker_restart,
 )
 from waiting import wait_until
 
-from uss_stream_kafka import Topics, clients, create_topics
+from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError, TopicPartition
 
 
@@ -43,14 +43,10 @@ def test_end_offsets_answer_after_librdkafka_lost_the_partitions_in_a_restart(
     of 2 runs with one restart). The consumer is subscribed to another topic, as the service's is.
     Then the seam's ``end_offsets`` must answer within a minute."""
     import confluent_kafka
-    from kafka import KafkaAdminClient, KafkaProducer
+    from kafka import KafkaProducer
 
     bootstrap = restartable_broker.bootstrap
-    topics = Topics(input="events", output="decisions", dead_letter="dead-letters", state="state")
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    create_topics(admin, topics, partitions=1)
-    admin.close()
-    wait_for_metadata(bootstrap, dict.fromkeys(topics.all(), 1))
+    topics = service_topics(bootstrap)
     producer = KafkaProducer(bootstrap_servers=bootstrap)
     for _ in range(10):  # the state topic is compacted: records need a key
         producer.send(topics.state, b"checkpoint", key=b"0")
