@@ -31,10 +31,11 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The suite runs on TEST_WORKERS pytest-xdist workers: most Kafka tests wait on the broker, not the
-# CPU (on 4 workers the suite's processes used 0.8 of the 2 cores). --dist loadfile keeps each test module on one worker, so a module's private brokers run one
-# at a time and a module-scoped broker starts once. (loadgroup's xdist_group marks are ignored with
-# pytest 9's node ids: checked on pytest 9.2 with pytest-xdist 3.8.)
-# tests/scheduling.py queues the longest files first (the suite's tail was a long file started last).
+# CPU (on 4 workers the suite's processes used 0.8 of the 2 cores). --dist loadfile keeps each
+# test module on one worker, so a module's private brokers run one at a time and a module-scoped
+# broker starts once. (loadgroup's xdist_group marks are ignored with pytest 9's node ids: checked
+# on pytest 9.2 with pytest-xdist 3.8.) tests/scheduling.py queues the longest files first (the
+# suite's tail was a long file started last).
 TEST_WORKERS ?= 6
 
 test: lint docs

@@ -3,8 +3,8 @@
 ``--dist loadfile`` sends whole files to the workers in the order of a queue, and by default
 pytest-xdist sorts that queue by each file's number of tests. The suite's longest files are broker
 scenarios with one to six tests (an outage, SIGKILLs, a soak), so they came last, and whichever
-of them started last was the run's tail: the four workers' test time adds up to about 2 700 s
-(about 680 s each), the run took 810 s. ``make test`` turns that sort off
+of them started last was the run's tail: on four workers the test time added up to about 2 700 s
+(about 680 s each), and the run took 810 s. ``make test`` turns that sort off
 (``--no-loadscope-reorder``) and loads this plugin (``-p tests.scheduling``), which puts the files
 below first, longest first (the longest-processing-time rule), and leaves every other test where
 pytest collected it. The order changes how long the run takes, never what a test sees.
