@@ -32,15 +32,24 @@ pytestmark = [
 ]
 
 
+#: What the clients log again and again while the broker is down (librdkafka several lines a
+#: second): left out of a failure's log, where they would bury what the service did.
+_OUTAGE_NOISE = (
+    "Connection refused",
+    "ECONNREFUSED",
+    "No node available for metadata refresh",
+    "Got an exception when trying to find a node",
+)
+
+
 def quiet_log(service: Service, chars: int = 8000) -> str:
-    """The end of ``service``'s log without the lines a client writes per failed connection (during
-    an outage librdkafka logs several a second, and they would bury what the service did), then
-    where each of its threads waits now (:meth:`Service.stacks`)."""
+    """The end of ``service``'s log without the lines a client writes per failed connection
+    (:data:`_OUTAGE_NOISE`), then where each of its threads waits now (:meth:`Service.stacks`)."""
     try:
         stacks = service.stacks()
     except AssertionError as error:  # it exited, or does not answer the signal
         stacks = f"(no stacks: {error})"
-    log = "".join(line for line in service.lines if "Connection refused" not in line)
+    log = "".join(line for line in service.lines if not any(noise in line for noise in _OUTAGE_NOISE))
     return f"{log[-chars:]}\n-- its threads now --\n{stacks}"
 
 
@@ -83,7 +92,13 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_cli
         restartable_broker.stop()
         # Down for longer than kafka-python's 30 s bootstrap timeout after the replacement began: the
         # outage's length is the condition under test, so here (only) time is waited for.
-        service.wait_for_log("replacing the transactional producer", timeout=120)
+        wait_until(
+            lambda: "replacing the transactional producer" in service.log,
+            lambda: f"the producer's replacement; the service's log ends:\n{quiet_log(service)}",
+            timeout=120,
+            alive=service.alive,
+            every=0.1,
+        )
         down_until = time.monotonic() + 40  # the scenario's length: the service must live through it
         wait_until(lambda: time.monotonic() >= down_until, "the outage's end", timeout=60,
                    alive=service.alive, every=0.5)  # fmt: skip
