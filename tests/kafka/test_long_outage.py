@@ -26,7 +26,7 @@ from uss_stream_kafka import Topics, create_topics
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(420),
+    pytest.mark.timeout(600),
     # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
     pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
@@ -73,12 +73,17 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_cli
     wait_until(lambda: end_offsets(bootstrap, topics.input), "the input topic served", timeout=60, every=0.2)
     n = 60_000
     values, outputs = stream(n)
-    # A backlog (produced before the outage, so that no test producer has to ride it out): the
-    # service is mid-transaction when the broker goes. Commits every 5 s; a flush gives up after 10 s.
+    # A backlog (produced before the outage, so that no test producer has to ride it out). The
+    # service must be mid-transaction when the broker goes: it decides the backlog in a few seconds,
+    # and with commits every 5 s it had sometimes committed all of it before the broker stopped (no
+    # open transaction, so nothing to abort and no replacement: a CI run timed out waiting for one).
+    # A commit (and checkpoint) every 30 s keeps the first transaction open for over 20 s after the
+    # first decisions; the transaction timeout (60 s, which the broker enforces) must exceed that,
+    # and a flush gives up after half of it.
     produce(bootstrap, topics.input, values)
-    options = ["--guarantee", "exactly-once", "--group-instance-id", "outage-1", "--commit-interval", "5",
-               "--max-poll-records", "500", "--producer-option", "transaction_timeout_ms=20000",
-               "--client", kafka_client]  # fmt: skip
+    options = ["--guarantee", "exactly-once", "--group-instance-id", "outage-1", "--commit-interval", "30",
+               "--checkpoint-interval", "30", "--max-poll-records", "500",
+               "--producer-option", "transaction_timeout_ms=60000", "--client", kafka_client]  # fmt: skip
     service = Service(bootstrap, topics, "outage-group", *options)
     try:
         wait_until(
@@ -95,7 +100,7 @@ def test_a_producer_replaced_during_a_long_outage_waits_for_the_broker(kafka_cli
         wait_until(
             lambda: "replacing the transactional producer" in service.log,
             lambda: f"the producer's replacement; the service's log ends:\n{quiet_log(service)}",
-            timeout=120,
+            timeout=180,  # the commit point (30 s), then its flush and offsets (30 s each) time out
             alive=service.alive,
             every=0.1,
         )
