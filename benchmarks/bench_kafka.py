@@ -68,6 +68,7 @@ from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics
 from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from uss_stream_kafka.clients import CLIENTS
 from uss_stream_kafka.processing import label_free_policy
+from uss_stream_kafka.startup import freeze_startup_heap
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 #: librdkafka keeps fetching until a partition's local queue holds this many records (its default,
@@ -339,6 +340,7 @@ def _serve(
         consumer_options=PREFETCH if client == "confluent" else None,
     )
     processor = OutputsProcessor(case.stage_costs, policy=case.policy)
+    freeze_startup_heap()  # as the command line does before its loop
     thread = threading.Thread(target=app.run, args=(processor,), daemon=True)
     thread.start()
     started = assigned_at = None

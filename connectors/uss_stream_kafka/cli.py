@@ -215,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from uss_stream_kafka.app import Application
     from uss_stream_kafka.processing import FeaturesProcessor, OutputsProcessor
+    from uss_stream_kafka.startup import freeze_startup_heap
 
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
@@ -258,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     logging.getLogger("uss_stream_kafka").info("starting: connecting to %s", settings.bootstrap_servers)
+    freeze_startup_heap()
     try:
         summary = app.run(processor)
     finally:
@@ -323,6 +325,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         OrchestrationSummary,
         OrchestrationTopics,
     )
+    from uss_stream_kafka.startup import freeze_startup_heap
 
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
@@ -371,6 +374,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         app.stop()
 
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    freeze_startup_heap()
     try:
         app.run(processor)
     finally:
