@@ -111,6 +111,8 @@ class EffectiveHorizon:
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
         """``τ_t`` for an array of rounds (``>= 1``)."""
+        if self._discount is None:  # τ_t = t: exact as a float, no table to build
+            return rounds.astype(np.float64)
         t_max = int(rounds.max()) if rounds.size else 0
         size = self._table.size
         if t_max >= size:

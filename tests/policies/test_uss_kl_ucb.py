@@ -90,6 +90,31 @@ def test_beats_is_gap_above_the_bound_and_vectorises(n, share, gap, x):
         assert scalar == (gap > bound)
 
 
+def test_beats_many_on_a_batch_equals_the_scalar_test_entry_by_entry():
+    """A batch where the shortcuts decide some entries and the divergence the others (its logarithms
+    are taken only for those), with the gaps per column and the levels per row broadcast."""
+    rng = np.random.default_rng(3)
+    rows, pairs = 400, 6
+    n = rng.integers(0, 60, (rows, pairs)).astype(float)
+    d = np.floor(n * rng.random((rows, pairs)) * 0.6)
+    gap = np.array([0.02, 0.1, 0.2, 0.35, 0.6, 1.0])
+    x = rng.choice([0.0, 0.5, 2.0, 6.0], (rows, 1))
+    inside = (gap > 0) & (gap < 1)
+    log_gap = np.array([portable_log(g) if ok else 0.0 for g, ok in zip(gap.tolist(), inside)])
+    log_rest = np.array([portable_log(1.0 - g) if ok else 0.0 for g, ok in zip(gap.tolist(), inside)])
+    vector = kl_beats_many(d, n, gap, log_gap, log_rest, x)
+    settled_by_divergence = 0
+    for r in range(rows):
+        for p in range(pairs):
+            args = (float(d[r, p]), float(n[r, p]), float(gap[p]), float(x[r, 0]))
+            scalar = kl_beats(*args, lambda a=args, p=p: kl_count(a[0], a[1], log_gap[p], log_rest[p]))
+            assert bool(vector[r, p]) == scalar, (r, p, args)
+            dn, nn, g, level = args
+            if nn > 0 and g > dn / nn and level > 0 and g < 1 and 2 * nn * (g - dn / nn) ** 2 <= level:
+                settled_by_divergence += 1
+    assert 0 < settled_by_divergence < rows * pairs / 2  # both kinds of entries are in the batch
+
+
 def _loaded(costs, decisions, queried, disagreements, **params) -> USSKLUCB:
     policy = USSKLUCB(costs, **params)
     stats = DisagreementStats(len(costs))

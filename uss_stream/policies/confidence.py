@@ -243,7 +243,15 @@ def kl_beats_many(
 ) -> np.ndarray:
     """Vectorised :func:`kl_beats` (with :func:`kl_count`) over broadcastable float arrays.
 
-    The same operations in the same order; every branch is evaluated and masked.
+    The same operations in the same order. The logarithms are taken only for the entries that the
+    shortcuts leave undecided (about a fifth of them in a settled K = 5 stream): the divergence is
+    elementwise, so each of those entries gets the value it would get among all of them.
+
+    >>> d, n = np.array([[1.0, 0.0], [9.0, 1.0]]), np.array([[10.0, 0.0], [10.0, 10.0]])
+    >>> gap = np.array([0.3, 0.25])
+    >>> kl_beats_many(d, n, gap, np.log(gap), np.log(1.0 - gap), np.array([[1.0], [1.0]]))
+    array([[ True, False],
+           [False, False]])
     """
     observed = n > 0.0
     safe_n = np.where(observed, n, 1.0)
@@ -251,11 +259,19 @@ def kl_beats_many(
     above = observed & (gap > p_hat)
     diff = gap - p_hat
     quick = (gap >= 1.0) | (x <= 0.0) | (2.0 * safe_n * diff * diff > x)
-    rest = safe_n - d
+    beats = above & quick
+    undecided = above & ~quick
+    if not undecided.any():
+        return beats
+    d, n, p_hat, log_gap, log_rest, x = (
+        np.broadcast_to(a, undecided.shape)[undecided] for a in (d, safe_n, p_hat, log_gap, log_rest, x)
+    )
+    rest = n - d
     term_d = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, p_hat, 1.0)) - log_gap), 0.0)
-    ratio = np.where(rest > 0.0, rest / safe_n, 1.0)
+    ratio = np.where(rest > 0.0, rest / n, 1.0)
     term_rest = np.where(rest > 0.0, rest * (portable_log_many(ratio) - log_rest), 0.0)
-    return above & (quick | (0.0 + term_d + term_rest > x))
+    beats[undecided] = 0.0 + term_d + term_rest > x
+    return beats
 
 
 def kl_upper_bound(d: float, n: float, x: float, *, tolerance: float = 1e-12) -> float:
