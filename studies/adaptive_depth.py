@@ -746,7 +746,7 @@ def _target_section(checks: dict[str, dict[str, Any]]) -> list[str]:
             f"{c['excess']:+.5f}",
             f"{c['ratio']:.3f} ({c['threshold_ratio_oracle']:.3f}, {c['rule_ratio_oracle']:.3f})",
             f"{_fmt(c['best_accurate_cost'], 2)} ({c['threshold_accurate_cost']:.2f})",
-            f"{c['threshold_ratio']:.2f}",
+            _fmt(c["threshold_ratio"], 2),
             _fmt(c["growth"], 2),
         ]
         for k, c in checks.items()
@@ -873,8 +873,14 @@ of its own events). `uss_stream/context_stats.py`.
 **Test.** In context (*s*, *b*) the policy runs USS-KL-UCB's set test (KL upper confidence bounds at
 level α·log₊(t / (K'·n_j)), *t* the context's own round, *K' = K − s + 1*) on stages *s..K* with
 costs *C_j − C_s*. Its answer *j\\** is a target: *j\\* = s* stops (Decision.stopped = "cost test");
-otherwise the stages up to *j\\** are queried (committed: so that the pairs the test asked for are
-observed) and *j\\**'s own context decides next. Forced exploration: in the context rounds where
+*j\\* = s + 1* goes on and lets stage *s + 1*'s context decide; a deeper *j\\** commits the stages
+up to *j\\** (then *j\\**'s context decides) only while the context has observed stage *j\\** on
+fewer than √t of its events, so that the pair the test asks for keeps being observed; otherwise the
+event goes on one stage. (The earlier version committed every event to *j\\**, which competes with
+the fixed depth *j\\** only: on ImageSegments stage 1's test targets depth 3, and the policy sent 99%
+of the events there although stopping after stage 2 where stage 2 is confident is better; regret
+against the best stopping rule was linear, against the greedy rule below bounded.) Forced
+exploration: in the context rounds where
 ⌊explore·ln t⌋ steps up (explore·ln T + 1 rounds of T, deterministic) the event goes to depth K, so
 every deeper stage keeps being observed in every context whatever the deeper contexts decide.
 One policy, one module: `uss_stream/policies/sequential_kl_ucb.py` (`policy.sequential` is True;
@@ -889,9 +895,11 @@ is USS-KL-UCB on stages *s..K* with costs *C_j − C_s*, except that deeper cont
 stages (more observations never widen the bounds). So **if weak dominance holds within the context**
 (the context's events, as a USS instance on stages *s..K*, satisfy the paper's WD), USS-KL-UCB's
 argument gives O(log T) rounds in which the target differs from the context's optimal depth *i\\*(s,
-b)*, plus explore·ln T + 1 forced rounds. Summed over the (K − 1)·n_bins contexts: **O(K·n_bins·log
-T) regret against the greedy rule R\\*: "from each visited context go to its optimal fixed depth,
-then let that stage's context decide"**.
+b)*, plus explore·ln T + 1 forced rounds and at most √T + 1 commits (a stop needs each pair (*s*,
+*j*) observed about log t / ξ² times, which the √t commits guarantee after O((log T)² / ξ⁴) rounds).
+Summed over the (K − 1)·n_bins contexts: **O(K·n_bins·√T) regret against the greedy rule R\\*: "from
+each visited context go on to the next stage iff some fixed deeper depth is worth its extra cost
+there, then let that stage's context decide"**.
 
 *Against the best stopping rule.* For K = 2, R\\* *is* the best stopping rule on these contexts
 (each context has one decision, and under WD the disagreement test picks the better of stopping
@@ -899,8 +907,10 @@ and continuing), so per-context WD gives O(log T) regret against the best contex
 rule. For K ≥ 3 R\\* can be worse than the best stopping rule: it compares stopping with *fixed*
 deeper depths, and an adaptive continuation (go on, then stop early where the next stage is
 confident) may beat stopping when no fixed depth does. When R\\* says "continue" the best rule
-continues too (a fixed depth is one way of continuing); when R\\* says "stop" it may be wrong. We
-have no bound for that gap; the replay measures it (regret against the best stopping rule).
+continues too (a fixed depth is one way of continuing); when R\\* says "stop" it may be wrong, and
+each stage's decisions are the best for all the events reaching it, not for those of each shallower
+context. We have no bound for that gap; the replay measures it (regret against the best stopping
+rule).
 
 *What is not covered.* (1) Where WD fails inside a context, no label-free rule can tell a deeper
 stage that disagrees because it is right from one that disagrees because it is wrong (the paper's

@@ -282,7 +282,9 @@ class _SequentialKLUCBReference:
     before the target is committed; otherwise the context is the bin of the confidence's cell, its
     counts the sums of its cells' counts and ``t`` its events plus one; in the rounds where
     ``floor(explore·ln t)`` steps up (and ``t = 1``) it explores to ``K``; else USS-KL-UCB's set test
-    on stages ``s..K`` with costs ``C_j - C_s`` gives the target depth (``s`` itself: stop). The KL
+    on stages ``s..K`` with costs ``C_j - C_s`` gives the target depth (``s`` itself: stop), kept
+    beyond ``s + 1`` only while the context's count of that stage is below ``√t`` (else ``s + 1``,
+    whose context decides next). The KL
     test: stage ``i`` beats ``j`` iff ``n_j > 0``, ``gap > p̂`` and ``n_j·kl(p̂, gap) > x`` with
     ``x = α·max(0, ln τ - ln(K'·n_j))``, ``τ`` the (effective) round and ``K' = K - s``.
     """
@@ -329,6 +331,7 @@ class _SequentialKLUCBReference:
             return None if abs(divergence - x) <= 1e-9 * max(1.0, x) else divergence > x
 
         targets = {stage + depth - 1 for depth in _set_test_depths(k, beats)}
+        targets = {j if j <= stage + 1 or n[j - stage] < math.sqrt(t) else stage + 1 for j in targets}
         return ("cost test" if targets == {stage} else "continue"), targets, bin_
 
 

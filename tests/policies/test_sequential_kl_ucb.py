@@ -69,25 +69,64 @@ def test_kl_level_keeps_a_rarely_observed_pair_optimistic():
     assert -2 * math.log(0.7) < math.log(101 / 4)
 
 
-def test_the_target_commits_the_stages_in_between():
-    # Stage 1 (confidence 0.99) agrees with stage 2 but disagrees with stage 3 (p̂_13 = 1 > 0.1):
-    # the set test's target is depth 3. Stage 2's own context at confidence 0.99 has only seen
-    # stages 2 and 3 agree (its cost test alone would stop), but the event is committed to stage 3.
-    policy = SequentialKLUCB([0.0, 0.05, 0.05], n_bins=2, explore=NO_FORCED)
-    for _ in range(200):
-        policy.context_stats.record(["a", "a", "b"], [0.99, 0.6, 0.9])
+def _commit_log(policy, deep_events):
+    """Stage 1 at 0.99 agrees with stage 2 and, on the ``deep_events`` that went on, disagrees with
+    stage 3; stage 2 at 0.99 (reached from stage 1 at 0.6) always agrees with stage 3."""
+    for i in range(200):
         policy.context_stats.record(["c", "d", "d"], [0.6, 0.99, 0.9])
-    stage2 = policy.context_stats.groups[1][ContextStats.cell_of(0.99)]
+        policy.context_stats.record(["a", "a", "b"] if i < deep_events else ["a", "a"], [0.99, 0.6, 0.9])
+    return policy.context_stats.groups[1][ContextStats.cell_of(0.99)]
+
+
+def test_the_target_commits_the_stages_in_between_while_its_pair_is_rare():
+    # Stage 1's context at 0.99: t = 201, n_2 = 200 with p̂_12 = 0, n_3 = 10 with p̂_13 = p̂_23 = 1.
+    # Level of stage 2: log₊(201 / (3·200)) = 0, so U_12 = 0 < 0.05: stage 1 beats 2; U_13 = 1 > 0.1
+    # and U_23 = 1 > 0.05: the target is depth 3. n_3 = 10 < √201 = 14.2: stage 2 is committed
+    # although its own context at 0.99 (p̂_23 = 0 over 200 events) would stop.
+    policy = SequentialKLUCB([0.0, 0.05, 0.05], n_bins=2, explore=NO_FORCED)
+    stage2 = _commit_log(policy, deep_events=10)
     assert policy.context_stats.bin_stats(1, stage2).disagreements[0][1] == 0
+    assert math.sqrt(201) > 10
     policy.begin()
     assert policy.step("a", 0.99) is True
     assert policy.step("a", 0.99) is True
     assert policy.step("b", 0.9) is False
-    # the same stage-2 context, reached from a stage-1 context that stops at stage 2's target...
+    assert policy.reason == "last stage"
+
+
+def test_a_well_observed_target_lets_the_next_stage_decide():
+    # The same target 3 with n_3 = 200 >= √201: the event goes on to stage 2 only, whose context at
+    # 0.99 (t = 201, n_3 = 200, p̂_23 = 0, level log₊(201 / (2·200)) = 0) stops by its cost test.
+    policy = SequentialKLUCB([0.0, 0.05, 0.05], n_bins=2, explore=NO_FORCED)
+    stage2 = _commit_log(policy, deep_events=200)
+    assert policy.context_stats.bin_stats(0, policy.context_stats.groups[0][13]).queried == [200, 200, 200]
     policy.begin()
-    assert policy.step("c", 0.6) is True  # p̂_12 = 1: target 2
-    assert policy.step("d", 0.99) is False  # ... stops by its own cost test
+    assert policy.step("a", 0.99) is True
+    assert policy.step("a", 0.99) is False
     assert policy.reason == "cost test" and policy.stop_context == (2, stage2)
+
+
+def test_going_on_beats_the_fixed_depth_when_the_next_stage_is_sure():
+    # Stage 1 is a coin (error 1/2); stage 2 is right when sure (0.99, half the events) and wrong
+    # 40% of the time when unsure (0.6); stage 3 is always right. C = (0, 0.05, 0.1): the fixed
+    # depths score 0.5, 0.05 + 0.2 = 0.25 and 0.1 (the best), but the stopping rule "go on after
+    # stage 1, stop after stage 2 where it is sure" scores (0.05 + 0.1) / 2 = 0.075. Stage 1's test
+    # targets depth 3 (p̂_13 = 1/2 > 0.1, p̂_23 = 0.2 > 0.05 overall); committing every event to it
+    # would score 0.1.
+    rng = np.random.default_rng(1)
+    n = 6000
+    truth = rng.integers(0, 2, size=n)
+    sure = rng.random(n) < 0.5
+    wrong2 = ~sure & (rng.random(n) < 0.4)
+    outputs = np.stack([rng.integers(0, 2, size=n), truth ^ wrong2, truth], axis=1)
+    confidences = np.stack([np.full(n, 0.6), np.where(sure, 0.99, 0.6), np.full(n, 0.9)], axis=1)
+    depths = SequentialKLUCB([0.0, 0.05, 0.05]).run(outputs, confidences)
+    late = np.arange(n) >= n // 2
+    assert np.mean(depths[late & sure] == 2) > 0.95
+    assert np.mean(depths[late & ~sure] == 3) > 0.95
+    cost = np.array([0.0, 0.05, 0.1])[depths - 1]
+    error = outputs[np.arange(n), depths - 1] != truth
+    assert (cost + error)[late].mean() < 0.085
 
 
 def test_forced_exploration_follows_the_log_schedule():

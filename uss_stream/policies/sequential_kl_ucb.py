@@ -34,9 +34,15 @@ class SequentialKLUCB(Policy):
 
     * ``t`` is the context's own round (its events so far, plus one); stage ``s`` and the deeper
       stages play the roles of stages ``1..K-s+1`` with costs ``C_j - C_s``,
-    * the test's depth ``s ≤ j* ≤ K`` is a *target*: ``j* = s`` stops, otherwise stages ``s+1..j*``
-      are queried and the context of stage ``j*`` decides next (the stages in between are committed,
-      so that the pairs ``(s, j*)`` the test wants to see are observed),
+    * the test's depth ``s ≤ j* ≤ K`` is a *target*: ``j* = s`` stops, ``j* = s + 1`` goes on and
+      lets stage ``s + 1``'s context decide; a deeper ``j*`` commits stages ``s+1..j*`` (then
+      ``j*``'s context decides) only while the context has observed stage ``j*`` on fewer than
+      ``√t`` of its events, so that the pair ``(s, j*)`` the test asks for keeps being observed;
+      otherwise it goes on one stage, as for ``j* = s + 1``. Committing on every event would
+      compete with the fixed depth ``j*`` only, never with going on to stage ``s + 1`` and stopping
+      there where stage ``s + 1`` is sure (the better rule when ``j*`` is worth its cost on
+      average but not on the events stage ``s + 1`` is sure of); the ``√t`` commits cost
+      ``O(√T)`` and keep the pair's bound shrinking (level ``≈ ½·log t`` over ``≥ √t`` events),
     * in the context's rounds ``t`` where ``⌊explore·ln t⌋`` steps up (``t = 1`` and then about every
       ``t·(e^{1/explore} - 1)`` rounds) the context instead explores to depth ``K``: forced
       exploration at the vanishing rate ``explore / t``, ``explore·ln T + 1`` events per context, so
@@ -48,15 +54,18 @@ class SequentialKLUCB(Policy):
     events form a sub-stream on which the policy is USS-KL-UCB on stages ``s..K``: if weak
     dominance holds *conditionally on the context* (stages ``s..K`` on the events of bin ``b``),
     USS-KL-UCB's ``O(log T)`` bound applies to that context's choice between stopping and each
-    fixed deeper depth, and the forced exploration adds ``O(log T)`` rounds. The comparator is the
-    *one-step* rule "continue from ``(s, b)`` iff some fixed deeper depth is worth its extra cost
-    on that context": when it says continue, the best stopping rule continues too (going to a
-    fixed depth is one way of continuing), but when it says stop, an adaptive continuation could
-    still pay off, so the one-step rule is optimal among stopping rules for ``K = 2`` and an upper
-    bound otherwise. Two more caveats: the events reaching stage ``s > 1`` depend on the earlier
-    contexts' decisions, so a deep context's sub-stream is stationary only once the shallower
-    contexts have settled; and per-context WD is an assumption, testable from labels
-    (:func:`uss_stream.replay_sequential.context_wd`), not implied by global WD.
+    fixed deeper depth, the forced exploration adds ``O(log T)`` rounds and the commits at most
+    ``√T`` (a stopping decision needs the pair ``(s, j)`` observed ``≈ log t / ξ²`` times, which
+    the ``√t`` commits guarantee after ``O((log T)² / ξ⁴)`` rounds). The comparator is the rule
+    "from ``(s, b)`` go on to stage ``s + 1`` iff some fixed deeper depth is worth its extra cost
+    on that context, and let stage ``s + 1``'s context decide": when it says continue, the best
+    stopping rule continues too (going to a fixed depth is one way of continuing), but when it
+    says stop, an adaptive continuation could still pay off, so the rule is optimal among
+    stopping rules for ``K = 2`` and an upper bound otherwise. Two more caveats: the events
+    reaching stage ``s > 1`` depend on the earlier contexts' decisions, so a deep context's
+    sub-stream is stationary only once the shallower contexts have settled; and per-context WD is
+    an assumption, testable from labels (:func:`uss_stream.replay_sequential.context_wd`), not
+    implied by global WD.
 
     Parameters
     ----------
@@ -202,6 +211,9 @@ class SequentialKLUCB(Policy):
             self._reason = "cost test"
             self._context = (stage + 1, bin_)
             return False
+        if counts.queried[target - stage] >= math.sqrt(t):
+            # The pair (stage, target) is observed often enough: the next stage's context decides.
+            target = stage + 1
         self._target = target
         return True
 
