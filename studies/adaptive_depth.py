@@ -1,6 +1,6 @@
 """Adaptive depth: a sequential, label-free policy against fixed depths and hindsight rules, 7 streams.
 
-Run: ``python -m studies.adaptive_depth`` (about twenty minutes on two cores). Writes
+Run: ``python -m studies.adaptive_depth`` (about two minutes on two cores). Writes
 ``docs/results_adaptive.md`` (protocol in :data:`PROTOCOL`) and ``docs/figures/adaptive_*.png``.
 """
 
