@@ -57,6 +57,9 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 
 #: Producer settings the delivery guarantees depend on: not overridable.
 SERVICE_PRODUCER_SETTINGS = frozenset({"acks", "enable_idempotence", "transactional_id"})
+#: The same settings under librdkafka's own names (``--client confluent`` passes those unchanged).
+LIBRDKAFKA_NAMES = {"enable.idempotence": "enable_idempotence", "transactional.id": "transactional_id",
+                    "request.required.acks": "acks"}  # fmt: skip
 
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
@@ -200,7 +203,7 @@ class Committer:
         schedule: CommitSchedule,
         library: str = "kafka-python",
     ) -> None:
-        owned = sorted(SERVICE_PRODUCER_SETTINGS.intersection(producer_options))
+        owned = sorted(k for k in producer_options if LIBRDKAFKA_NAMES.get(k, k) in SERVICE_PRODUCER_SETTINGS)
         if owned:
             raise ValueError(
                 f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "

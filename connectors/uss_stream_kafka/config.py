@@ -66,20 +66,30 @@ def client_kind(role: str) -> str:
     return "consumer"
 
 
-def check_client_options(kind: str, options: Mapping[str, Any], name: str) -> None:
+def check_client_options(kind: str, options: Mapping[str, Any], name: str, librdkafka: bool = False) -> None:
     """Raise ``ValueError`` naming ``name`` if a key of ``options`` is not a ``kind`` client setting.
+
+    Dotted keys, and with ``librdkafka`` (the confluent client) every key without an underscore,
+    are librdkafka's own properties: librdkafka checks those when the client is created.
 
     >>> check_client_options("producer", {"linger_ms": 5}, "producer_options")
     >>> check_client_options("consumer", {"linger_ms": 5}, "consumer_options")
     Traceback (most recent call last):
     ...
     ValueError: consumer_options: 'linger_ms' is not a kafka-python consumer setting
+    >>> check_client_options("consumer", {"debug": "cgrp", "fetch_wt": 5}, "consumer_options",
+    ...                      librdkafka=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: consumer_options: 'fetch_wt' is not a kafka-python consumer setting (librdkafka's are dotted)
 
     """
     known = _client_settings()[kind]
     for key in options:
-        if key not in known:
-            raise ValueError(f"{name}: {key!r} is not a kafka-python {kind} setting")
+        if "." in key or (librdkafka and "_" not in key) or key in known:
+            continue
+        hint = " (librdkafka's are dotted)" if librdkafka else ""
+        raise ValueError(f"{name}: {key!r} is not a kafka-python {kind} setting{hint}")
 
 
 @dataclass(frozen=True)
@@ -202,15 +212,24 @@ class ClientConfig:
         return kwargs
 
 
-def parse_option(text: str) -> tuple[str, Any]:
+def parse_option(text: str, librdkafka: bool = False) -> tuple[str, Any]:
     """Parse ``KEY=VALUE`` into a kafka-python setting; the value is a Python literal if it is one.
+
+    A dotted key is read as kafka-python's name (``request.timeout.ms`` is ``request_timeout_ms``).
+    With ``librdkafka`` (the confluent client), a key without an underscore is librdkafka's own
+    property and is kept as given (``queued.min.messages``, ``debug``; librdkafka's names have
+    no underscores), and a key with one is a kafka-python name, translated by the client.
 
     >>> parse_option("request_timeout_ms=60000")
     ('request_timeout_ms', 60000)
     >>> parse_option("ssl_check_hostname=False")
     ('ssl_check_hostname', False)
-    >>> parse_option("compression_type=gzip")
+    >>> parse_option("compression.type=gzip")
     ('compression_type', 'gzip')
+    >>> parse_option("queued.min.messages=100", librdkafka=True), parse_option("debug=cgrp", True)
+    (('queued.min.messages', 100), ('debug', 'cgrp'))
+    >>> parse_option("linger_ms=5", librdkafka=True)
+    ('linger_ms', 5)
     >>> parse_option("oops")
     Traceback (most recent call last):
     ...
@@ -218,8 +237,11 @@ def parse_option(text: str) -> tuple[str, Any]:
 
     """
     key, sep, raw = text.partition("=")
-    key = key.strip().replace(".", "_").replace("-", "_")
-    if not sep or not key.isidentifier():
+    key = key.strip()
+    native = librdkafka and "_" not in key
+    if not native:
+        key = key.replace(".", "_").replace("-", "_")
+    if not sep or not (key.replace(".", "_").replace("-", "_") if native else key).isidentifier():
         raise ValueError(f"Kafka option must look like KEY=VALUE, got {text!r}")
     raw = raw.strip()
     if raw in ("true", "false"):
@@ -233,8 +255,10 @@ def parse_option(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def merge_options(*groups: Iterable[str]) -> dict[str, Any]:
+def merge_options(*groups: Iterable[str], librdkafka: bool = False) -> dict[str, Any]:
     """Parse several lists of ``KEY=VALUE`` strings into one dict; later groups win.
+
+    ``librdkafka``: keep librdkafka's own properties as given (:func:`parse_option`).
 
     >>> merge_options(["linger_ms=5"], ["linger_ms=20", "acks=all"])
     {'linger_ms': 20, 'acks': 'all'}
@@ -243,6 +267,6 @@ def merge_options(*groups: Iterable[str]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for group in groups:
         for text in group:
-            key, value = parse_option(text)
+            key, value = parse_option(text, librdkafka)
             merged[key] = value
     return merged

@@ -429,11 +429,13 @@ class KafkaSettings:
         45_000, "consumer group session timeout", _SERVICE, _GROUP, convert=_positive_int
     )
     consumer_option: tuple[str, ...] = setting(
-        (), "kafka-python consumer setting KEY=VALUE (repeatable)", _SERVICE, _GROUP, kind="list",
+        (), "consumer setting KEY=VALUE, kafka-python's name or (--client confluent) librdkafka's "
+        "property without underscores, e.g. debug=cgrp (repeatable)", _SERVICE, _GROUP, kind="list",
         convert=_options,
     )  # fmt: skip
     producer_option: tuple[str, ...] = setting(
-        (), "kafka-python producer setting KEY=VALUE (repeatable)", _SERVICE, _GROUP, kind="list",
+        (), "producer setting KEY=VALUE, kafka-python's name or (--client confluent) librdkafka's "
+        "property without underscores, e.g. debug=cgrp (repeatable)", _SERVICE, _GROUP, kind="list",
         convert=_options,
     )  # fmt: skip
     # metrics, health and logging
@@ -498,12 +500,13 @@ class KafkaSettings:
 
     def consumer_options(self) -> dict[str, Any]:
         """``--session-timeout-ms`` and ``--consumer-option`` as kafka-python consumer settings."""
-        return {"session_timeout_ms": self.session_timeout_ms, **merge_options(self.consumer_option)}
+        options = merge_options(self.consumer_option, librdkafka=self.client == "confluent")
+        return {"session_timeout_ms": self.session_timeout_ms, **options}
 
     def producer_options(self) -> dict[str, Any]:
         """``--compression`` and ``--producer-option`` as kafka-python producer settings."""
         codec = {} if self.compression == "none" else {"compression_type": self.compression}
-        return {**codec, **merge_options(self.producer_option)}
+        return {**codec, **merge_options(self.producer_option, librdkafka=self.client == "confluent")}
 
 
 def _rows() -> tuple[Setting, ...]:
@@ -582,9 +585,11 @@ def _check_clients(settings: KafkaSettings) -> None:
         pattern = r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"
         raise ValueError(re.sub(pattern, lambda m: row(names[m.group(1)]).named(), str(error))) from None
     if settings.command in _SERVICE:
+        librdkafka = settings.client == "confluent"
         for kind in ("consumer", "producer"):
             item = row(f"{kind}_option")
-            check_client_options(kind, merge_options(getattr(settings, item.name)), item.named())
+            options = merge_options(getattr(settings, item.name), librdkafka=librdkafka)
+            check_client_options(kind, options, item.named(), librdkafka)
 
 
 def _check_processing(settings: KafkaSettings) -> None:

@@ -192,10 +192,9 @@ def check_settings(**settings: Any) -> None:
     idle = settings.get("exit_when_idle")
     if idle is not None and not idle > 0:
         raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
+    librdkafka = settings.get("client_library") == "confluent"
     for kind in ("consumer", "producer"):
-        # librdkafka's own (dotted) names are checked by the confluent client.
-        options = {k: v for k, v in (settings.get(f"{kind}_options") or {}).items() if "." not in k}
-        check_client_options(kind, options, f"{kind}_options")
+        check_client_options(kind, settings.get(f"{kind}_options") or {}, f"{kind}_options", librdkafka)
 
 
 def check_processor(mode: str, labels_topic: str | None, shared_learning: bool) -> None:

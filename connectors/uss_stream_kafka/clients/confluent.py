@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
@@ -100,15 +100,17 @@ _TRANSLATION: dict[str, tuple[str, Any]] = {
 
 
 def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """librdkafka properties for kafka-python keyword ``settings`` (dotted names pass unchanged).
+    """librdkafka properties for kafka-python keyword ``settings``.
 
-    ``None`` values are left out (librdkafka's default applies).
+    librdkafka's own properties (dotted names, and words without an underscore that kafka-python
+    does not use, such as ``debug``) pass unchanged: librdkafka checks them when the client is
+    created (:func:`_created`). ``None`` values are left out (librdkafka's default applies).
 
     Examples
     --------
     >>> librdkafka_config({"bootstrap_servers": ["a:9092", "b:9092"], "linger_ms": 5,
-    ...                    "group_instance_id": None, "queue.buffering.max.ms": 7})
-    {'bootstrap.servers': 'a:9092,b:9092', 'linger.ms': '5', 'queue.buffering.max.ms': 7}
+    ...                    "group_instance_id": None, "queue.buffering.max.ms": 7, "debug": "cgrp"})
+    {'bootstrap.servers': 'a:9092,b:9092', 'linger.ms': '5', 'queue.buffering.max.ms': 7, 'debug': 'cgrp'}
     >>> librdkafka_config({"api_version": (4, 0)})
     Traceback (most recent call last):
     ...
@@ -118,7 +120,7 @@ def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in settings.items():
         if value is None:
             continue
-        if "." in name:
+        if "." in name or ("_" not in name and name not in _TRANSLATION):  # librdkafka's own
             config[name] = value
             continue
         if name not in _TRANSLATION:
@@ -129,6 +131,23 @@ def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
         key, convert = _TRANSLATION[name]
         config[key] = convert(value)
     return config
+
+
+def _created(factory: Callable[[dict[str, Any]], Any], config: dict[str, Any], role: str) -> Any:
+    """``factory(config)``; librdkafka's refusal of a property (unknown, or a bad value) is a ``ValueError``.
+
+    >>> _created(_ck().Consumer, {"group.id": "g", "debg": "cgrp"}, "consumer")
+    Traceback (most recent call last):
+    ...
+    ValueError: consumer settings: No such configuration property: "debg"
+    """
+    ck = _ck()
+    try:
+        return factory(config)
+    except ck.KafkaException as error:
+        if error.args and error.args[0].code() == ck.KafkaError._INVALID_ARG:
+            raise ValueError(f"{role} settings: {error.args[0].str()}") from None
+        raise
 
 
 #: librdkafka errors of a broker restart that librdkafka does not flag ``retriable()``: right after
@@ -243,7 +262,7 @@ class ConfluentConsumer(Consumer):
         config.setdefault("group.id", f"uss-stream-unused-{id(self):x}")  # librdkafka needs one
         self._reset = config.get("auto.offset.reset", "latest")
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
-        self._consumer = ck.Consumer(config)
+        self._consumer = _created(ck.Consumer, config, "consumer")
         self._paused: set[TopicPartition] = set()
         self._in_rebalance = False
         self._seeks: dict[TopicPartition, int] = {}
@@ -516,7 +535,7 @@ class ConfluentProducer(Producer):
         self._errors: list[ClientError] = []
         #: A fatal error of the producer (e.g. fenced): every later call raises it.
         self._fatal: ClientError | None = None
-        self._producer = ck.Producer(config)
+        self._producer = _created(ck.Producer, config, "producer")
         self._produce = self._producer.produce
 
     def _client_error(self, error: Any) -> None:
@@ -663,7 +682,8 @@ class ConfluentAdmin(Admin):
     def __init__(self, **settings: Any) -> None:
         #: An authentication failure librdkafka reported (it retries; the metadata wait fails on it).
         self._refused: ClientError | None = None
-        self._admin = _ck_admin().AdminClient({**librdkafka_config(settings), "error_cb": self._client_error})
+        config = {**librdkafka_config(settings), "error_cb": self._client_error}
+        self._admin = _created(_ck_admin().AdminClient, config, "admin")
 
     def _client_error(self, error: Any) -> None:
         if error.code() == _ck().KafkaError._AUTHENTICATION and self._refused is None:
