@@ -30,6 +30,7 @@ from typing import Any
 from uss_stream_kafka import clients
 from uss_stream_kafka.checkpoint import Checkpoint
 from uss_stream_kafka.clients import ClientError
+from uss_stream_kafka.clients.confluent import kafka_python_name
 from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext
 from uss_stream_kafka.exceptions import DeliveryError
@@ -57,9 +58,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 
 #: Producer settings the delivery guarantees depend on: not overridable.
 SERVICE_PRODUCER_SETTINGS = frozenset({"acks", "enable_idempotence", "transactional_id"})
-#: The same settings under librdkafka's own names (``--client confluent`` passes those unchanged).
-LIBRDKAFKA_NAMES = {"enable.idempotence": "enable_idempotence", "transactional.id": "transactional_id",
-                    "request.required.acks": "acks"}  # fmt: skip
 
 #: Exactly-once: this many producer replacements within ``REPLACEMENT_WINDOW`` seconds are fatal.
 MAX_REPLACEMENTS = 3
@@ -203,7 +201,8 @@ class Committer:
         schedule: CommitSchedule,
         library: str = "kafka-python",
     ) -> None:
-        owned = sorted(k for k in producer_options if LIBRDKAFKA_NAMES.get(k, k) in SERVICE_PRODUCER_SETTINGS)
+        # Under librdkafka's names too (the confluent client passes those unchanged).
+        owned = sorted(k for k in producer_options if kafka_python_name(k) in SERVICE_PRODUCER_SETTINGS)
         if owned:
             raise ValueError(
                 f"producer_options: {', '.join(owned)} are set by the service (acks=all, idempotence, "

@@ -18,6 +18,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "ClientConfig",
     "check_client_options",
+    "librdkafka_property",
     "client_kind",
     "merge_options",
     "parse_option",
@@ -66,11 +67,21 @@ def client_kind(role: str) -> str:
     return "consumer"
 
 
+def librdkafka_property(key: str) -> bool:
+    """Whether ``key`` is written as librdkafka's own property: dotted, or one word (librdkafka's
+    names have no underscores; kafka-python's multi-word names do).
+
+    >>> [librdkafka_property(key) for key in ("queued.min.messages", "debug", "linger_ms")]
+    [True, True, False]
+    """
+    return "." in key or "_" not in key
+
+
 def check_client_options(kind: str, options: Mapping[str, Any], name: str, librdkafka: bool = False) -> None:
     """Raise ``ValueError`` naming ``name`` if a key of ``options`` is not a ``kind`` client setting.
 
-    Dotted keys, and with ``librdkafka`` (the confluent client) every key without an underscore,
-    are librdkafka's own properties: librdkafka checks those when the client is created.
+    With ``librdkafka`` (the confluent client), librdkafka's own properties
+    (:func:`librdkafka_property`) are left to librdkafka, which checks them when the client is created.
 
     >>> check_client_options("producer", {"linger_ms": 5}, "producer_options")
     >>> check_client_options("consumer", {"linger_ms": 5}, "consumer_options")
@@ -86,7 +97,7 @@ def check_client_options(kind: str, options: Mapping[str, Any], name: str, librd
     """
     known = _client_settings()[kind]
     for key in options:
-        if "." in key or (librdkafka and "_" not in key) or key in known:
+        if (librdkafka and librdkafka_property(key)) or key in known:
             continue
         hint = " (librdkafka's are dotted)" if librdkafka else ""
         raise ValueError(f"{name}: {key!r} is not a kafka-python {kind} setting{hint}")
@@ -216,9 +227,9 @@ def parse_option(text: str, librdkafka: bool = False) -> tuple[str, Any]:
     """Parse ``KEY=VALUE`` into a kafka-python setting; the value is a Python literal if it is one.
 
     A dotted key is read as kafka-python's name (``request.timeout.ms`` is ``request_timeout_ms``).
-    With ``librdkafka`` (the confluent client), a key without an underscore is librdkafka's own
-    property and is kept as given (``queued.min.messages``, ``debug``; librdkafka's names have
-    no underscores), and a key with one is a kafka-python name, translated by the client.
+    With ``librdkafka`` (the confluent client), librdkafka's own properties
+    (:func:`librdkafka_property`: ``queued.min.messages``, ``debug``) are kept as given, and a
+    name with an underscore is kafka-python's, translated by the client.
 
     >>> parse_option("request_timeout_ms=60000")
     ('request_timeout_ms', 60000)
@@ -238,11 +249,11 @@ def parse_option(text: str, librdkafka: bool = False) -> tuple[str, Any]:
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
-    native = librdkafka and "_" not in key
-    if not native:
-        key = key.replace(".", "_").replace("-", "_")
-    if not sep or not (key.replace(".", "_").replace("-", "_") if native else key).isidentifier():
+    python_name = key.replace(".", "_").replace("-", "_")
+    if not sep or not python_name.isidentifier():
         raise ValueError(f"Kafka option must look like KEY=VALUE, got {text!r}")
+    if not (librdkafka and librdkafka_property(key)):
+        key = python_name
     raw = raw.strip()
     if raw in ("true", "false"):
         return key, raw == "true"

@@ -498,15 +498,20 @@ class KafkaSettings:
             options=merge_options(self.kafka_option),
         )
 
+    @property
+    def librdkafka(self) -> bool:
+        """Whether the client is librdkafka (``--client confluent``), which takes its own properties."""
+        return self.client == "confluent"
+
     def consumer_options(self) -> dict[str, Any]:
         """``--session-timeout-ms`` and ``--consumer-option`` as kafka-python consumer settings."""
-        options = merge_options(self.consumer_option, librdkafka=self.client == "confluent")
+        options = merge_options(self.consumer_option, librdkafka=self.librdkafka)
         return {"session_timeout_ms": self.session_timeout_ms, **options}
 
     def producer_options(self) -> dict[str, Any]:
         """``--compression`` and ``--producer-option`` as kafka-python producer settings."""
         codec = {} if self.compression == "none" else {"compression_type": self.compression}
-        return {**codec, **merge_options(self.producer_option, librdkafka=self.client == "confluent")}
+        return {**codec, **merge_options(self.producer_option, librdkafka=self.librdkafka)}
 
 
 def _rows() -> tuple[Setting, ...]:
@@ -585,11 +590,10 @@ def _check_clients(settings: KafkaSettings) -> None:
         pattern = r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"
         raise ValueError(re.sub(pattern, lambda m: row(names[m.group(1)]).named(), str(error))) from None
     if settings.command in _SERVICE:
-        librdkafka = settings.client == "confluent"
         for kind in ("consumer", "producer"):
             item = row(f"{kind}_option")
-            options = merge_options(getattr(settings, item.name), librdkafka=librdkafka)
-            check_client_options(kind, options, item.named(), librdkafka)
+            options = merge_options(getattr(settings, item.name), librdkafka=settings.librdkafka)
+            check_client_options(kind, options, item.named(), settings.librdkafka)
 
 
 def _check_processing(settings: KafkaSettings) -> None:

@@ -19,6 +19,7 @@ from itertools import chain, repeat
 from typing import Any
 
 from uss_stream._extras import require
+from uss_stream_kafka.config import librdkafka_property
 
 from .base import (
     Admin,
@@ -120,7 +121,7 @@ def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in settings.items():
         if value is None:
             continue
-        if "." in name or ("_" not in name and name not in _TRANSLATION):  # librdkafka's own
+        if librdkafka_property(name) and name not in _TRANSLATION:  # acks, retries: both clients' names
             config[name] = value
             continue
         if name not in _TRANSLATION:
@@ -131,6 +132,22 @@ def librdkafka_config(settings: Mapping[str, Any]) -> dict[str, Any]:
         key, convert = _TRANSLATION[name]
         config[key] = convert(value)
     return config
+
+
+#: kafka-python's name of a librdkafka property the translation writes (and librdkafka's alias of acks).
+_KAFKA_PYTHON_NAMES = {
+    **{key: name for name, (key, _) in _TRANSLATION.items() if key != name},
+    "request.required.acks": "acks",
+}
+
+
+def kafka_python_name(key: str) -> str:
+    """The kafka-python name of the librdkafka property ``key`` (``key`` itself if none).
+
+    >>> [kafka_python_name(key) for key in ("enable.idempotence", "request.required.acks", "debug")]
+    ['enable_idempotence', 'acks', 'debug']
+    """
+    return _KAFKA_PYTHON_NAMES.get(key, key)
 
 
 def _created(factory: Callable[[dict[str, Any]], Any], config: dict[str, Any], role: str) -> Any:
