@@ -7,7 +7,6 @@ librdkafka's own: the partitions of a topic that it forgot during the restart.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -62,10 +61,15 @@ def test_end_offsets_answer_after_librdkafka_lost_the_partitions_in_a_restart(
         native = confluent_kafka.TopicPartition(state.topic, state.partition)
         stop = threading.Event()
 
+        failed: list[float] = []  # when each ask that failed began (monotonic)
+
         def ask() -> None:  # librdkafka itself, with a short timeout, through the outage
             while not stop.is_set():
-                with contextlib.suppress(confluent_kafka.KafkaException):
+                began = time.monotonic()
+                try:
                     consumer._consumer.get_watermark_offsets(native, timeout=2, cached=False)
+                except confluent_kafka.KafkaException:
+                    failed.append(began)
                 consumer._consumer.poll(0.05)
 
         asking = threading.Thread(target=ask)
@@ -73,7 +77,9 @@ def test_end_offsets_answer_after_librdkafka_lost_the_partitions_in_a_restart(
         try:
             for _ in range(2):  # once is not always enough for librdkafka to forget the partitions
                 restartable_broker.stop()
-                time.sleep(2)  # the outage itself (the scenario's length)
+                down = time.monotonic()
+                # The outage lasts until librdkafka was asked, and failed, with the broker down.
+                wait_until(lambda since=down: any(t >= since for t in failed), "an ask", timeout=60)
                 restartable_broker.start()
         finally:
             stop.set()
