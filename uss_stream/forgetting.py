@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.round_table import RoundTable
+
 __all__ = ["DRIFT_DISCOUNT", "EffectiveHorizon", "check_discount", "effective_horizon"]
 
 #: The discount recommended when the stages' relative quality drifts (a memory of about 1000 rounds).
@@ -88,8 +90,9 @@ def effective_horizon(t: int, discount: float | None) -> float:
 class EffectiveHorizon:
     """``τ_t`` of :func:`effective_horizon` for a fixed discount, for one round or many.
 
-    The streaming path keeps only the last value; the vectorised path tabulates ``t = 1..max``
-    with the same scalar function, so both see the same floats.
+    The streaming path keeps only the last value; the vectorised path tabulates the rounds it is
+    asked about with the same scalar function (a sliding :class:`~uss_stream.round_table.RoundTable`),
+    so both see the same floats.
 
     >>> horizon = EffectiveHorizon(0.5)
     >>> horizon(2), horizon.many(np.array([1, 2, 3])).tolist()
@@ -100,7 +103,10 @@ class EffectiveHorizon:
     def __init__(self, discount: float | None = None) -> None:
         self._discount = check_discount(discount)
         self._last: tuple[int, float] = (0, 0.0)
-        self._table = np.zeros(1)
+        self._table = RoundTable(self._horizons)
+
+    def _horizons(self, start: int, stop: int) -> list[float]:
+        return [effective_horizon(t, self._discount) for t in range(start, stop)]
 
     def __call__(self, t: int) -> float:
         last_t, last_value = self._last
@@ -113,12 +119,4 @@ class EffectiveHorizon:
         """``τ_t`` for an array of rounds (``>= 1``)."""
         if self._discount is None:  # τ_t = t: exact as a float, no table to build
             return rounds.astype(np.float64)
-        t_max = int(rounds.max()) if rounds.size else 0
-        size = self._table.size
-        if t_max >= size:
-            # Grow geometrically (as LogExploration): a stream's increasing rounds cost O(horizon)
-            # in all, where re-building the table per call cost O(t) per call.
-            grown = range(size, max(t_max + 1, 2 * size))
-            extra = [effective_horizon(t, self._discount) for t in grown]
-            self._table = np.concatenate([self._table, extra])
-        return self._table[rounds]
+        return self._table(rounds)

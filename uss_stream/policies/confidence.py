@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from uss_stream.forgetting import effective_horizon
+from uss_stream.round_table import RoundTable
 
 __all__ = [
     "LogExploration",
@@ -48,7 +49,8 @@ class LogExploration:
 
     Both paths compute each value with :func:`math.log` so that they see the same floats. The
     streaming path keeps only the last value (constant memory over an endless stream); the
-    vectorised path tabulates ``t = 1..max`` for the horizon it is asked about. With a
+    vectorised path tabulates the rounds it is asked about (a sliding
+    :class:`~uss_stream.round_table.RoundTable`: memory follows the window, not the round). With a
     ``discount`` the round ``t`` is replaced by the effective horizon ``τ_t`` (a float,
     :func:`~uss_stream.forgetting.effective_horizon`), so ``f`` is called as ``f(τ_t)``.
 
@@ -61,7 +63,8 @@ class LogExploration:
         self._f = f
         self._discount = discount
         self._last: tuple[int, float] = (0, math.nan)
-        self._table = np.array([math.nan])
+        plain = f is None and discount is None
+        self._table = RoundTable(self._plain_logs if plain else self._logs)
 
     def _log_f(self, t: int) -> float:
         horizon = t if self._discount is None else effective_horizon(t, self._discount)
@@ -69,6 +72,14 @@ class LogExploration:
         if not value >= 1.0:
             raise ValueError(f"f must satisfy f(t) >= 1 for t >= 1, got f({horizon}) = {value!r}")
         return math.log(value)
+
+    def _logs(self, start: int, stop: int) -> list[float]:
+        return [self._log_f(t) for t in range(start, stop)]
+
+    @staticmethod
+    def _plain_logs(start: int, stop: int) -> list[float]:
+        """``log t``: the same ``math.log``, called from C."""
+        return list(map(math.log, map(float, range(start, stop))))
 
     def __call__(self, t: int) -> float:
         last_t, last_value = self._last
@@ -78,18 +89,8 @@ class LogExploration:
         return last_value
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
-        """``log f(t)`` for an array of rounds."""
-        t_max = int(rounds.max()) if rounds.size else 0
-        size = self._table.size
-        if t_max >= size:
-            # Grow geometrically so that a replay's increasing rounds cost O(horizon) in all.
-            grown = range(size, max(t_max + 1, 2 * size))
-            if self._f is None and self._discount is None:  # log t, the same math.log, in C
-                values = list(map(math.log, map(float, grown)))
-            else:
-                values = [self._log_f(t) for t in grown]
-            self._table = np.concatenate([self._table, values])
-        return self._table[rounds]
+        """``log f(t)`` for an array of rounds (a :class:`~uss_stream.round_table.RoundTable`)."""
+        return self._table(rounds)
 
 
 def disagreement_bound(
