@@ -185,3 +185,22 @@ def test_every_extra_in_the_map_is_declared_in_pyproject() -> None:
     core = " ".join(project["dependencies"])
     for heavy in ("kafka", "prometheus", "matplotlib", "scikit-learn", "tqdm", "pyarrow"):
         assert heavy not in core
+
+
+def test_the_outputs_service_imports_neither_pandas_nor_river() -> None:
+    """Outputs mode decides from the events' outputs: its start-up (a restart, a take-over) does not
+    pay for the data-frame and the online-learning libraries (pandas alone took 0.8 s of 1.1 s)."""
+    done = _python(
+        """
+        import json, sys
+        from uss_stream_kafka import OutputsProcessor
+        for spec in ["uss-kl-ucb", "uss-ucb", "uss-ts", "alg2", "fixed:depth=2"]:
+            learner = OutputsProcessor([0.0, 0.1, 0.2], policy=spec).new_learner()
+            learner.process(b'{"id": 1, "outputs": [1, 0, 1]}')
+        print(json.dumps(sorted(sys.modules)))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = {name.split(".")[0] for name in json.loads(done.stdout)}
+    assert "uss_stream_kafka" in loaded  # the check sees what the import brought in
+    assert loaded.isdisjoint({"pandas", "river"})

@@ -5,16 +5,18 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from uss_stream.context_stats import CELL_EDGES, ContextStats
 from uss_stream.policies.base import Policy
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.stats import DisagreementStats
 from uss_stream.validation import check_positive
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SequentialKLUCB"]
 
@@ -275,6 +277,8 @@ class SequentialKLUCB(Policy):
         ``depth_<d>`` is how many ended at depth ``d``; ``next`` is what the cost test would do now
         (forced exploration aside).
         """
+        import pandas as pd  # here, not at import: a policy decides without pandas (e.g. the service)
+
         contexts = self._contexts
         k = self.n_stages
         rows = []
