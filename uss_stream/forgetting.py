@@ -103,7 +103,7 @@ class EffectiveHorizon:
     def __init__(self, discount: float | None = None) -> None:
         self._discount = check_discount(discount)
         self._last: tuple[int, float] = (0, 0.0)
-        self._table = RoundTable(self._horizons)
+        self._table = RoundTable()
 
     def _horizons(self, start: int, stop: int) -> list[float]:
         return [effective_horizon(t, self._discount) for t in range(start, stop)]
@@ -119,4 +119,4 @@ class EffectiveHorizon:
         """``τ_t`` for an array of rounds (``>= 1``)."""
         if self._discount is None:  # τ_t = t: exact as a float, no table to build
             return rounds.astype(np.float64)
-        return self._table(rounds)
+        return self._table(rounds, self._horizons)

@@ -24,11 +24,8 @@ MIN_AHEAD = 1024
 class RoundTable:
     """``value(t)`` for arrays of rounds, each computed once while it stays in the window.
 
-    Parameters
-    ----------
-    values
-        ``values(start, stop)``: the floats for the rounds ``start, ..., stop - 1`` (the scalar
-        function's, in order).
+    The table holds plain data (its first round and a float array); the owner passes the function
+    at each call, so copying or comparing the owner never meets a callable.
 
     Notes
     -----
@@ -41,20 +38,21 @@ class RoundTable:
     Examples
     --------
     >>> import math
-    >>> table = RoundTable(lambda start, stop: [math.sqrt(t) for t in range(start, stop)])
-    >>> table(np.array([4, 9])).tolist()
+    >>> def roots(start, stop):
+    ...     return [math.sqrt(t) for t in range(start, stop)]
+    >>> table = RoundTable()
+    >>> table(np.array([4, 9]), roots).tolist()
     [2.0, 3.0]
-    >>> table(np.array([10**12, 10**12 + 100])).tolist()   # far, in little memory
+    >>> table(np.array([10**12, 10**12 + 100]), roots).tolist()   # far, in little memory
     [1000000.0, 1000000.00005]
     >>> len(table)
     1125
 
     """
 
-    __slots__ = ("_base", "_table", "_values")
+    __slots__ = ("_base", "_table")
 
-    def __init__(self, values: Callable[[int, int], Sequence[float]]) -> None:
-        self._values = values
+    def __init__(self) -> None:
         self._base = 0
         self._table = np.empty(0)
 
@@ -62,8 +60,12 @@ class RoundTable:
         """The values held."""
         return self._table.size
 
-    def __call__(self, rounds: np.ndarray) -> np.ndarray:
-        """The values at ``rounds`` (integers), in their shape."""
+    def __call__(self, rounds: np.ndarray, values: Callable[[int, int], Sequence[float]]) -> np.ndarray:
+        """The values at ``rounds`` (integers), in their shape.
+
+        ``values(start, stop)`` returns the floats for the rounds ``start, ..., stop - 1`` (the
+        scalar function's, in order); the same function at every call.
+        """
         if not rounds.size:
             return np.empty(rounds.shape)
         low, high = int(rounds.min()), int(rounds.max())
@@ -74,12 +76,12 @@ class RoundTable:
             kept_from, kept_to = max(low, base), min(stop, end)
             if kept_from < kept_to:
                 parts = [
-                    self._values(low, kept_from),
+                    values(low, kept_from),
                     table[kept_from - base : kept_to - base],
-                    self._values(kept_to, stop),
+                    values(kept_to, stop),
                 ]
             else:
-                parts = [self._values(low, stop)]
+                parts = [values(low, stop)]
             base, table = low, np.concatenate([np.asarray(part, dtype=np.float64) for part in parts])
             self._base, self._table = base, table
         return table[rounds - base]

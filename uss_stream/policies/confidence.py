@@ -63,8 +63,7 @@ class LogExploration:
         self._f = f
         self._discount = discount
         self._last: tuple[int, float] = (0, math.nan)
-        plain = f is None and discount is None
-        self._table = RoundTable(self._plain_logs if plain else self._logs)
+        self._table = RoundTable()
 
     def _log_f(self, t: int) -> float:
         horizon = t if self._discount is None else effective_horizon(t, self._discount)
@@ -76,11 +75,6 @@ class LogExploration:
     def _logs(self, start: int, stop: int) -> list[float]:
         return [self._log_f(t) for t in range(start, stop)]
 
-    @staticmethod
-    def _plain_logs(start: int, stop: int) -> list[float]:
-        """``log t``: the same ``math.log``, called from C."""
-        return list(map(math.log, map(float, range(start, stop))))
-
     def __call__(self, t: int) -> float:
         last_t, last_value = self._last
         if t != last_t:
@@ -90,7 +84,13 @@ class LogExploration:
 
     def many(self, rounds: np.ndarray) -> np.ndarray:
         """``log f(t)`` for an array of rounds (a :class:`~uss_stream.round_table.RoundTable`)."""
-        return self._table(rounds)
+        plain = self._f is None and self._discount is None
+        return self._table(rounds, _plain_logs if plain else self._logs)
+
+
+def _plain_logs(start: int, stop: int) -> list[float]:
+    """``log t`` for ``t = start..stop-1``: the same ``math.log``, called from C."""
+    return list(map(math.log, map(float, range(start, stop))))
 
 
 def disagreement_bound(
