@@ -132,8 +132,8 @@ class OrchestrationProcessor:
         late report is then dead-lettered ``report_expired``.
     max_state_bytes
         The largest learner state a checkpoint holds: at half of it a warning, past 90% the oldest
-        pending decisions expire (:mod:`uss_stream_kafka.state_budget`). Keep it below the state
-        topic's ``max.message.bytes``.
+        pending decisions and awaited labels expire (:mod:`uss_stream_kafka.state_budget`). Keep it
+        below the state topic's ``max.message.bytes``.
 
     Examples
     --------
