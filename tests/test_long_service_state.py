@@ -13,13 +13,21 @@ the budget). Expected values come from that contract and from the book's counter
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
 
+from uss_stream_kafka.clients import TopicPartition
+from uss_stream_kafka.context import RunContext
 from uss_stream_kafka.events import InvalidEvent
+from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.orchestrating import OrchestrationProcessor
+from uss_stream_kafka.processing import OutputsProcessor
+from uss_stream_kafka.progress import IdleGate
+from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.state_budget import TRIM_AT
+from uss_stream_kafka.topics import Topics
 
 LIMIT = 8000
 
@@ -63,3 +71,80 @@ def test_labels_that_never_come_do_not_outgrow_the_checkpoint(max_age_decisions)
     assert book.label_counters["applied"] == 1
     with pytest.raises(InvalidEvent, match="report_label_expired"):
         learner.learn(json.dumps({"id": asked[0], "label": 1}).encode())
+
+
+class _Consumer:
+    """What a restore asks of the consumer: partitions with records 0..99 and a commit at 100."""
+
+    def __init__(self) -> None:
+        self.assigned: set = set()
+
+    def assignment(self) -> set:
+        return set(self.assigned)
+
+    def beginning_offsets(self, tps) -> dict:
+        return dict.fromkeys(tps, 0)
+
+    def end_offsets(self, tps) -> dict:
+        return dict.fromkeys(tps, 100)
+
+    def committed(self, tp) -> int:
+        return 100
+
+    def seek(self, tp, offset: int) -> None:
+        pass
+
+    def pause(self, tps) -> None:
+        pass
+
+    def resume(self, tps) -> None:
+        pass
+
+    def paused(self) -> set:
+        return set()
+
+
+class _Store:
+    def refresh(self) -> None:
+        pass
+
+    def get(self, topic: str, partition: int) -> None:
+        return None
+
+
+class _Committer:
+    exactly_once = False
+
+    def handover(self, states, labels) -> dict:
+        return {}
+
+
+def _rebalanced(rebalances: int):
+    """The run context after ``rebalances`` assignments (and revocations) of 4 partitions."""
+    topics = Topics("in", "out", "dlq", "state")
+    context = RunContext(topics, "group")
+    context.processor = OutputsProcessor([0.0, 0.1])
+    context.metrics = ServiceMetrics(2)
+    context.consumer = _Consumer()
+    store, idle = _Store(), IdleGate()
+    recovery = Recovery(
+        context, _Committer(), store, None, None, idle, auto_offset_reset="earliest", n_output=4, n_dlq=4
+    )
+    tps = [TopicPartition("in", p) for p in range(4)]
+    for _ in range(rebalances):
+        context.consumer.assigned = set(tps)
+        recovery.on_assigned(tps)
+        assert recovery.restore_pending() == set(tps)
+        recovery.on_revoked(tps)
+    return context
+
+
+def test_the_run_summary_does_not_grow_with_the_rebalances(caplog):
+    caplog.set_level(logging.ERROR)  # a restore logs a line per partition
+    few, many = _rebalanced(300).summary, _rebalanced(3000).summary
+    assert len(many.restored) == len(few.restored)
+    assert (
+        many.restored[-4:]
+        == few.restored[-4:]
+        == [f"in/{p}: no checkpoint, committed @100, start @0, replay to @100" for p in range(4)]
+    )

@@ -348,8 +348,8 @@ class OrchestrationSummary:
     counts of the assigned partitions' learners, restored state included, and so are
     ``labels_requested``, ``labels_applied`` and ``labels_awaited`` (a label-asking policy's:
     label requests produced, labels learned from, requests still unanswered); ``restored`` says
-    whether a learner was restored from a checkpoint. Rejected labels are dead letters
-    (``report_label_<why>``).
+    whether a learner was restored from a checkpoint (in the latest restores the run summary
+    keeps). Rejected labels are dead letters (``report_label_<why>``).
     """
 
     requests: int = 0
