@@ -308,6 +308,50 @@ class PendingDecisions:
         self.counters["expired"] += len(expired)
         return expired
 
+    def expire_through(self, t: int) -> int:
+        """Expire the pending decisions and the awaited labels of every decision made at round ``t``
+        or before, whatever the age limits; returns how many expired.
+
+        They are counted as expired (in :attr:`counters` and :attr:`label_counters`) and a later
+        report or label for them is rejected as expired, as after the age limits. This is how a
+        state that must fit a size limit lets its oldest entries go.
+
+        Parameters
+        ----------
+        t
+            The round (decision number) of the newest decision whose entries expire.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.2]))
+        >>> [book.decide(f"e{k}") for k in range(4)]
+        [2, 2, 2, 2]
+        >>> book.expire_through(2), book.pending, book.counters["expired"]
+        (2, 2, 2)
+        >>> book.report("e1", [1, 0])
+        Traceback (most recent call last):
+        ...
+        uss_stream.pending.RejectedReport: decision 'e1' expired before its report
+
+        """
+        count = 0
+        while self._pending:
+            decision_id, (_, decided, _) = next(iter(self._pending.items()))
+            if decided > t:
+                break
+            del self._pending[decision_id]
+            self._close(decision_id, "expired")
+            count += 1
+        self.counters["expired"] += count
+        # Reports come in any order: the awaited labels are not in the order of their rounds.
+        labels = [decision_id for decision_id, (_, _, decided) in self._awaiting.items() if decided <= t]
+        for decision_id in labels:
+            del self._awaiting[decision_id]
+            self._close_label(decision_id, "expired")
+        self.label_counters["expired"] += len(labels)
+        return count + len(labels)
+
     def _close(self, decision_id: Hashable, state: str) -> None:
         self._closed[decision_id] = state
         while len(self._closed) > self.remember_reported:

@@ -30,7 +30,10 @@ from typing import Any
 from uss_stream_kafka.events import REASONS
 from uss_stream_kafka.topics import Topics
 
-__all__ = ["LabelsPartitionState", "PartitionState", "RunContext", "RunSummary", "names"]
+__all__ = ["RESTORED_KEPT", "LabelsPartitionState", "PartitionState", "RunContext", "RunSummary", "names"]
+
+#: The restore lines a :class:`RunSummary` keeps (the latest).
+RESTORED_KEPT = 1000
 
 
 @dataclass
@@ -40,6 +43,9 @@ class RunSummary:
     ``events == sum(depth_counts) + sum(dead_letters.values()) + replayed`` when the run kept its
     partitions to the end (records of a partition revoked mid-batch are not double counted) and no
     transaction was aborted (``aborts``: records of an aborted transaction are processed again).
+    ``restored`` says how each partition was restored, one line per restore, the latest
+    :data:`RESTORED_KEPT` of them (every rebalance restores its partitions again: a run that lives
+    through rebalances keeps a window of them, as the log keeps them all).
     """
 
     events: int = 0
@@ -59,6 +65,19 @@ class RunSummary:
     @property
     def decisions(self) -> int:
         return sum(self.depth_counts)
+
+    def record_restored(self, lines: Iterable[str]) -> None:
+        """Add the lines of a restore to ``restored``, keeping the latest :data:`RESTORED_KEPT`.
+
+        >>> summary = RunSummary()
+        >>> for n in range(RESTORED_KEPT + 5):
+        ...     summary.record_restored([f"in/0: restore {n}"])
+        >>> len(summary.restored), summary.restored[-1]
+        (1000, 'in/0: restore 1004')
+
+        """
+        self.restored.extend(lines)
+        del self.restored[:-RESTORED_KEPT]
 
     def describe(self) -> str:
         """One line: what the run did.

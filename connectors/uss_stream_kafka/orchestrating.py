@@ -132,8 +132,8 @@ class OrchestrationProcessor:
         late report is then dead-lettered ``report_expired``.
     max_state_bytes
         The largest learner state a checkpoint holds: at half of it a warning, past 90% the oldest
-        pending decisions expire (:mod:`uss_stream_kafka.state_budget`). Keep it below the state
-        topic's ``max.message.bytes``.
+        pending decisions and awaited labels expire (:mod:`uss_stream_kafka.state_budget`). Keep it
+        below the state topic's ``max.message.bytes``.
 
     Examples
     --------
@@ -348,8 +348,8 @@ class OrchestrationSummary:
     counts of the assigned partitions' learners, restored state included, and so are
     ``labels_requested``, ``labels_applied`` and ``labels_awaited`` (a label-asking policy's:
     label requests produced, labels learned from, requests still unanswered); ``restored`` says
-    whether a learner was restored from a checkpoint. Rejected labels are dead letters
-    (``report_label_<why>``).
+    whether a learner was restored from a checkpoint (in the latest restores the run summary
+    keeps). Rejected labels are dead letters (``report_label_<why>``).
     """
 
     requests: int = 0

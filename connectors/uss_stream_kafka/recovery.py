@@ -313,7 +313,7 @@ class Recovery:
             ]
         if orphans:
             consumer.resume(orphans)
-        context.summary.restored.extend(restored)
+        context.summary.record_restored(restored)
         context.metrics.assigned.set(len(context.partitions))
         context.last_activity = time.monotonic()
         for line in restored:

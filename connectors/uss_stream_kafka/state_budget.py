@@ -7,9 +7,12 @@ decisions and fails at the same point. :class:`StateBudget` makes that impossibl
 
 * at :data:`WARN_AT` of the limit it warns (again at every further tenth, or after a minute), naming
   the pending decisions and the settings that bound them;
-* past :data:`TRIM_AT` it expires the oldest pending decisions (counted as ``expired``: their late
-  reports are dead-lettered ``report_expired``) until the checkpoint is back under
-  :data:`TRIM_TO` of the limit, and says how many.
+* past :data:`TRIM_AT` it expires the oldest pending decisions and labels awaited (oldest by the
+  round of their decision; counted as ``expired``: their late reports are dead-lettered
+  ``report_expired``, their late labels ``report_label_expired``) until the checkpoint is back
+  under :data:`TRIM_TO` of the limit, and says how many. A label-asking policy asks for up to
+  ``label_budget·sqrt(t)`` labels by round ``t``: those never answered would otherwise outgrow any
+  limit in a long enough run.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class StateBudget:
         """``state()`` (the book's state), after trimming it (and the book) if too large.
 
         First the oldest remembered report ids are left out of the checkpoint, then the oldest
-        pending decisions are expired.
+        pending decisions and awaited labels are expired.
         """
 
         def document() -> dict[str, Any]:
@@ -85,9 +88,11 @@ class StateBudget:
             return checkpoint["state"]
         _drop_closed(checkpoint, self.limit, len(value))
         value = _dumps(checkpoint)
-        while len(value) > TRIM_AT * self.limit and self.book.pending:
-            keep = int(self.book.pending * TRIM_TO * self.limit / len(value))
-            expired = self._expire_oldest(self.book.pending - keep)
+        book = self.book
+        while len(value) > TRIM_AT * self.limit and (book.pending or book.awaiting_labels):
+            held = book.pending + book.awaiting_labels
+            keep = int(held * TRIM_TO * self.limit / len(value))
+            expired = self._expire_oldest(checkpoint["state"], held - keep)
             if not expired:
                 break
             checkpoint = document()
@@ -95,12 +100,14 @@ class StateBudget:
             value = _dumps(checkpoint)
             log.warning(
                 "checkpoint over %d%% of the %d-byte limit of the state topic: expired the %d oldest "
-                "pending decisions (their reports will be dead-lettered report_expired), %d pending, "
+                "pending decisions and awaited labels (their reports and labels will be dead-lettered "
+                "report_expired and report_label_expired), %d pending, %d labels awaited, "
                 "checkpoint now %d bytes",
                 int(TRIM_AT * 100),
                 self.limit,
-                len(expired),
-                self.book.pending,
+                expired,
+                book.pending,
+                book.awaiting_labels,
                 len(value),
             )
         if len(value) > self.limit:
@@ -126,19 +133,13 @@ class StateBudget:
             int(TRIM_AT * 100),
         )
 
-    def _expire_oldest(self, count: int) -> list[Any]:
-        """Expire the ``count`` oldest pending decisions (through the book's own expiry)."""
-        pending = self.book.state_dict()["pending"]  # [id, depth, round], oldest first
+    def _expire_oldest(self, state: dict[str, Any], count: int) -> int:
+        """Expire the ``count`` oldest (by round) pending decisions and awaited labels of ``state``
+        (the book's state); returns how many expired."""
         if count <= 0:
-            return []
-        now_round = self.book.policy.stats.decisions
-        first_kept = pending[count][2] if count < len(pending) else now_round + 1
-        saved = self.book.max_age_decisions
-        self.book.max_age_decisions = max(1, now_round - first_kept + 1)
-        try:
-            return self.book.expire()
-        finally:
-            self.book.max_age_decisions = saved
+            return 0
+        rounds = sorted([t for _, _, t in state["pending"]] + [t for *_, t in state["labels"]["awaiting"]])
+        return self.book.expire_through(rounds[min(count, len(rounds)) - 1])
 
 
 def _closed_ids(checkpoint: dict[str, Any]) -> list[Any]:
