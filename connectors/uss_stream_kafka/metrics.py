@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -86,9 +85,14 @@ class LatencyHistogram(Collector):
         self._bounds_ns = np.array([b * 1e9 for b in self._bounds])
         self._counts = np.zeros(len(self._bounds) + 1, dtype=np.int64)
         self._sum_ns = 0
-        self._window = window
-        self._recent: deque[tuple[np.ndarray, np.ndarray]] = deque()
-        self._recent_size = 0
+        if window < 1:
+            raise ValueError(f"window must be >= 1, got {window}")
+        # The last `window` samples (values and weights), a ring filled from `_next` on: fixed
+        # memory, however few samples each call brings (the service: one per partition batch).
+        self._recent_values = np.zeros(window, dtype=np.int64)
+        self._recent_weights = np.zeros(window, dtype=np.int64)
+        self._next = 0
+        self._filled = 0
         self._lock = threading.Lock()
 
     @property
@@ -109,18 +113,21 @@ class LatencyHistogram(Collector):
         with self._lock:
             self._counts += increments
             self._sum_ns += int((values * counts).sum())
-            self._recent.append((values, counts))
-            self._recent_size += len(values)
-            while self._recent_size - len(self._recent[0][0]) >= self._window:
-                self._recent_size -= len(self._recent.popleft()[0])
+            window = len(self._recent_values)
+            kept = slice(max(0, len(values) - window), None)
+            slots = (self._next + np.arange(len(values[kept]))) % window
+            self._recent_values[slots] = values[kept]
+            self._recent_weights[slots] = counts[kept]
+            self._next = int(slots[-1] + 1) % window
+            self._filled = min(window, self._filled + len(values))
 
     def quantile(self, q: float) -> float:
         """The weighted ``q``-quantile (seconds) of the recent samples; NaN before any sample."""
         with self._lock:
-            if not self._recent:
+            if not self._filled:
                 return float("nan")
-            values = np.concatenate([v for v, _ in self._recent])
-            counts = np.concatenate([c for _, c in self._recent])
+            values = self._recent_values[: self._filled].copy()
+            counts = self._recent_weights[: self._filled].copy()
         order = np.argsort(values, kind="stable")
         cumulative = np.cumsum(counts[order])
         rank = min(int(np.ceil(q * cumulative[-1])), int(cumulative[-1]))
