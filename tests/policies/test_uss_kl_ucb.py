@@ -90,9 +90,12 @@ def test_beats_is_gap_above_the_bound_and_vectorises(n, share, gap, x):
         assert scalar == (gap > bound)
 
 
-def test_beats_many_on_a_batch_equals_the_scalar_test_entry_by_entry():
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_beats_many_on_a_batch_equals_the_scalar_test_entry_by_entry(layout):
     """A batch where the shortcuts decide some entries and the divergence the others (its logarithms
-    are taken only for those), with the gaps per column and the levels per row broadcast."""
+    are taken only for those), with the gaps per column and the levels per row broadcast; and
+    (``F``) with column-major counts and levels of the batch's full shape, as the kernel's
+    transposed views give ``decide_many``."""
     rng = np.random.default_rng(3)
     rows, pairs = 400, 6
     n = rng.integers(0, 60, (rows, pairs)).astype(float)
@@ -102,11 +105,15 @@ def test_beats_many_on_a_batch_equals_the_scalar_test_entry_by_entry():
     inside = (gap > 0) & (gap < 1)
     log_gap = np.array([portable_log(g) if ok else 0.0 for g, ok in zip(gap.tolist(), inside)])
     log_rest = np.array([portable_log(1.0 - g) if ok else 0.0 for g, ok in zip(gap.tolist(), inside)])
+    if layout == "F":
+        d, n = np.asfortranarray(d), np.asfortranarray(n)
+        x = np.asfortranarray(np.repeat(x, pairs, axis=1))
+        assert not d.flags.c_contiguous and not x.flags.c_contiguous
     vector = kl_beats_many(d, n, gap, log_gap, log_rest, x)
     settled_by_divergence = 0
     for r in range(rows):
         for p in range(pairs):
-            args = (float(d[r, p]), float(n[r, p]), float(gap[p]), float(x[r, 0]))
+            args = (float(d[r, p]), float(n[r, p]), float(gap[p]), float(x[r, -1 if layout == "C" else p]))
             scalar = kl_beats(*args, lambda a=args, p=p: kl_count(a[0], a[1], log_gap[p], log_rest[p]))
             assert bool(vector[r, p]) == scalar, (r, p, args)
             dn, nn, g, level = args

@@ -264,15 +264,36 @@ def kl_beats_many(
     undecided = above & ~quick
     if not undecided.any():
         return beats
-    d, n, p_hat, log_gap, log_rest, x = (
-        np.broadcast_to(a, undecided.shape)[undecided] for a in (d, safe_n, p_hat, log_gap, log_rest, x)
-    )
+    taken = _taker(undecided)
+    d, n, p_hat, log_gap, log_rest, x = (taken(a) for a in (d, safe_n, p_hat, log_gap, log_rest, x))
     rest = n - d
     term_d = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, p_hat, 1.0)) - log_gap), 0.0)
     ratio = np.where(rest > 0.0, rest / n, 1.0)
     term_rest = np.where(rest > 0.0, rest * (portable_log_many(ratio) - log_rest), 0.0)
     beats[undecided] = 0.0 + term_d + term_rest > x
     return beats
+
+
+def _taker(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """``a -> broadcast_to(a, mask.shape)[mask]``, in mask order.
+
+    For a 2-D mask, by the row and column indices of its entries: a boolean mask over a broadcast
+    view (the cost gaps, one row for every state) is NumPy's slow path, and the arrays need not be
+    C-ordered (the kernel passes transposed views).
+    """
+    if mask.ndim != 2:
+        return lambda a: np.broadcast_to(a, mask.shape)[mask]
+    rows, columns = np.nonzero(mask)
+
+    def take(a: np.ndarray) -> np.ndarray:
+        a = np.asarray(a)
+        if a.shape == mask.shape:
+            return a[rows, columns]
+        if a.shape == (mask.shape[1],):
+            return a[columns]
+        return np.broadcast_to(a, mask.shape)[mask]
+
+    return take
 
 
 def kl_upper_bound(d: float, n: float, x: float, *, tolerance: float = 1e-12) -> float:
