@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, SupervisedUCB
-from uss_stream.stats import DisagreementStats
+from uss_stream.stats import MAX_COUNT, DisagreementStats
 
 COSTS = [0.0, 0.1, 0.2]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -146,11 +146,37 @@ def _check_stats_loader(document) -> None:
         return
     text = json.dumps(stats.to_dict(), allow_nan=False)
     assert DisagreementStats.from_json(text) == stats
-    stats.decisions += 1
-    stats.record([1, 0, 1][: stats.n_stages])
-    assert DisagreementStats.from_dict(stats.to_dict()) == stats
+    if stats.decisions < MAX_COUNT:  # one more round fits in the counts' range
+        stats.decisions += 1
+        stats.record([1, 0, 1][: stats.n_stages])
+        assert DisagreementStats.from_dict(stats.to_dict()) == stats
+    else:
+        _check_one_round_past_the_cap(stats)
     if stats.discount is None:
         assert stats.merge(stats).subtract(stats) == stats
+
+
+def _check_one_round_past_the_cap(stats: DisagreementStats) -> None:
+    """Counts are saved only up to 2**53 (exact in every JSON reader): past it, the loader refuses."""
+    over = stats.to_dict()
+    over["decisions"] += 1
+    with pytest.raises(ValueError, match=r"'decisions' must be an integer in 0\.\.2\*\*53"):
+        DisagreementStats.from_dict(over)
+
+
+def test_counts_at_the_cap_load_and_one_round_more_is_refused():
+    """The near-valid fuzz below drew this document once (CI run at d6a91e8): it loads, and it has
+    no room for one more round, which the fuzz had added regardless."""
+    document = {
+        "format": "uss-stream/disagreement-stats/v1",
+        "n_stages": 3,
+        "decisions": MAX_COUNT,
+        "queried": [6, 6, 6],
+        "disagreements": [[0, 1, 3], [0, 0, 4], [0, 0, 0]],
+    }
+    stats = DisagreementStats.from_dict(document)
+    assert stats.to_dict() == document
+    _check_one_round_past_the_cap(stats)
 
 
 @SETTINGS
