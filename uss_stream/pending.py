@@ -274,13 +274,18 @@ class PendingDecisions:
         if limit is None:
             return
         now_round = self.policy.stats.decisions
-        while self._awaiting:
-            decision_id, (_, _, t) = next(iter(self._awaiting.items()))
+        stale = []
+        for decision_id, (_, _, t) in self._awaiting.items():
             if now_round - t < limit:
                 break
+            stale.append(decision_id)
+        self._expire_awaited(stale)
+
+    def _expire_awaited(self, decision_ids: list[Hashable]) -> None:
+        for decision_id in decision_ids:
             del self._awaiting[decision_id]
             self._close_label(decision_id, "expired")
-            self.label_counters["expired"] += 1
+        self.label_counters["expired"] += len(decision_ids)
 
     def _close_label(self, decision_id: Hashable, state: str) -> None:
         self._labels_closed[decision_id] = state
@@ -293,14 +298,21 @@ class PendingDecisions:
 
     def expire(self) -> list[Hashable]:
         """Expire the decisions past their age limits; returns their identifiers."""
-        expired: list[Hashable] = []
         now_round = self.policy.stats.decisions
         now = self._clock() if self.max_age_seconds is not None else 0.0
+
+        def stale(t: int, decided_at: float) -> bool:
+            too_old = self.max_age_decisions is not None and now_round - t >= self.max_age_decisions
+            return too_old or (self.max_age_seconds is not None and now - decided_at >= self.max_age_seconds)
+
+        return self._expire_oldest(stale)
+
+    def _expire_oldest(self, stale: Callable[[int, float], bool]) -> list[Hashable]:
+        """Expire the pending decisions, oldest first, while ``stale(round, decided_at)``."""
+        expired: list[Hashable] = []
         while self._pending:
             decision_id, (_, t, decided_at) = next(iter(self._pending.items()))
-            too_old = self.max_age_decisions is not None and now_round - t >= self.max_age_decisions
-            too_late = self.max_age_seconds is not None and now - decided_at >= self.max_age_seconds
-            if not (too_old or too_late):
+            if not stale(t, decided_at):
                 break
             del self._pending[decision_id]
             self._close(decision_id, "expired")
@@ -335,22 +347,11 @@ class PendingDecisions:
         uss_stream.pending.RejectedReport: decision 'e1' expired before its report
 
         """
-        count = 0
-        while self._pending:
-            decision_id, (_, decided, _) = next(iter(self._pending.items()))
-            if decided > t:
-                break
-            del self._pending[decision_id]
-            self._close(decision_id, "expired")
-            count += 1
-        self.counters["expired"] += count
+        expired = self._expire_oldest(lambda decided, _: decided <= t)
         # Reports come in any order: the awaited labels are not in the order of their rounds.
         labels = [decision_id for decision_id, (_, _, decided) in self._awaiting.items() if decided <= t]
-        for decision_id in labels:
-            del self._awaiting[decision_id]
-            self._close_label(decision_id, "expired")
-        self.label_counters["expired"] += len(labels)
-        return count + len(labels)
+        self._expire_awaited(labels)
+        return len(expired) + len(labels)
 
     def _close(self, decision_id: Hashable, state: str) -> None:
         self._closed[decision_id] = state
@@ -420,32 +421,10 @@ class PendingDecisions:
             )
         decisions = self.policy._checked_stats(document.get("policy")).decisions
         closed = _closed_ids(document.get("closed", {"ids": [], "expired": []}))
-        restored: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
-        now = self._clock()
-        last_round = 0
-        for k, item in enumerate(pending):
-            where = f"state field 'pending[{k}]'"
-            if not (isinstance(item, list) and len(item) == 3):
-                raise ValueError(f"{where} must be [id, depth, t]")
-            decision_id, depth, t = item
-            if not _is_id(decision_id):
-                raise ValueError(f"{where} has id {_show(decision_id)}: ids are a string or an integer")
-            if decision_id in restored:
-                raise ValueError(f"{where}: decision {_show(decision_id)} is pending twice")
-            if decision_id in closed:
-                raise ValueError(f"{where}: decision {_show(decision_id)} is also closed (reported/expired)")
-            if not _is_count(depth) or not 1 <= depth <= self.policy.n_stages:
-                raise ValueError(f"{where} has depth {_show(depth)} outside 1..{self.policy.n_stages}")
-            if not _is_count(t) or t <= last_round:
-                raise ValueError(
-                    f"{where} has round {_show(t)}; the rounds must be integers that increase "
-                    f"(decision order) from {last_round + 1}"
-                )
-            if t > decisions:
-                raise ValueError(f"{where} has round {t}, beyond the {decisions} decisions of the policy")
-            restored[decision_id] = (depth, t, now)
-            last_round = t
-        awaiting, labels_closed, label_counters = self._restore_labels(document.get("labels"))
+        restored = _restored_pending(pending, closed, self.policy.n_stages, decisions, self._clock())
+        awaiting, labels_closed, label_counters = _restored_labels(
+            document.get("labels"), self.label_counters
+        )
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
         self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
@@ -456,38 +435,68 @@ class PendingDecisions:
         )
         self.label_counters = label_counters
 
-    def _restore_labels(self, labels: Any) -> tuple[OrderedDict, OrderedDict, dict[str, int]]:
-        """The awaited labels, the ids whose label was applied or expired, and the label counters
-        of a state document (absent in older documents, ``closed`` too)."""
-        if labels is None:
-            return OrderedDict(), OrderedDict(), {key: 0 for key in self.label_counters}
-        if not isinstance(labels, dict):
-            raise ValueError("state field 'labels' must be an object")
-        awaiting_list = labels.get("awaiting")
-        counters = labels.get("counters")
-        if not isinstance(awaiting_list, list):
-            raise ValueError("state field 'labels.awaiting' must be a list")
-        if (
-            not isinstance(counters, dict)
-            or set(counters) != set(self.label_counters)
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
-        ):
+
+def _restored_pending(
+    pending: list[Any], closed: OrderedDict[Hashable, str], n_stages: int, decisions: int, now: float
+) -> OrderedDict[Hashable, tuple[int, int, float]]:
+    """The pending decisions of a state document, validated (see :meth:`PendingDecisions.load_state_dict`)."""
+    restored: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
+    last_round = 0
+    for k, item in enumerate(pending):
+        where = f"state field 'pending[{k}]'"
+        if not (isinstance(item, list) and len(item) == 3):
+            raise ValueError(f"{where} must be [id, depth, t]")
+        decision_id, depth, t = item
+        if not _is_id(decision_id):
+            raise ValueError(f"{where} has id {_show(decision_id)}: ids are a string or an integer")
+        if decision_id in restored:
+            raise ValueError(f"{where}: decision {_show(decision_id)} is pending twice")
+        if decision_id in closed:
+            raise ValueError(f"{where}: decision {_show(decision_id)} is also closed (reported/expired)")
+        if not _is_count(depth) or not 1 <= depth <= n_stages:
+            raise ValueError(f"{where} has depth {_show(depth)} outside 1..{n_stages}")
+        if not _is_count(t) or t <= last_round:
             raise ValueError(
-                f"state field 'labels.counters' must hold the counts {sorted(self.label_counters)}"
+                f"{where} has round {_show(t)}; the rounds must be integers that increase "
+                f"(decision order) from {last_round + 1}"
             )
-        awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
-        for k, item in enumerate(awaiting_list):
-            if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):
-                raise ValueError(f"state field 'labels.awaiting[{k}]' must be [id, outputs, mask, t]")
-            decision_id, values, mask, t = item
-            if not isinstance(mask, int) or isinstance(mask, bool) or mask <= 0:
-                raise ValueError(f"state field 'labels.awaiting[{k}]' has request mask {mask!r}")
-            if not isinstance(t, int) or isinstance(t, bool) or t < 1:
-                raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
-            awaiting[decision_id] = (values, mask, t)
-        closed = _closed_ids(labels.get("closed", {"ids": [], "expired": []}))
-        applied = OrderedDict((i, "applied" if state == "reported" else state) for i, state in closed.items())
-        return awaiting, applied, dict(counters)
+        if t > decisions:
+            raise ValueError(f"{where} has round {t}, beyond the {decisions} decisions of the policy")
+        restored[decision_id] = (depth, t, now)
+        last_round = t
+    return restored
+
+
+def _restored_labels(labels: Any, counter_names: Any) -> tuple[OrderedDict, OrderedDict, dict[str, int]]:
+    """The awaited labels, the ids whose label was applied or expired, and the label counters
+    of a state document (absent in older documents, ``closed`` too)."""
+    if labels is None:
+        return OrderedDict(), OrderedDict(), {key: 0 for key in counter_names}
+    if not isinstance(labels, dict):
+        raise ValueError("state field 'labels' must be an object")
+    awaiting_list = labels.get("awaiting")
+    counters = labels.get("counters")
+    if not isinstance(awaiting_list, list):
+        raise ValueError("state field 'labels.awaiting' must be a list")
+    if (
+        not isinstance(counters, dict)
+        or set(counters) != set(counter_names)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
+    ):
+        raise ValueError(f"state field 'labels.counters' must hold the counts {sorted(counter_names)}")
+    awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+    for k, item in enumerate(awaiting_list):
+        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):
+            raise ValueError(f"state field 'labels.awaiting[{k}]' must be [id, outputs, mask, t]")
+        decision_id, values, mask, t = item
+        if not isinstance(mask, int) or isinstance(mask, bool) or mask <= 0:
+            raise ValueError(f"state field 'labels.awaiting[{k}]' has request mask {mask!r}")
+        if not isinstance(t, int) or isinstance(t, bool) or t < 1:
+            raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
+        awaiting[decision_id] = (values, mask, t)
+    closed = _closed_ids(labels.get("closed", {"ids": [], "expired": []}))
+    applied = OrderedDict((i, "applied" if state == "reported" else state) for i, state in closed.items())
+    return awaiting, applied, dict(counters)
 
 
 def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:
