@@ -215,6 +215,15 @@ def produce(
     producer.close()
 
 
+def send_keyed(bootstrap_servers: str, topic: str, key: bytes, value: bytes | None) -> None:
+    """Send one keyed record to partition 0 and wait for it (e.g. a checkpoint under its key)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, max_request_size=8 << 20)
+    producer.send(topic, value, key=key, partition=0).get(30)
+    producer.close()
+
+
 def trickle(
     bootstrap_servers: str,
     topic: str,

@@ -29,6 +29,7 @@ from conftest import (
     produce,
     read_all,
     run_app,
+    send_keyed,
     stream,
 )
 
@@ -66,14 +67,6 @@ def _far_state(decisions: int) -> dict:
     return {"policy": "USSUCB", "stats": stats}
 
 
-def _send_keyed(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    producer.send(topic, value, key=key, partition=0).get(30)
-    producer.close()
-
-
 def _capped() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
@@ -101,7 +94,7 @@ def test_a_checkpoint_a_billion_events_old_is_restored_and_decided_from(
         processor=written.processor,
         written_at=time.time(),
     )
-    _send_keyed(bootstrap_servers, topics.state, late.key, late.to_bytes())
+    send_keyed(bootstrap_servers, topics.state, late.key, late.to_bytes())
     produce(bootstrap_servers, topics.input, values[20:])
 
     command = [

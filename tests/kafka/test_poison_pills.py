@@ -23,6 +23,7 @@ from conftest import (
     produce,
     read_all,
     run_app,
+    send_keyed,
     stream,
 )
 from orchestrated import Orchestrator
@@ -100,7 +101,7 @@ def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
         OutputsProcessor(COSTS, alpha=0.51),
     )
     # A corrupt record under the partition's key, after the valid checkpoint (offset 20).
-    _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.input, 0), NESTED)
+    send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.input, 0), NESTED)
     produce(bootstrap_servers, topics.input, values[20:])
     summary = run_app(
         new_app(bootstrap_servers, topics, group, client_library=kafka_client),
@@ -110,14 +111,6 @@ def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
     assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
-
-
-def _send_keyed(bootstrap: str, topic: str, key: bytes, value: bytes | None) -> None:
-    from kafka import KafkaProducer
-
-    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=8 << 20)
-    producer.send(topic, value, key=key, partition=0).get(30)
-    producer.close()
 
 
 @pytest.fixture
@@ -156,7 +149,7 @@ def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_che
     first = orchestrator(bootstrap_servers, topics, group).run()
     assert (first.decisions, first.dead_letters["invalid_json"]) == (2, 1)
 
-    _send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
+    send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
     produce(bootstrap_servers, topics.reports, [NESTED, b'{"id": 1, "outputs": [1, 1, 1]}'])
     second = orchestrator(bootstrap_servers, topics, group).run()
     # The nested checkpoint was skipped: decision 1 is still pending from the first run's checkpoint.
