@@ -218,7 +218,7 @@ def _passthrough_confluent(
     """The same loop on bare confluent-kafka: ``consume()`` batches, one ``produce()`` per record."""
     from confluent_kafka import Consumer, Producer
 
-    from uss_stream_kafka.clients.confluent import librdkafka_config
+    from uss_stream_kafka.clients.librdkafka_config import librdkafka_config
 
     consumer = Consumer(
         {

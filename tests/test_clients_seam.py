@@ -26,7 +26,7 @@ def test_the_missing_confluent_extra_is_named(make, monkeypatch):
 def test_settings_are_translated_for_librdkafka():
     from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-    from uss_stream_kafka.clients.confluent import librdkafka_config
+    from uss_stream_kafka.clients.librdkafka_config import librdkafka_config
 
     config = librdkafka_config(
         {

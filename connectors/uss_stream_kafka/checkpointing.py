@@ -30,7 +30,7 @@ from typing import Any
 from uss_stream_kafka import clients
 from uss_stream_kafka.checkpoint import Checkpoint
 from uss_stream_kafka.clients import ClientError
-from uss_stream_kafka.clients.confluent import kafka_python_name
+from uss_stream_kafka.clients.librdkafka_config import kafka_python_name
 from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunContext
 from uss_stream_kafka.exceptions import DeliveryError
