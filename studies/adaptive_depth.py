@@ -7,9 +7,10 @@ Run: ``python -m studies.adaptive_depth`` (about two minutes on two cores). Writ
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from river import datasets, ensemble, forest, linear_model, metrics, multiclass,
 from river import evaluate as river_evaluate
 from river.datasets import synth
 
+from studies.adaptive_reach import reach_section, study
+from studies.markdown import table as _table
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.datasets.heart import load_heart
 from uss_stream.datasets.paper import REAL_COSTS, REAL_STAGE_FEATURES
@@ -223,6 +226,8 @@ class StreamLog:
     labels: np.ndarray
     profile: np.ndarray
     seconds: float
+    #: Each stage's mean ``predict_proba_one`` time over the logged events (seconds).
+    stage_seconds: tuple[float, ...] = ()
 
 
 def build_log(spec: StreamSpec) -> StreamLog:
@@ -236,6 +241,7 @@ def build_log(spec: StreamSpec) -> StreamLog:
     scaler = preprocessing.StandardScaler()
     models = [factory() for _, factory in spec.stages]
     outputs, confidences, labels = [], [], []
+    predict_seconds = np.zeros(len(models))
     n_features = 0
     for i, (x, y) in enumerate(spec.events()):
         n_features = max(n_features, len(x))
@@ -243,8 +249,10 @@ def build_log(spec: StreamSpec) -> StreamLog:
         views = [xs if f is None else {k: xs[k] for k in f if k in xs} for f, _ in spec.stages]
         if i >= WARM_UP:
             row, row_conf = [], []
-            for model, view in zip(models, views):
+            for j, (model, view) in enumerate(zip(models, views)):
+                tick = time.perf_counter()
                 proba = model.predict_proba_one(view)
+                predict_seconds[j] += time.perf_counter() - tick
                 if proba:
                     label = max(proba, key=proba.get)
                     row.append(label)
@@ -262,7 +270,13 @@ def build_log(spec: StreamSpec) -> StreamLog:
     codes, label_codes = encode_log(np.array(outputs, dtype=object), np.array(labels, dtype=object))
     profile = spec.profile if spec.profile is not None else _river_profile(spec, n_features)
     return StreamLog(
-        spec, codes, np.array(confidences), label_codes, np.array(profile), time.perf_counter() - started
+        spec,
+        codes,
+        np.array(confidences),
+        label_codes,
+        np.array(profile),
+        time.perf_counter() - started,
+        tuple((predict_seconds / max(1, len(labels))).tolist()),
     )
 
 
@@ -367,6 +381,27 @@ def halves(log: StreamLog, scale: float) -> tuple[float, float]:
     return float(excess[:half].mean()), float(excess[half:].mean())
 
 
+def worst_eighth(log: StreamLog, scale: float) -> dict[str, Any]:
+    """The eighth of the log where Sequential KL-UCB's excess over the best fixed depth is largest.
+
+    Returns its event range, the excess there and each stage's error rate there (from the labels).
+    """
+    cumulative = log.profile * scale
+    values = stage_values(log.codes, log.labels, cumulative)
+    depths = SequentialKLUCB(np.diff(cumulative, prepend=0.0).tolist()).run(log.codes, log.confidences)
+    fixed, _ = best_fixed_depth(values)
+    excess = values[np.arange(len(values)), depths - 1] - values[:, fixed - 1]
+    edges = np.linspace(0, len(values), 9).astype(int)
+    means = [excess[a:b].mean() for a, b in itertools.pairwise(edges)]
+    worst = int(np.argmax(means))
+    a, b = edges[worst], edges[worst + 1]
+    return {
+        "range": (int(a), int(b)),
+        "excess": float(means[worst]),
+        "errors": (log.codes[a:b] != log.labels[a:b, None]).mean(axis=0).tolist(),
+    }
+
+
 def regret_replay(log: StreamLog, scale: float) -> dict[str, Any]:
     """Rows drawn uniformly from the second half of the log (stages settled): regret growth."""
     half = len(log.codes) // 2
@@ -405,12 +440,6 @@ def _growth(curve: np.ndarray) -> float:
 
 def _fmt(x: float, digits: int = 4) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def sweep(log: StreamLog) -> pd.DataFrame:
@@ -517,7 +546,9 @@ def run(output: Path, figures: Path) -> dict[str, dict]:
             "replay": regret_replay(log, SCALE),
             "ablation": ablation(log, SCALE),
             "halves": halves(log, SCALE),
+            "worst_eighth": worst_eighth(log, SCALE),
             "online": online_check(spec, log, SCALE),
+            "reach": study(log),
         }
     figures.mkdir(parents=True, exist_ok=True)
     figure_cost_error(results, figures / "adaptive_cost_error.png")
@@ -678,6 +709,7 @@ def markdown(results: dict[str, dict]) -> str:
         )
     lines += [_table(header, rows), "", "![regret](figures/adaptive_regret.png)", ""]
     lines += _target_section(checks)
+    lines += reach_section({name: result["reach"] for name, result in results.items()})
     lines += _causes(results, checks)
     lines += _ablation_section(results)
     lines += [DESIGN]
@@ -772,7 +804,8 @@ def _target_section(checks: dict[str, dict[str, Any]]) -> list[str]:
         f"- Objective never above the best fixed depth's by more than 0.005: {verdict(len(within) == n)} "
         f"({len(within)} of {n}: {names(within)}).",
         f"- Objective <= 0.9 × the best fixed depth's on at least 4 of {n}: {verdict(len(better) >= 4)} "
-        f"({len(better)}: {names(better)}); the hindsight references reach it on {len(reference_better)}.",
+        f"({len(better)}: {names(better)}); the hindsight references reach it on {len(reference_better)}, "
+        "at any other cost and cost rule in the next section.",
         f"- At accuracy within 1 point of the full cascade, mean cost <= 0.6 × the full cascade's on "
         f"at least 4 of {n} (over the sweep): {verdict(len(cheap) >= 4)} ({len(cheap)}: {names(cheap)}); "
         f"the hindsight threshold frontier reaches it on {len(reference_cheap)} ({names(reference_cheap)}).",
@@ -809,6 +842,18 @@ def _causes(results: dict[str, dict], checks: dict[str, dict[str, Any]]) -> list
         first, second = result["halves"]
         facts.append(
             f"excess over the best fixed depth {first:+.4f} on the first half, {second:+.4f} on the second"
+        )
+        worst = result["worst_eighth"]
+        errors = worst["errors"]
+        wrong_deeper = [j + 1 for j in range(1, len(errors)) if errors[j] > min(errors[:j]) + 1e-12]
+        facts.append(
+            f"its worst eighth (events {worst['range'][0]}-{worst['range'][1]}) costs {worst['excess']:+.4f} "
+            f"per event, with stage errors there {' / '.join(f'{e:.3f}' for e in errors)}"
+            + (
+                f" (stage {', '.join(map(str, wrong_deeper))} less accurate than a cheaper stage there)"
+                if wrong_deeper
+                else ""
+            )
         )
         events = len(result["log"].codes)
         contexts = len(result["log"].profile) - 1
