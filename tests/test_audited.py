@@ -593,3 +593,28 @@ def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, 
     assert policy.select() == depth
     policy.update([0, 1, 1][:depth])
     assert policy.label_request == mask
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_label_age_counts_from_each_decision_although_reports_come_out_of_order(restart):
+    # "a" is decided first and reported last: the oldest request sits behind a younger one.
+    book = PendingDecisions(AuditedUSS([0.0, 0.5]), max_label_age_decisions=3)
+    book.decide("a")  # round 1
+    book.decide("b")  # round 2
+    book.report("b", [0, 1])
+    book.report("a", [0, 1])
+    assert book.label_requested("a") and book.label_requested("b")
+    if restart:
+        document = json.loads(json.dumps(book.state_dict()))
+        book = PendingDecisions(AuditedUSS([0.0, 0.5]), max_label_age_decisions=3)
+        book.load_state_dict(document)
+    book.decide("c")  # round 3
+    book.decide("d")  # round 4: "a" is 3 decisions old, "b" 2
+    assert not book.label_requested("a") and book.label_requested("b")
+    with pytest.raises(RejectedReport) as rejected:
+        book.report_label("a", 1)
+    assert rejected.value.reason == "expired"
+    book.report_label("b", 1)
+    assert book.label_counters["expired"] == 1 and book.label_counters["applied"] == 1
+    book.decide("e")  # "b" was answered: nothing more expires
+    assert book.label_counters["expired"] == 1

@@ -25,6 +25,7 @@ id, for a decision that did not ask, a second label, or one that expired (after
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -68,7 +69,8 @@ class PendingDecisions:
     clock
         Seconds, monotonic; injectable for tests.
     max_label_age_decisions
-        A requested label still missing after this many later decisions expires (``None``: never).
+        A requested label still missing once this many decisions followed its own decision
+        expires (``None``: never), whatever the order in which the reports came.
 
     Examples
     --------
@@ -124,6 +126,9 @@ class PendingDecisions:
         self.max_label_age_decisions = max_label_age_decisions
         # decision id -> (outputs, request mask, round t) of reports that asked for their label.
         self._awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
+        # (round, sequence, id) of each request, a heap: reports come in any order, so the age
+        # limit finds the oldest rounds here (entries of labels already closed are skipped).
+        self._label_ages: list[tuple[int, int, Hashable]] = []
         self._labels_closed: OrderedDict[Hashable, str] = OrderedDict()
         self.label_counters = {
             "requested": 0,
@@ -217,6 +222,8 @@ class PendingDecisions:
             self._reject("invalid", f"report of {decision_id!r}: {error}")
         if request:
             self._awaiting[decision_id] = (values, request, entry[1])
+            if self.max_label_age_decisions is not None:
+                heapq.heappush(self._label_ages, (entry[1], self.label_counters["requested"], decision_id))
             self.label_counters["requested"] += 1
         del self._pending[decision_id]
         self._close(decision_id, "reported")
@@ -274,11 +281,13 @@ class PendingDecisions:
         if limit is None:
             return
         now_round = self.policy.stats.decisions
+        ages = self._label_ages
         stale = []
-        for decision_id, (_, _, t) in self._awaiting.items():
-            if now_round - t < limit:
-                break
-            stale.append(decision_id)
+        while ages and now_round - ages[0][0] >= limit:
+            t, _, decision_id = heapq.heappop(ages)
+            entry = self._awaiting.get(decision_id)
+            if entry is not None and entry[2] == t:
+                stale.append(decision_id)
         self._expire_awaited(stale)
 
     def _expire_awaited(self, decision_ids: list[Hashable]) -> None:
@@ -430,6 +439,8 @@ class PendingDecisions:
         self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
         self.counters = dict(counters)
         self._awaiting = awaiting
+        self._label_ages = [(t, k, i) for k, (i, (_, _, t)) in enumerate(awaiting.items())]
+        heapq.heapify(self._label_ages)
         self._labels_closed = OrderedDict(
             list(labels_closed.items())[len(labels_closed) - self.remember_reported :]
         )
