@@ -804,8 +804,8 @@ def _target_section(checks: dict[str, dict[str, Any]]) -> list[str]:
         f"- Objective never above the best fixed depth's by more than 0.005: {verdict(len(within) == n)} "
         f"({len(within)} of {n}: {names(within)}).",
         f"- Objective <= 0.9 × the best fixed depth's on at least 4 of {n}: {verdict(len(better) >= 4)} "
-        f"({len(better)}: {names(better)}); the hindsight references reach it on {len(reference_better)}, "
-        "at any other cost and cost rule in the next section.",
+        f"({len(better)}: {names(better)}); the hindsight references reach it on {len(reference_better)} "
+        "(every other cost, and a second cost rule, in the next section).",
         f"- At accuracy within 1 point of the full cascade, mean cost <= 0.6 × the full cascade's on "
         f"at least 4 of {n} (over the sweep): {verdict(len(cheap) >= 4)} ({len(cheap)}: {names(cheap)}); "
         f"the hindsight threshold frontier reaches it on {len(reference_cheap)} ({names(reference_cheap)}).",
