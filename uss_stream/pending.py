@@ -439,8 +439,10 @@ class PendingDecisions:
         self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
         self.counters = dict(counters)
         self._awaiting = awaiting
-        self._label_ages = [(t, k, i) for k, (i, (_, _, t)) in enumerate(awaiting.items())]
-        heapq.heapify(self._label_ages)
+        self._label_ages = []
+        if self.max_label_age_decisions is not None:
+            self._label_ages = [(t, k, i) for k, (i, (_, _, t)) in enumerate(awaiting.items())]
+            heapq.heapify(self._label_ages)
         self._labels_closed = OrderedDict(
             list(labels_closed.items())[len(labels_closed) - self.remember_reported :]
         )
