@@ -43,13 +43,7 @@ import pandas as pd
 
 from studies.markdown import table as _table
 from uss_stream.policies import SequentialKLUCB
-from uss_stream.replay_sequential import (
-    best_fixed_depth,
-    best_stopping_rule,
-    confidence_bins,
-    stage_values,
-    threshold_frontier,
-)
+from uss_stream.replay_sequential import best_fixed_depth, headroom, stage_values, threshold_frontier
 
 #: Each River stream's stages' mean ``predict_proba_one`` time (µs): the compute rule's costs.
 #: Measured once (2 cores, quiet machine, events 200-700 of each stream after learning the earlier
@@ -94,21 +88,16 @@ def reach(
     ``best_ratio`` is the better reference's objective over the Oracle's: the least objective /
     Oracle a policy choosing from these contexts could reach with the labels in hand.
     """
-    bins, _ = confidence_bins(confidences, n_bins)
     rows = []
     for m in multipliers:
-        cumulative = np.asarray(profile, dtype=float) * SCALE * m
-        values = stage_values(codes, labels, cumulative)
-        _, oracle = best_fixed_depth(values)
-        threshold = float(threshold_frontier(values, cumulative, confidences)["objective"].min())
-        _, rule = best_stopping_rule(values, bins, n_bins)
+        gain = headroom(codes, labels, confidences, np.asarray(profile, dtype=float) * SCALE * m, n_bins)
         rows.append(
             {
                 "multiplier": m,
-                "oracle": oracle,
-                "threshold": threshold,
-                "rule": rule,
-                "best_ratio": min(threshold, rule) / oracle,
+                "oracle": gain["fixed"],
+                "threshold": gain["threshold"],
+                "rule": gain["rule"],
+                "best_ratio": gain["ratio"],
             }
         )
     return pd.DataFrame(rows)
@@ -195,7 +184,8 @@ def reach_section(reaches: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         "## What any policy can reach: the hindsight references at every cost",
         "",
         "Whether a target can be met depends on the cascade and its costs before it depends on the "
-        "policy. Each cell is the better hindsight reference's objective over the Oracle's (the best "
+        "policy. Each cell is `uss_stream.replay_sequential.headroom`'s ratio: the better hindsight "
+        "reference's objective over the Oracle's (the best "
         "threshold cascade on the 20-quantile grid or the best stopping rule on quartiles, chosen "
         "with the labels of the events they are scored on), at C_K = 0.1 × m. Two cost rules: "
         "*share*, the study's; *compute*, where the River streams' depth j costs the compute time "

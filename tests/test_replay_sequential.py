@@ -13,6 +13,7 @@ from uss_stream.replay_sequential import (
     best_stopping_rule,
     confidence_bins,
     context_wd,
+    headroom,
     replay_sequential,
     threshold_depths,
     threshold_frontier,
@@ -173,3 +174,18 @@ def test_split_confidence_log_pairs_columns_and_names_what_is_wrong():
         split_confidence_log(frame.drop(columns="b"), label="y")
     with pytest.raises(ValueError, match="no column 'label'"):
         split_confidence_log(frame)
+
+
+def test_headroom_is_none_when_confidences_say_nothing_and_the_fixed_depths_are_scored_by_hand():
+    # Every stage always reports the same confidence: a threshold stops all events or none, and
+    # every event falls in one bin, so both references are fixed depths and the ratio is 1.
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 2, 400)
+    codes = np.stack([np.where(rng.random(400) < p, 1 - truth, truth) for p in (0.3, 0.2, 0.1)], axis=1)
+    costs = [0.0, 0.05, 0.2]
+    gain = headroom(codes, truth, np.full((400, 3), 0.8), costs)
+    means = [np.mean(codes[:, j] != truth) + costs[j] for j in range(3)]
+    assert gain["fixed_depth"] == int(np.argmin(means)) + 1
+    assert gain["fixed"] == pytest.approx(min(means))
+    assert gain["threshold"] == pytest.approx(min(means)) and gain["rule"] == pytest.approx(min(means))
+    assert gain["ratio"] == pytest.approx(1.0)

@@ -69,6 +69,7 @@ __all__ = [
     "best_stopping_rule",
     "confidence_bins",
     "context_wd",
+    "headroom",
     "replay_sequential",
     "split_confidence_log",
     "rule_depths",
@@ -243,6 +244,49 @@ def threshold_frontier(
         rows.append((*thresholds, cumulative[depth - 1].mean(), wrong[picked].mean(), values[picked].mean()))
     columns = [f"tau_{s + 1}" for s in range(n_stages - 1)] + ["cost", "error", "objective"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def headroom(
+    codes: np.ndarray,
+    label_codes: np.ndarray,
+    confidences: np.ndarray,
+    cumulative_costs: Sequence[float],
+    n_bins: int = 4,
+) -> dict[str, float]:
+    """How much deciding stage by stage can gain on a labelled log, before any policy runs.
+
+    The objectives (mean ``v``) of the best fixed depth and of the two stopping references, both
+    chosen with the labels of the very rows they are scored on: the best threshold cascade
+    (:func:`threshold_frontier`) and the best stopping rule on ``n_bins`` confidence bins
+    (:func:`best_stopping_rule`). ``ratio`` is the better reference's objective over the best fixed
+    depth's: the least a policy deciding on these confidences could reach, relative to the best
+    fixed-depth policy. Near 1, a cascade has nothing to gain from stopping per event at these
+    costs, and a fixed-depth policy (:class:`~uss_stream.policies.USSKLUCB`) is the simpler choice.
+
+    Examples
+    --------
+    Stage 1 is right where it is sure (0.9) and wrong where it is not (0.6); stage 2 costs 0.1 and
+    is always right. Stopping where stage 1 is sure halves the best fixed depth's objective:
+
+    >>> codes = np.array([[0, 0], [1, 1], [0, 1], [1, 0]])
+    >>> confidences = np.array([[0.9, 1.0], [0.9, 1.0], [0.6, 1.0], [0.6, 1.0]])
+    >>> gain = headroom(codes, np.array([0, 1, 1, 0]), confidences, [0.0, 0.1], n_bins=2)
+    >>> {name: round(value, 3) for name, value in gain.items()}
+    {'fixed_depth': 2, 'fixed': 0.1, 'threshold': 0.05, 'rule': 0.05, 'ratio': 0.5}
+
+    """
+    values = stage_values(codes, label_codes, cumulative_costs)
+    depth, fixed = best_fixed_depth(values)
+    threshold = float(threshold_frontier(values, cumulative_costs, confidences)["objective"].min())
+    bins, _ = confidence_bins(confidences, n_bins)
+    _, rule = best_stopping_rule(values, bins, n_bins)
+    return {
+        "fixed_depth": depth,
+        "fixed": fixed,
+        "threshold": threshold,
+        "rule": rule,
+        "ratio": min(threshold, rule) / fixed,
+    }
 
 
 def context_wd(
