@@ -313,7 +313,10 @@ def test_zero_checkpoints_are_off_in_every_mode_from_the_variables(monkeypatch):
 def test_the_older_spellings_still_work_with_a_warning_and_lose_to_the_ruled_ones(monkeypatch):
     old = argv("orchestrate", without="--input-topic")
     old = [*old[: old.index("--output-topic")], *old[old.index("--output-topic") + 2 :]]
-    with pytest.warns(FutureWarning, match="--requests-topic is deprecated: use --input-topic"):
+    with (
+        pytest.warns(FutureWarning, match="--decisions-topic is deprecated: use --output-topic"),
+        pytest.warns(FutureWarning, match="--requests-topic is deprecated: use --input-topic"),
+    ):
         args = build_parser().parse_args([*old, "--requests-topic", "q", "--decisions-topic", "d"])
     assert (args.input_topic, args.output_topic) == ("q", "d")
     monkeypatch.setenv("USS_KAFKA_REQUESTS_TOPIC", "old-q")  # an old flag's variable, by the same rule
