@@ -10,11 +10,13 @@ import pytest
 from uss_stream.policies import USSKLUCB, FixedDepth, SequentialKLUCB
 from uss_stream.replay_sequential import (
     best_fixed_depth,
+    best_history_rule,
     best_stopping_rule,
     confidence_bins,
     context_wd,
     headroom,
     replay_sequential,
+    stage_values,
     threshold_depths,
     threshold_frontier,
 )
@@ -176,16 +178,54 @@ def test_split_confidence_log_pairs_columns_and_names_what_is_wrong():
         split_confidence_log(frame)
 
 
-def test_headroom_is_none_when_confidences_say_nothing_and_the_fixed_depths_are_scored_by_hand():
+def test_headroom_with_silent_confidences_leaves_only_the_agreements_to_the_references():
     # Every stage always reports the same confidence: a threshold stops all events or none, and
-    # every event falls in one bin, so both references are fixed depths and the ratio is 1.
+    # every event falls in one bin, so the threshold cascade and the bin rule are fixed depths.
+    # The history rule may still stop or go on after stage 2 by whether stages 1 and 2 agree.
     rng = np.random.default_rng(3)
     truth = rng.integers(0, 2, 400)
     codes = np.stack([np.where(rng.random(400) < p, 1 - truth, truth) for p in (0.3, 0.2, 0.1)], axis=1)
     costs = [0.0, 0.05, 0.2]
     gain = headroom(codes, truth, np.full((400, 3), 0.8), costs)
-    means = [np.mean(codes[:, j] != truth) + costs[j] for j in range(3)]
-    assert gain["fixed_depth"] == int(np.argmin(means)) + 1
-    assert gain["fixed"] == pytest.approx(min(means))
-    assert gain["threshold"] == pytest.approx(min(means)) and gain["rule"] == pytest.approx(min(means))
-    assert gain["ratio"] == pytest.approx(1.0)
+    v = (codes != truth[:, None]) + np.array(costs)
+    fixed = v.mean(axis=0).min()
+    agree = codes[:, 0] == codes[:, 1]
+    after_two = sum(min(v[agree == a, 1].sum(), v[agree == a, 2].sum()) for a in (False, True))
+    history = min(v[:, 0].sum(), after_two) / 400
+    assert gain["fixed_depth"] == int(np.argmin(v.mean(axis=0))) + 1
+    assert gain["fixed"] == pytest.approx(fixed)
+    assert gain["threshold"] == pytest.approx(fixed) and gain["rule"] == pytest.approx(fixed)
+    assert gain["history"] == pytest.approx(history) and history < fixed
+    assert gain["ratio"] == pytest.approx(history / fixed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_history_rule_is_the_best_of_every_rule_on_bins_and_agreements_by_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    n = 60
+    truth = rng.integers(0, 3, n)
+    codes = np.stack(
+        [np.where(rng.random(n) < p, rng.integers(0, 3, n), truth) for p in (0.6, 0.4, 0.2)], axis=1
+    )
+    confidences = rng.random((n, 3))
+    values = stage_values(codes, truth, [0.0, 0.1, 0.25])
+    bins, _ = confidence_bins(confidences, 2)
+    # The contexts by hand: after stage 1 its bin; after stage 2 both bins and whether 1 and 2 agree.
+    first = [(b,) for b in bins[:, 0]]
+    second = [(b1, b2, a) for b1, b2, a in zip(bins[:, 0], bins[:, 1], codes[:, 0] == codes[:, 1])]
+    firsts, seconds = sorted(set(first)), sorted(set(second))
+    best = np.inf
+    for goes_on in itertools.product([False, True], repeat=len(firsts) + len(seconds)):
+        on_1 = dict(zip(firsts, goes_on[: len(firsts)]))
+        on_2 = dict(zip(seconds, goes_on[len(firsts) :]))
+        depth = [1 if not on_1[c1] else (2 if not on_2[c2] else 3) for c1, c2 in zip(first, second)]
+        best = min(best, values[np.arange(n), np.array(depth) - 1].mean())
+    assert best_history_rule(values, codes, confidences, 2) == pytest.approx(best)
+
+
+def test_best_history_rule_on_two_stages_is_the_best_stopping_rule():
+    outputs, conf, labels = log(400, seed=4)
+    values = stage_values(outputs[:, :2], labels, [0.0, 0.15])
+    bins, _ = confidence_bins(conf[:, :2], 4)
+    _, rule = best_stopping_rule(values, bins, 4)
+    assert best_history_rule(values, outputs[:, :2], conf[:, :2], 4) == pytest.approx(rule)

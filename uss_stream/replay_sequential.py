@@ -66,6 +66,7 @@ from uss_stream.validation import check_stage_costs
 __all__ = [
     "SequentialReplayResult",
     "best_fixed_depth",
+    "best_history_rule",
     "best_stopping_rule",
     "confidence_bins",
     "context_wd",
@@ -204,6 +205,40 @@ def best_stopping_rule(values: np.ndarray, bins: np.ndarray, n_bins: int) -> tup
     return table, float(scores[best] / n_rows)
 
 
+def best_history_rule(values: np.ndarray, codes: np.ndarray, confidences: np.ndarray, n_bins: int) -> float:
+    """Mean ``v`` of the best stopping rule that may look at everything the queried stages said.
+
+    After stage ``s`` the rule's context is the confidence bin (:func:`confidence_bins`) of every
+    stage ``1..s`` and which of their outputs are equal: the richest context a policy deciding on
+    bins has. The contexts of stage ``s + 1`` refine those of stage ``s``, so the best rule is
+    found exactly from the last decision backwards (a context stops where stopping costs less, in
+    sum over its rows, than the best continuations of its sub-contexts), not by search. With many
+    bins it fits the labels of small contexts: an upper reference, more generous than
+    :func:`best_stopping_rule` on the same bins.
+
+    >>> values = np.array([[1.0, 0.2], [0.0, 0.2]])   # row 0: stage 1 wrong; row 1: right
+    >>> float(best_history_rule(values, np.array([[0, 1], [1, 1]]), np.array([[0.6, 1.0], [0.9, 1.0]]), 2))
+    0.1
+
+    """
+    n_rows, n_stages = values.shape
+    bins, _ = confidence_bins(confidences, n_bins)
+    codes = np.asarray(codes)
+    columns: list[np.ndarray] = []
+    keys = []
+    for s in range(n_stages - 1):
+        columns += [bins[:, s], *((codes[:, j] == codes[:, s]).astype(np.int64) for j in range(s))]
+        keys.append(np.column_stack(columns))
+    # Per row, its share of the best total of its context at the next stage (the last: v_K).
+    onward = np.asarray(values[:, -1], dtype=float)
+    for s in reversed(range(n_stages - 1)):
+        _, group = np.unique(keys[s], axis=0, return_inverse=True)
+        group = group.ravel()
+        best = np.minimum(np.bincount(group, weights=values[:, s]), np.bincount(group, weights=onward))
+        onward = (best / np.bincount(group))[group]
+    return float(onward.sum() / n_rows)
+
+
 def threshold_depths(confidences: np.ndarray, thresholds: Sequence[float]) -> np.ndarray:
     """Depths of a threshold cascade: stop at the first stage ``s < K`` with confidence ``>= τ_s``.
 
@@ -255,12 +290,13 @@ def headroom(
 ) -> dict[str, float]:
     """How much deciding stage by stage can gain on a labelled log, before any policy runs.
 
-    The objectives (mean ``v``) of the best fixed depth and of the two stopping references, both
+    The objectives (mean ``v``) of the best fixed depth and of three stopping references, all
     chosen with the labels of the very rows they are scored on: the best threshold cascade
-    (:func:`threshold_frontier`) and the best stopping rule on ``n_bins`` confidence bins
-    (:func:`best_stopping_rule`). ``ratio`` is the better reference's objective over the best fixed
-    depth's: the least a policy deciding on these confidences could reach, relative to the best
-    fixed-depth policy. Near 1, a cascade has nothing to gain from stopping per event at these
+    (:func:`threshold_frontier`), the best stopping rule on ``n_bins`` confidence bins
+    (:func:`best_stopping_rule`) and the best rule on every bin and agreement seen so far
+    (:func:`best_history_rule`). ``ratio`` is the best reference's objective over the best fixed
+    depth's: about the least a policy deciding on these confidences could reach, relative to the
+    best fixed-depth policy. Near 1, a cascade has nothing to gain from stopping per event at these
     costs, and a fixed-depth policy (:class:`~uss_stream.policies.USSKLUCB`) is the simpler choice.
 
     Examples
@@ -272,7 +308,7 @@ def headroom(
     >>> confidences = np.array([[0.9, 1.0], [0.9, 1.0], [0.6, 1.0], [0.6, 1.0]])
     >>> gain = headroom(codes, np.array([0, 1, 1, 0]), confidences, [0.0, 0.1], n_bins=2)
     >>> {name: round(value, 3) for name, value in gain.items()}
-    {'fixed_depth': 2, 'fixed': 0.1, 'threshold': 0.05, 'rule': 0.05, 'ratio': 0.5}
+    {'fixed_depth': 2, 'fixed': 0.1, 'threshold': 0.05, 'rule': 0.05, 'history': 0.05, 'ratio': 0.5}
 
     """
     values = stage_values(codes, label_codes, cumulative_costs)
@@ -280,12 +316,14 @@ def headroom(
     threshold = float(threshold_frontier(values, cumulative_costs, confidences)["objective"].min())
     bins, _ = confidence_bins(confidences, n_bins)
     _, rule = best_stopping_rule(values, bins, n_bins)
+    history = best_history_rule(values, codes, confidences, n_bins)
     return {
         "fixed_depth": depth,
         "fixed": fixed,
         "threshold": threshold,
         "rule": rule,
-        "ratio": min(threshold, rule) / fixed,
+        "history": history,
+        "ratio": min(threshold, rule, history) / fixed,
     }
 
 

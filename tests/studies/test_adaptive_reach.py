@@ -44,6 +44,8 @@ def test_reach_scores_each_reference_by_hand_on_three_stages():
     # (0 + 0 + 0.2 + 0.2 + 0.4 + 0.4) / 6 = 0.2, and going on from events 4-5 is still worth it.
     assert four["oracle"] == pytest.approx(0.4)
     assert four["rule"] == pytest.approx(0.2) and four["best_ratio"] == pytest.approx(0.5)
+    # The history rule can do no better here: the three groups are all there is to tell apart.
+    assert one["history"] == pytest.approx(0.05) and four["history"] == pytest.approx(0.2)
 
 
 def test_frontier_cost_within_one_point_takes_the_cheapest_accurate_thresholds():
@@ -60,12 +62,13 @@ def test_frontier_cost_within_one_point_takes_the_cheapest_accurate_thresholds()
     assert frontier_cost_within(codes, labels, confidences, np.array([0.2, 1.0]), points=0.5) == 1.0
 
 
-def _stream(ratios: list[float], frontier: float, cheapest_cost: float) -> dict:
+def _stream(ratios: list[float], frontier: float, cheapest_cost: float, policy_ratio: float) -> dict:
     reach_frame = pd.DataFrame({"multiplier": REACH_MULTIPLIERS, "best_ratio": ratios})
     policy = pd.DataFrame(
         {
             "multiplier": REACH_MULTIPLIERS,
             "excess": 0.0,
+            "ratio": policy_ratio,
             "cost_ratio": [cheapest_cost] + [1.0] * (len(REACH_MULTIPLIERS) - 1),
             "error_points": [0.5] + [0.0] * (len(REACH_MULTIPLIERS) - 1),
         }
@@ -83,14 +86,15 @@ def _stream(ratios: list[float], frontier: float, cheapest_cost: float) -> dict:
 def test_reach_section_counts_streams_per_multiplier_and_per_stream():
     n = len(REACH_MULTIPLIERS)
     reaches = {
-        "A": _stream([0.85] + [1.0] * (n - 1), 0.5, 0.55),  # <= 0.9 at the first multiplier only
-        "B": _stream([1.0] * (n - 1) + [0.9], 0.7, 0.65),  # at the last only, exactly 0.9
-        "C": _stream([0.95] * n, 0.3, 0.7),
+        "A": _stream([0.85] + [1.0] * (n - 1), 0.5, 0.55, 0.99),  # <= 0.9 at the first multiplier only
+        "B": _stream([1.0] * (n - 1) + [0.9], 0.7, 0.65, 0.97),  # at the last only, exactly 0.9
+        "C": _stream([0.95] * n, 0.3, 0.7, 1.02),
     }
     text = "\n".join(reach_section(reaches))
     assert "| **streams ≤ 0.9** | share | 1 | " + " | ".join(["0"] * (n - 2)) + " | 1 |" in text
     assert "reach at most 1 (share rule)" in text
-    assert "best multiplier 2 (A, B)" in text
+    assert "best multiplier, which the target does not allow, would they reach 2 (A, B)" in text
+    assert "own best ratio, on any stream at any multiplier and under either rule, is 0.970" in text
     # The trade-off: frontier <= 0.6 on A and C; the policy's cheapest within 1 point on A only.
     assert "the frontier 2 (share)" in text and "Sequential KL-UCB 1 (share)" in text
 
