@@ -55,7 +55,6 @@ def test_settings_are_translated_for_librdkafka():
         librdkafka_config({"api_version": (4, 0)})
 
 
-@pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:Producer abort_transaction failed during close:RuntimeWarning")
 def test_unreachable_brokers_are_a_retriable_error():
     """Nothing listens on port 1: kafka-python cannot bootstrap, librdkafka's first request times out."""

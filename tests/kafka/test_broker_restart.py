@@ -39,8 +39,6 @@ from uss_stream_kafka import Topics, create_topics
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(300),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 BROKER_SH = Path(__file__).resolve().parents[2] / "deploy" / "kafka" / "broker.sh"

@@ -33,8 +33,6 @@ from uss_stream_kafka import Topics
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

@@ -26,7 +26,6 @@ from uss_stream_kafka.clients import ClientError, TopicPartition, TopicSpec
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(180),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

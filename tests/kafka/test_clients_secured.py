@@ -18,7 +18,6 @@ from uss_stream_kafka.clients import ClientError, TopicPartition, TopicSpec
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(300),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

@@ -29,8 +29,6 @@ from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestra
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

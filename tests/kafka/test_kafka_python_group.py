@@ -22,7 +22,6 @@ from uss_stream_kafka.clients import TopicPartition
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

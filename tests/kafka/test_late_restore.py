@@ -40,8 +40,6 @@ from uss_stream_kafka.checkpoint import Checkpoint
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 FAR = 10**9

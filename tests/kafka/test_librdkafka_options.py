@@ -25,7 +25,6 @@ from uss_stream_kafka.settings import KafkaSettings
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 RUN = ["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "i", "--output-topic", "o",

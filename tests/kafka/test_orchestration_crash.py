@@ -34,8 +34,6 @@ from uss_stream_kafka.deadletter import DeadLetter
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(420),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 N, KILLS, REPLAYED = 1_500, 3, 15

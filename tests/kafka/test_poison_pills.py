@@ -37,8 +37,6 @@ from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestra
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(180),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 #: The probe's value: 2 KB of nesting, past the JSON decoder's recursion limit.

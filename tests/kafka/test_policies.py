@@ -25,8 +25,6 @@ from uss_stream.policies.specs import spec_of
 from uss_stream_kafka import CheckpointError, OutputsProcessor
 from uss_stream_kafka.batching import MIN_BATCH, decide_batch
 
-FILTERS = pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning")
-
 #: One spec per family, and the policy its class builds (the in-process reference).
 FAMILIES: dict[str, Callable[[], Policy]] = {
     "uss-ucb:alpha=0.8": lambda: USSUCB(COSTS, alpha=0.8),
@@ -236,7 +234,6 @@ def produce_partitions(bootstrap: str, topic: str, outputs: dict[int, np.ndarray
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
-@FILTERS
 @pytest.mark.parametrize("spec", [*FAMILIES, "uss-kl-ucb:discount=0.99", "uss-ts:seed=1,discount=0.995"])
 def test_each_policy_family_decides_on_the_broker_as_in_process(spec, bootstrap_servers, make_topics):
     """Two partitions, one learner each: every partition's depths are those of a fresh policy of
@@ -263,7 +260,6 @@ def test_each_policy_family_decides_on_the_broker_as_in_process(spec, bootstrap_
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
-@FILTERS
 def test_a_discounted_policy_continues_across_a_restart_and_another_spec_is_refused(
     bootstrap_servers, make_topics
 ):
@@ -299,7 +295,6 @@ def test_a_discounted_policy_continues_across_a_restart_and_another_spec_is_refu
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
-@FILTERS
 def test_the_cli_runs_the_librarys_default_policy_and_records_it(
     bootstrap_servers, make_topics, capsys, monkeypatch
 ):
@@ -346,7 +341,6 @@ def test_the_kernel_path_decides_every_vectorised_policy_exactly(spec):
 
 @pytest.mark.kafka
 @pytest.mark.timeout(300)
-@FILTERS
 @pytest.mark.parametrize("spec", ["uss-kl-ucb:discount=0.99", "uss-ts:seed=3", "fixed:depth=2"])
 def test_orchestrate_decides_with_its_policy_as_in_process(spec, bootstrap_servers, admin):
     """Requests, then their reports, then more requests: the orchestrator's decisions are those of

@@ -34,7 +34,6 @@ from uss_stream_kafka.checkpoint import CheckpointError, checkpoint_key
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(180),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

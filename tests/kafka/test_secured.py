@@ -32,8 +32,6 @@ from uss_stream_kafka import ClientConfig, Topics, create_topics
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(300),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 USER, PASSWORD = "uss-svc", "s3cret-for-tests"

@@ -16,8 +16,6 @@ from uss_stream_kafka import OutputsProcessor
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(120),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

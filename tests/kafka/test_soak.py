@@ -55,8 +55,6 @@ STRIDE = 10_000_000  # event ids of partition p: e<p * STRIDE + i>
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(int(os.environ.get("SOAK_TIMEOUT", "600"))),
-    # kafka-python 3.0.12 loads its protocol schemas with the deprecated importlib.resources API.
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

@@ -20,7 +20,6 @@ from uss_stream_kafka.checkpoint import Checkpoint
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(120),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 

@@ -19,7 +19,6 @@ from uss_stream_kafka import Topics, clients
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(240),
-    pytest.mark.filterwarnings("ignore:(read|open)_text is deprecated:DeprecationWarning"),
 ]
 
 
