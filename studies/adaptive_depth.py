@@ -368,30 +368,27 @@ def ablation(log: StreamLog, scale: float) -> dict[str, float]:
     return out
 
 
-def halves(log: StreamLog, scale: float) -> tuple[float, float]:
-    """Sequential KL-UCB's objective minus the best fixed depth's, on the first and the second half."""
-    cumulative = log.profile * scale
-    stage_costs = np.diff(cumulative, prepend=0.0).tolist()
-    values = stage_values(log.codes, log.labels, cumulative)
-    depths = SequentialKLUCB(stage_costs).run(log.codes, log.confidences)
-    realised = values[np.arange(len(values)), depths - 1]
-    fixed, _ = best_fixed_depth(values)
-    half = len(values) // 2
-    excess = realised - values[:, fixed - 1]
-    return float(excess[:half].mean()), float(excess[half:].mean())
-
-
-def worst_eighth(log: StreamLog, scale: float) -> dict[str, Any]:
-    """The eighth of the log where Sequential KL-UCB's excess over the best fixed depth is largest.
-
-    Returns its event range, the excess there and each stage's error rate there (from the labels).
-    """
+def excess_over_fixed(log: StreamLog, scale: float) -> np.ndarray:
+    """Per event, Sequential KL-UCB's ``v`` minus the best fixed depth's (in hindsight), in stream order."""
     cumulative = log.profile * scale
     values = stage_values(log.codes, log.labels, cumulative)
     depths = SequentialKLUCB(np.diff(cumulative, prepend=0.0).tolist()).run(log.codes, log.confidences)
     fixed, _ = best_fixed_depth(values)
-    excess = values[np.arange(len(values)), depths - 1] - values[:, fixed - 1]
-    edges = np.linspace(0, len(values), 9).astype(int)
+    return values[np.arange(len(values)), depths - 1] - values[:, fixed - 1]
+
+
+def halves(excess: np.ndarray) -> tuple[float, float]:
+    """The mean excess (:func:`excess_over_fixed`) on the first and the second half."""
+    half = len(excess) // 2
+    return float(excess[:half].mean()), float(excess[half:].mean())
+
+
+def worst_eighth(log: StreamLog, excess: np.ndarray) -> dict[str, Any]:
+    """The eighth of the log where the excess (:func:`excess_over_fixed`) is largest.
+
+    Returns its event range, the excess there and each stage's error rate there (from the labels).
+    """
+    edges = np.linspace(0, len(excess), 9).astype(int)
     means = [excess[a:b].mean() for a, b in itertools.pairwise(edges)]
     worst = int(np.argmax(means))
     a, b = edges[worst], edges[worst + 1]
@@ -539,14 +536,15 @@ def run(output: Path, figures: Path) -> dict[str, dict]:
     for spec in streams():
         log = build_log(spec)
         print(f"{spec.name}: {len(log.codes)} events logged in {log.seconds:.1f} s", flush=True)
+        excess = excess_over_fixed(log, SCALE)
         results[spec.name] = {
             "log": log,
             "base": evaluate(log, SCALE),
             "sweep": sweep(log),
             "replay": regret_replay(log, SCALE),
             "ablation": ablation(log, SCALE),
-            "halves": halves(log, SCALE),
-            "worst_eighth": worst_eighth(log, SCALE),
+            "halves": halves(excess),
+            "worst_eighth": worst_eighth(log, excess),
             "online": online_check(spec, log, SCALE),
             "reach": study(log),
         }

@@ -47,3 +47,17 @@ def test_cascade_section_reports_each_stages_error_and_flags_a_weaker_deepest_st
     table = _cascade_section(results)[1]
     assert "| A | 0.5000 | 0.2500 | 0.0000 | yes |" in table
     assert "| B | 0.2500 | 0.0000 | 0.2500 | no (stage 2) |" in table
+
+
+def test_halves_and_worst_eighth_read_the_excess_by_hand():
+    from studies.adaptive_depth import halves, worst_eighth
+
+    # 16 events, two per eighth; the excess is 0 except 0.5 on events 10 and 11 (the sixth eighth).
+    excess = np.zeros(16)
+    excess[[10, 11]] = 0.5
+    assert halves(excess) == (0.0, 0.125)
+    spec = StreamSpec("S", "", lambda: [], ((None, None),) * 2)
+    codes = np.zeros((16, 2), dtype=int)
+    codes[10, 1] = 1  # stage 2 wrong on one of the two events of that eighth
+    log = StreamLog(spec, codes, np.ones(codes.shape), np.zeros(16, dtype=int), np.ones(2), 0.0)
+    assert worst_eighth(log, excess) == {"range": (10, 12), "excess": 0.5, "errors": [0.0, 0.5]}
