@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs bench reproduce soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce soak clean
 
 setup: $(VENV)/.installed
 
@@ -38,7 +38,12 @@ docs: setup
 # suite's tail was a long file started last).
 TEST_WORKERS ?= 6
 
-test: lint docs
+# The tests of deploy/observability run Debian's prometheus and promtool (a real server scrapes a
+# real service); the script installs the package once, and does nothing when both are on PATH.
+prometheus:
+	bash deploy/observability/install-prometheus.sh
+
+test: lint docs prometheus
 	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 		--no-loadscope-reorder -p tests.scheduling
 
