@@ -17,6 +17,7 @@ from river import base
 
 from uss_stream.cascade_summary import CascadeSummary, summarise
 from uss_stream.feature_costs import FeatureCosts
+from uss_stream.learning_state import learning_state
 from uss_stream.policies import FixedDepth, Policy
 from uss_stream.policies.label_evidence import LabelEvidence
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
@@ -270,6 +271,38 @@ class CascadeClassifier(base.Classifier):
         """Restore :meth:`policy_state` (e.g. from a checkpoint); ``ValueError`` if it does not fit."""
         self._policy.load_state_dict(document)
 
+    def learning_state(self) -> dict[str, Any]:
+        """What the policy has learned, under the names of the Kafka service's metrics.
+
+        :func:`~uss_stream.learning_state.learning_state` of the policy, its WD verdict from the
+        labels :meth:`learn_one` gave for the stepped events; for a label-asking policy also
+        ``labels_requested_total``, ``labels_answered_total`` and ``labels_expired_total`` (requests
+        whose label did not come with the next :meth:`learn_one`). Cheaper than :meth:`summary`,
+        which holds the same numbers (``docs/metrics.md``).
+
+        Examples
+        --------
+        >>> from river import linear_model
+        >>> from uss_stream import CascadeClassifier, Stage
+        >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=0.0),
+        ...                            Stage(linear_model.LogisticRegression(), cost=0.5)], warm_up=0)
+        >>> _ = model.decide_one({"x": 1.0})
+        >>> model.learn_one({"x": 1.0}, True)
+        >>> state = model.learning_state()
+        >>> state["policy_round"], state["chosen_depth"], state["wd_verdict"]
+        (1, 1, 'undecided')
+
+        """
+        state = learning_state(self._policy, self._evidence)
+        policy = self._policy
+        if policy.asks_for_labels:
+            requested, answered = policy.labels_requested, policy.labels_received
+            awaited = 1 if self._last_request is not None else 0
+            state["labels_requested_total"] = requested
+            state["labels_answered_total"] = answered
+            state["labels_expired_total"] = requested - answered - awaited
+        return state
+
     def summary(self) -> CascadeSummary:
         """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
         return summarise(
@@ -283,6 +316,7 @@ class CascadeClassifier(base.Classifier):
             total_cost=self._total_cost,
             monitor=self._monitor,
             evidence=self._evidence,
+            learning=self.learning_state(),
         )
 
     # -- inference -------------------------------------------------------------------------------

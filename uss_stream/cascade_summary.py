@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from uss_stream.learning_state import chosen_depth, verdict_name
 from uss_stream.policies import Policy
 from uss_stream.policies.label_evidence import LabelEvidence
 from uss_stream.policies.membership import set_membership
@@ -55,6 +57,9 @@ class CascadeSummary:
         For a sequential policy, one row per context (stage, confidence bin): its confidence
         range, events, how many stopped there and the depth mix of its events, and what its cost
         test would do next (:meth:`~uss_stream.policies.SequentialKLUCB.contexts`); else ``None``.
+    learning
+        :meth:`CascadeClassifier.learning_state`: the policy's quantities under the names of the
+        Kafka service's metrics, also readable as the properties below (``docs/metrics.md``).
     """
 
     events: int
@@ -67,6 +72,52 @@ class CascadeSummary:
     contexts: pd.DataFrame | None = None
     labels_used: int = 0
     wd: WDReport | None = None
+    learning: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cost_total(self) -> float:
+        """``uss_kafka_cost_total``'s quantity: sum of ``C_depth`` over the events (``total_cost``)."""
+        return self.total_cost
+
+    @property
+    def full_cascade_cost_total(self) -> float:
+        """What querying every stage would have cost on the same events: ``events · C_K``."""
+        return self.events * float(self.stages["cumulative_cost"].iloc[-1])
+
+    @property
+    def chosen_depth(self) -> int | None:
+        """The depth the policy would choose now (``next_depth``)."""
+        return self.next_depth
+
+    @property
+    def policy_round(self) -> int | None:
+        """The rounds the policy has counted (the warm-up is not stepped)."""
+        return self.learning.get("policy_round")
+
+    @property
+    def disagreement_ratio(self) -> dict[str, float]:
+        """``{"i-j": p̂_ij}`` of the observed pairs ``i < j`` (1-based), as the metric's ``pair`` label."""
+        return dict(self.learning.get("disagreement_ratio", {}))
+
+    @property
+    def wd_verdict(self) -> str | None:
+        """``"holds"``, ``"violated"`` or ``"undecided"`` (the WD monitor's ``"unknown"``)."""
+        return None if self.wd is None else verdict_name(self.wd.verdict)
+
+    @property
+    def labels_requested_total(self) -> int:
+        """Labels a label-asking policy asked for (0 for the others)."""
+        return int(self.learning.get("labels_requested_total", 0))
+
+    @property
+    def labels_answered_total(self) -> int:
+        """Label requests answered by :meth:`CascadeClassifier.learn_one`."""
+        return int(self.learning.get("labels_answered_total", 0))
+
+    @property
+    def labels_expired_total(self) -> int:
+        """Label requests whose label did not come with the next :meth:`CascadeClassifier.learn_one`."""
+        return int(self.learning.get("labels_expired_total", 0))
 
     @property
     def mean_cost(self) -> float:
@@ -99,13 +150,15 @@ def summarise(
     total_cost: float,
     monitor: WDMonitor,
     evidence: LabelEvidence,
+    learning: dict[str, Any] | None = None,
 ) -> CascadeSummary:
     """The summary of a cascade whose policy is ``policy``.
 
     ``answered`` is the depth histogram; ``counters`` are the events, warm-up events, labelled
-    samples and labels used by the policy. The policy's next depth is computed by its vectorised
-    rule (:meth:`~uss_stream.policies.Policy.decide_many`) on its counts, so the summary does not
-    step it.
+    samples and labels used by the policy; ``learning`` the cascade's
+    :meth:`~uss_stream.CascadeClassifier.learning_state`. The policy's next depth is computed by
+    its vectorised rule (:meth:`~uss_stream.policies.Policy.decide_many`) on its counts, so the
+    summary does not step it.
     """
     events, warm_up_events, learned, labels_used = counters
     stats = policy.stats
@@ -120,13 +173,7 @@ def summarise(
                 rates[i, j] = rates[j, i] = counts[i, j] / queried[j]
     t = stats.decisions + 1
     sequential = policy.sequential
-    next_depth: int | None = None
-    if not sequential:
-        extra = {}
-        if policy.asks_for_labels:
-            seen = policy.evidence
-            extra["evidence"] = np.array([[seen.labelled, seen.deeper_right, seen.shallower_right]])
-        next_depth = int(policy.decide_many(np.array([t]), queried[None, :], counts[None, :, :], **extra)[0])
+    next_depth = chosen_depth(policy)
     bounds = policy.upper_bounds()
     if bounds is not None:
         in_low, in_high = set_membership(cumulative, bounds)
@@ -157,4 +204,5 @@ def summarise(
         stages=table,
         disagreement=pd.DataFrame(rates, index=table.index, columns=list(names)),
         contexts=policy.contexts() if sequential else None,
+        learning=dict(learning or {}),
     )

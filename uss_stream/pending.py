@@ -31,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from uss_stream.learning_state import learning_state
 from uss_stream.policies.base import Policy
 from uss_stream.stats import MAX_COUNT
 from uss_stream.validation import check_outputs
@@ -178,6 +179,40 @@ class PendingDecisions:
     def depth_of(self, decision_id: Hashable) -> int:
         """The depth decided for a pending decision."""
         return self._pending[decision_id][0]
+
+    def age_of(self, decision_id: Hashable) -> float | None:
+        """Seconds since a pending decision was made (or restored); ``None`` if it is not pending."""
+        entry = self._pending.get(decision_id) if _is_id(decision_id) else None
+        return None if entry is None else self._clock() - entry[2]
+
+    def summary(self) -> dict[str, Any]:
+        """What the book has learned and awaits, under the names of the service's metrics.
+
+        :func:`~uss_stream.learning_state.learning_state` of the policy (``policy_round``,
+        ``chosen_depth``, ``depth_mix``, ``disagreement_ratio``, ``wd_verdict``), plus
+        ``pending_decisions`` and, for a label-asking policy, ``labels_requested_total``,
+        ``labels_answered_total`` and ``labels_expired_total`` (``docs/metrics.md``).
+
+        >>> from uss_stream.policies import AuditedUSS
+        >>> book = PendingDecisions(AuditedUSS(stage_costs=[0.0, 0.5]))
+        >>> book.decide("e1"), book.decide("e2")
+        (2, 2)
+        >>> book.report("e1", ["cat", "dog"])      # asks for its label
+        >>> summary = book.summary()
+        >>> summary["pending_decisions"], summary["policy_round"], summary["labels_requested_total"]
+        (1, 2, 1)
+        >>> summary["disagreement_ratio"], summary["wd_verdict"]
+        ({'1-2': 1.0}, 'undecided')
+
+        """
+        summary = learning_state(self.policy)
+        summary["pending_decisions"] = self.pending
+        if self.policy.asks_for_labels:
+            counters = self.label_counters
+            summary["labels_requested_total"] = counters["requested"]
+            summary["labels_answered_total"] = counters["applied"]
+            summary["labels_expired_total"] = counters["expired"]
+        return summary
 
     def report(self, decision_id: Hashable, outputs: Sequence[Any]) -> None:
         """Apply the outputs of stages ``1..len(outputs)`` (at most the decided depth).

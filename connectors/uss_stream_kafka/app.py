@@ -31,6 +31,7 @@ from uss_stream_kafka.context import RunContext, RunSummary
 from uss_stream_kafka.dispatch import Dispatcher
 from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
 from uss_stream_kafka.http import HttpEndpoint, health_details, serve
+from uss_stream_kafka.learning_metrics import LearningMetrics
 from uss_stream_kafka.metrics import ServiceMetrics
 from uss_stream_kafka.processing import Processor
 from uss_stream_kafka.progress import IdleGate, StallWatch
@@ -112,6 +113,9 @@ class Application:
         Serve ``/metrics`` and ``/healthz`` there; ``http_port=None`` disables it, ``0`` picks a port.
     health_timeout
         ``/healthz`` fails if the poll loop has not come back for this many seconds.
+    learning_metrics
+        Serve the learning metrics (:mod:`~uss_stream_kafka.learning_metrics`: cost, chosen depth,
+        disagreement rates, WD verdict, labels, pending decisions); ``False`` leaves them out.
 
     Examples
     --------
@@ -151,6 +155,7 @@ class Application:
         http_port: int | None = 9108,
         health_timeout: float = 60.0,
         client_library: str = "kafka-python",
+        learning_metrics: bool = True,
     ) -> None:
         check_settings(**locals())
         self.client = client
@@ -174,6 +179,7 @@ class Application:
         self.http_host = http_host
         self.http_port = http_port
         self.health_timeout = float(health_timeout)
+        self.learning_metrics = bool(learning_metrics)
 
         self._context = RunContext(topics, group_id)
         self._committer = Committer(
@@ -321,6 +327,9 @@ class Application:
             self.client_library, self.client, self.topics, {**PRODUCER_DEFAULTS, **self.producer_options}
         )
         context.metrics = ServiceMetrics(context.processor.n_stages)
+        if self.learning_metrics:
+            context.learning = LearningMetrics(context.processor.stage_costs)
+            context.metrics.registry.register(context.learning)
         if self.http_port is not None:
             self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
         self._committer.start()
@@ -382,6 +391,10 @@ class Application:
                 context.last_activity = now
             if not batch and not (recovery.pending or recovery.rebalancing):
                 self._stall_watch.check(consumer, now)
+            if context.learning is not None and context.learning.due(now):
+                with context.lock:
+                    learners = {tp.partition: state.learner for tp, state in context.partitions.items()}
+                    context.learning.refresh(learners, now)
             self._maybe_commit()
 
     def _abandon_batch(self, error: BaseException) -> None:

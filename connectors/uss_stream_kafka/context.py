@@ -128,9 +128,9 @@ class RunContext:
     """The state every layer of one run works on.
 
     ``partitions`` and ``labels`` map the assigned input (labels) partitions to their state;
-    ``consumer``, ``processor`` and ``metrics`` are set when the run starts; ``last_activity`` is
-    the monotonic time of the last record or assignment (the idle clock); ``aborting`` is set when
-    the run fails, so that the revocation of its partitions commits nothing.
+    ``consumer``, ``processor``, ``metrics`` and ``learning`` are set when the run starts;
+    ``last_activity`` is the monotonic time of the last record or assignment (the idle clock);
+    ``aborting`` is set when the run fails, so that the revocation of its partitions commits nothing.
     """
 
     topics: Topics
@@ -143,6 +143,7 @@ class RunContext:
     consumer: Any = None
     processor: Any = None
     metrics: Any = None
+    learning: Any = None  # the learning metrics (uss_stream_kafka.learning_metrics), if on
     last_activity: float = field(default_factory=time.monotonic)
     aborting: bool = False
 

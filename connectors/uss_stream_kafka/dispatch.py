@@ -63,11 +63,13 @@ class Dispatcher:
         self.dead_letter_bytes = dead_letter_bytes
         self._timings: list[tuple[int, int]] = []
         self._batch_depths = [0] * (context.processor.n_stages + 1)
+        self._partition_depths: list[tuple[int, list[int]]] = []  # for the learning metrics
 
     def discard_batch(self) -> None:
         """Forget the depths and timings of a batch whose transaction is aborted."""
         self._timings.clear()
         self._batch_depths = [0] * len(self._batch_depths)
+        self._partition_depths.clear()
 
     def process(self, batch: Mapping[Any, Records], skip: Iterable[Any] = ()) -> None:
         """Handle ``batch`` (``poll``'s records by partition), except the partitions in ``skip``."""
@@ -94,6 +96,10 @@ class Dispatcher:
             )
         depths = self._batch_depths
         context.metrics.record_batch(events, depths, self._timings)
+        if context.learning is not None:
+            for partition, counts in self._partition_depths:
+                context.learning.add_costs(partition, counts)
+            self._partition_depths.clear()
         for depth in range(1, len(depths)):
             summary.depth_counts[depth - 1] += depths[depth]
             depths[depth] = 0
@@ -128,8 +134,11 @@ class Dispatcher:
             for i, error in enumerate(errors):
                 if error is not None:
                     self._reject(state.dlq_partition, records, i, error.reason, error.detail)
+        mix = [0] + [depths.count(depth) for depth in range(1, len(counts))]
         for depth in range(1, len(counts)):
-            counts[depth] += depths.count(depth)
+            counts[depth] += mix[depth]
+        if self.context.learning is not None:
+            self._partition_depths.append((state.tp.partition, mix))
         self.committer.producer.send_many(self.context.topics.output, payloads, keys, state.out_partition)
         state.next_offset = records.next_offset
         return consumed

@@ -29,6 +29,7 @@ scale-out by partition. See ``docs/orchestration.md``.
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,9 @@ __all__ = [
     "parse_report",
     "parse_request",
 ]
+
+#: Report delays a learner keeps for the metrics between two refreshes.
+REPORT_DELAYS_KEPT = 100_000
 
 #: The largest learner state a checkpoint may hold by default: the broker's default record limit,
 #: less the record batch's margin and room for the checkpoint's envelope (key, offsets, processor).
@@ -269,7 +273,7 @@ class OrchestrationLearner:
     nothing but the rejection counters.
     """
 
-    __slots__ = ("_budget", "_cumulative", "_stage_names", "book")
+    __slots__ = ("_budget", "_cumulative", "_stage_names", "book", "report_delays")
 
     def __init__(
         self, book: PendingDecisions, stage_names: list[str], cumulative: list[float], max_state_bytes: int
@@ -278,6 +282,9 @@ class OrchestrationLearner:
         self._stage_names = stage_names
         self._cumulative = cumulative
         self._budget = StateBudget(book, max_state_bytes)
+        #: Seconds from decision to report of the reports applied since the metrics last drained
+        #: them (:mod:`uss_stream_kafka.learning_metrics`); the newest REPORT_DELAYS_KEPT are kept.
+        self.report_delays: deque[float] = deque(maxlen=REPORT_DELAYS_KEPT)
 
     def decision(self, decision_id: str | int, depth: int, context: Any) -> dict[str, Any]:
         """The decision document for ``depth`` (``cost`` is the cumulative cost of the stages run)."""
@@ -321,7 +328,9 @@ class OrchestrationLearner:
             if outputs is None:
                 book.report_label(decision_id, label)
                 return None
+            age = book.age_of(decision_id)
             book.report(decision_id, outputs)
+            self.report_delays.append(age)
         except RejectedReport as error:
             kind = "report" if outputs is not None else "report_label"
             raise InvalidEvent(f"{kind}_{error.reason}", str(error)) from None
@@ -330,6 +339,10 @@ class OrchestrationLearner:
     def state_dict(self) -> dict[str, Any]:
         """The pending decisions' state, kept within ``max_state_bytes`` (see :class:`StateBudget`)."""
         return self._budget.fit(self.book.state_dict)
+
+    def learning_state(self) -> dict[str, Any]:
+        """The book's :meth:`~uss_stream.pending.PendingDecisions.summary`."""
+        return self.book.summary()
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         try:

@@ -19,6 +19,7 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from uss_stream.learning_state import learning_state
 from uss_stream.policies import Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec, spec_of
 from uss_stream.stats import DisagreementStats
@@ -73,6 +74,9 @@ class Learner(Protocol):
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; raises ``ValueError`` if it does not fit."""
+
+    def learning_state(self) -> dict[str, Any]:
+        """What it has learned, under the metrics' names (:mod:`uss_stream.learning_state`)."""
 
 
 @runtime_checkable
@@ -279,6 +283,10 @@ class OutputsLearner:
         self._policy.load_state_dict(document)
         self._foreign = None
 
+    def learning_state(self) -> dict[str, Any]:
+        """The policy's :func:`~uss_stream.learning_state.learning_state` (pooled counts when shared)."""
+        return learning_state(self._policy)
+
 
 class FeaturesProcessor:
     """Features mode: run a :class:`uss_stream.CascadeClassifier` on each event's features.
@@ -409,6 +417,10 @@ class FeaturesLearner:
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
         self._cascade.load_policy_state(document)
+
+    def learning_state(self) -> dict[str, Any]:
+        """The cascade's :meth:`~uss_stream.CascadeClassifier.learning_state`."""
+        return self._cascade.learning_state()
 
 
 def policy_spec(policy: str | None, alpha: float | None) -> str:
