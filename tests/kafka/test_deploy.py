@@ -6,6 +6,7 @@ real argparse parser, with the environment the deployment gives it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from uss_stream.cli import build_parser
+from uss_stream_kafka import Application
 from uss_stream_kafka.cli import ENVIRONMENT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,3 +161,71 @@ def test_the_metrics_service_selects_the_pods_and_their_metrics_port(k8s):
     (port,) = service["ports"]
     assert port["targetPort"] == container["ports"][0]["name"]
     assert port["port"] == container["ports"][0]["containerPort"]
+
+
+def test_the_scaled_object_scales_the_deployment_on_its_groups_lag_up_to_one_replica_per_partition(
+    k8s, compose, monkeypatch
+):
+    clear_environment(monkeypatch)
+    scaled = k8s["ScaledObject"]
+    config = k8s["ConfigMap"]["data"]
+    assert scaled["apiVersion"].startswith("keda.sh/")
+    assert scaled["spec"]["scaleTargetRef"]["name"] == k8s["Deployment"]["metadata"]["name"]
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["type"] == "kafka"
+    meta = trigger["metadata"]
+    assert (meta["bootstrapServers"], meta["consumerGroup"], meta["topic"]) == (
+        config["USS_KAFKA_BOOTSTRAP_SERVERS"],
+        config["USS_KAFKA_GROUP_ID"],
+        config["USS_KAFKA_INPUT_TOPIC"],
+    )
+    partitions = parse(compose["services"]["create-topics"]["command"]).partitions
+    assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == partitions
+    assert meta["allowIdleConsumers"] == "false"  # KEDA's own cap: never more replicas than partitions
+    default_reset = inspect.signature(Application).parameters["auto_offset_reset"].default
+    assert meta["offsetResetPolicy"] == default_reset
+    assert int(meta["lagThreshold"]) > 0
+
+
+def test_compose_scrapes_the_service_with_the_alert_rules_and_provisions_the_dashboard(compose, monkeypatch):
+    clear_environment(monkeypatch)
+    services = compose["services"]
+    metrics_port = parse(services["service"]["command"]).metrics_port
+    mounts = {
+        name: dict(volume.removesuffix(":ro").split(":") for volume in services[name]["volumes"])
+        for name in ("prometheus", "grafana")
+    }
+    for sources in mounts.values():
+        for source in sources:
+            assert (DEPLOY / source).is_file(), f"{source} is not in deploy/"
+    prometheus = {target: source for source, target in mounts["prometheus"].items()}
+    config = yaml.safe_load((DEPLOY / prometheus["/etc/prometheus/prometheus.yml"]).read_text())
+    assert f"/etc/prometheus/{config['rule_files'][0]}" in prometheus
+    (job,) = config["scrape_configs"]
+    (discovery,) = job["dns_sd_configs"]
+    assert (job["job_name"], discovery["names"], discovery["port"]) == (
+        "uss-stream",
+        ["service"],
+        metrics_port,
+    )
+    grafana = set(mounts["grafana"])
+    assert {"./observability/uss-stream-dashboard.json", "./observability/grafana/datasource.yml"} <= grafana
+    (source,) = yaml.safe_load((DEPLOY / "observability/grafana/datasource.yml").read_text())["datasources"]
+    assert source["url"] == "http://prometheus:9090" and source["type"] == "prometheus"
+
+
+def test_the_kubernetes_scrape_config_keeps_the_annotated_pods_of_the_deployment(k8s):
+    config = yaml.safe_load((DEPLOY / "observability/prometheus-kubernetes.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert job["job_name"] == "uss-stream"  # the job rules.yml alerts on
+    pod = k8s["Deployment"]["spec"]["template"]["metadata"]
+    keep_labels, keep_annotation = (rule for rule in job["relabel_configs"] if rule.get("action") == "keep")
+    # Kubernetes service discovery names a pod label __meta_kubernetes_pod_label_<name, non-word -> _>.
+    meta = {"__meta_kubernetes_pod_label_" + re.sub(r"\W", "_", k): v for k, v in pod["labels"].items()}
+    values = [meta[name] for name in keep_labels["source_labels"]]
+    assert re.fullmatch(keep_labels["regex"], ";".join(values))
+    assert pod["annotations"]["prometheus.io/scrape"] == keep_annotation["regex"]
+    port_rule = next(rule for rule in job["relabel_configs"] if rule.get("target_label") == "__address__")
+    port = pod["annotations"]["prometheus.io/port"]
+    address = re.sub(port_rule["regex"], port_rule["replacement"].replace("$", "\\"), f"10.0.0.7:80;{port}")
+    assert address == f"10.0.0.7:{port}"
