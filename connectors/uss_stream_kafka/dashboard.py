@@ -43,6 +43,11 @@ def _rate(metric: str, by: str = "") -> str:
     return f"sum{grouping} (rate({metric}{_SELECT}[$__rate_interval]))"
 
 
+def _per_partition(metric: str, aggregation: str = "max") -> tuple[str, str]:
+    """A gauge per input partition (across instances), legend ``partition <p>``."""
+    return f"{aggregation} by (partition) ({metric}{_SELECT})", "partition {{partition}}"
+
+
 def _quantile(q: float, histogram: str) -> str:
     return f"histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{_SELECT}[$__rate_interval])))"
 
@@ -81,7 +86,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "Consumer lag by partition",
         "Records behind the end of each input partition, measured at each offset commit.",
-        [(f"max by (partition) (uss_kafka_consumer_lag{_SELECT})", "partition {{partition}}")],
+        [_per_partition("uss_kafka_consumer_lag")],
     ),
     Panel(
         "Instances up, partitions assigned",
@@ -132,7 +137,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "Chosen depth by partition",
         "The depth each partition's learner would choose now (1-based).",
-        [(f"max by (partition) (uss_kafka_chosen_depth{_SELECT})", "partition {{partition}}")],
+        [_per_partition("uss_kafka_chosen_depth")],
     ),
     Panel(
         "Disagreement rates",
@@ -148,7 +153,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "Policy round by partition",
         "Events each partition's learner has learned from.",
-        [(f"max by (partition) (uss_kafka_policy_round{_SELECT})", "partition {{partition}}")],
+        [_per_partition("uss_kafka_policy_round")],
     ),
     Panel(
         "WD verdict by partition",
@@ -196,7 +201,7 @@ PANELS: tuple[Panel, ...] = (
     Panel(
         "Orchestration: pending decisions",
         "Decisions waiting for their sensor reports, by partition (orchestration mode).",
-        [(f"sum by (partition) (uss_kafka_pending_decisions{_SELECT})", "partition {{partition}}")],
+        [_per_partition("uss_kafka_pending_decisions", "sum")],
     ),
     Panel(
         "Orchestration: report delay",

@@ -145,7 +145,7 @@ def prometheus(tmp_path: Path) -> Iterator[Callable[[list[str]], Prometheus]]:
     yield start
     for server in started:
         server.process.kill()
-    shutil.rmtree(tmp_path / "data", ignore_errors=True)
+    shutil.rmtree(tmp_path, ignore_errors=True)  # the configuration, the rules and the TSDB
 
 
 def metrics_address(process: Process) -> str:
