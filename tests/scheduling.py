@@ -36,6 +36,7 @@ LONGEST_FIRST = (
     "tests/kafka/test_poison_pills.py",
     "tests/test_outputs_codec_batch.py",
     "tests/kafka/test_crash_restart.py",
+    "tests/kafka/test_prometheus.py",
     "tests/kafka/test_startup_errors.py",
     "tests/kafka/test_features_durable.py",
     "tests/studies/test_reproduce.py",
