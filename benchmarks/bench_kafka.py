@@ -18,6 +18,9 @@ on the same broker:
   (``BufferError``), as librdkafka's documentation says to;
 * **with** ``--ceiling``: a service deciding the K = 3 stream at a fixed depth (confluent,
   at-least-once; :data:`CEILING`), what the service costs besides its policy.
+* **with** ``--learning-off``: the K = 3 at-least-once services of both clients once more with the
+  learning metrics off (``Application(learning_metrics=False)``; :data:`NO_LEARNING`), so that the
+  rounds' ratios "learning metrics on / off" (target >= 0.95) compare runs of the same round.
 
 **Same start condition.** A service pauses its new partition while it restores it (about a second),
 then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
@@ -340,6 +343,7 @@ def _serve(
         http_port=None,
         client_library=client,
         consumer_options=PREFETCH if client == "confluent" else None,
+        learning_metrics=case.learning_metrics,
     )
     processor = OutputsProcessor(case.stage_costs, policy=case.policy)
     freeze_startup_heap()  # as the command line does before its loop
@@ -367,6 +371,7 @@ class Case(NamedTuple):
     name: str
     stage_costs: tuple[float, ...]
     policy: str
+    learning_metrics: bool = True
 
 
 #: The easiest case (K = 3, USS-UCB) and a hard one (K = 5, USS-KL-UCB: a KL bound per stage).
@@ -381,9 +386,13 @@ SERVICES = [(client, guarantee) for client in CLIENTS for guarantee in ("at-leas
 #: outputs-mode service costs besides its policy (decode, validate, encode, produce, commit): the
 #: most any policy's service can reach against the bare passthrough.
 CEILING = Case("K=3 fixed depth (no learning)", tuple(STAGE_COSTS), "fixed:depth=3")
+#: ``--learning-off``: the easiest case without the learning metrics, at-least-once on both clients.
+NO_LEARNING = Case("K=3 uss-ucb, learning metrics off", *CASES[0][1:3], learning_metrics=False)
 
 
 def _services(case: Case) -> list[tuple[str, str]]:
+    if case is NO_LEARNING:
+        return [(client, "at-least-once") for client in CLIENTS]
     return [("confluent", "at-least-once")] if case is CEILING else SERVICES
 
 
@@ -402,6 +411,9 @@ def main() -> None:
     parser.add_argument(
         "--ceiling", action="store_true", help="also a fixed-depth service: the cost besides the policy"
     )
+    parser.add_argument(
+        "--learning-off", action="store_true", help="also the K = 3 services without the learning metrics"
+    )
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
@@ -413,6 +425,7 @@ def main() -> None:
     crc = "C crc32c" if record_util._crc32c is not record_util.crc32c_py else "pure-Python crc32c"
     n = args.events
     cases = (CASES[:1] if args.easy_only else CASES) + ((CEILING,) if args.ceiling else ())
+    cases += (NO_LEARNING,) if args.learning_off else ()
     run_id = uuid.uuid4().hex[:8]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     made: list[str] = []
@@ -491,6 +504,9 @@ def main() -> None:
             f" {statistics.median(pass_cpu[name]):.2f} us CPU per event"
         )
     for case in cases:
+        if case is NO_LEARNING:
+            _print_learning_ratios(rates, cpu)
+            continue
         print(f"\n{case.name}:")
         for client, guarantee in _services(case):
             values = rates[case, client, guarantee]
@@ -520,6 +536,17 @@ def main() -> None:
                 f"  exactly-once / at-least-once, {client}: "
                 f"{_median_ratio(rates[case, client, 'exactly-once'], alo[client])}   (target >= 0.5)"
             )
+
+
+def _print_learning_ratios(rates: dict, cpu: dict) -> None:
+    """The K = 3 at-least-once services with the learning metrics against without, per client."""
+    print(f"\n{NO_LEARNING.name}:")
+    for client, guarantee in _services(NO_LEARNING):
+        on, off = (CASES[0], client, guarantee), (NO_LEARNING, client, guarantee)
+        print(
+            f"  {client:12s} learning metrics on / off: {_median_ratio(rates[on], rates[off])} events/s"
+            f"   (target >= 0.95); CPU per event off / on: {_median_ratio(cpu[off], cpu[on])}"
+        )
 
 
 if __name__ == "__main__":

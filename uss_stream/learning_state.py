@@ -28,6 +28,7 @@ import numpy as np
 
 from uss_stream.policies import Policy
 from uss_stream.policies.label_evidence import LabelEvidence
+from uss_stream.stats import DisagreementStats
 from uss_stream.wd_monitor import wd_report
 
 __all__ = ["WD_VERDICTS", "chosen_depth", "depth_mix", "disagreement_ratio", "learning_state", "verdict_name"]
@@ -74,17 +75,16 @@ def chosen_depth(policy: Policy) -> int | None:
     return int(policy.decide_many(rounds, queried, counts, **extra)[0])
 
 
-def disagreement_ratio(policy: Policy) -> dict[str, float]:
-    """``{"i-j": D_ij / n_j}`` for the pairs ``i < j`` (1-based) observed at least once.
+def disagreement_ratio(stats: DisagreementStats) -> dict[str, float]:
+    """``{"i-j": D_ij / n_j}`` of the counts, for the pairs ``i < j`` (1-based) observed at least once.
 
     >>> from uss_stream.policies import USSUCB
     >>> policy = USSUCB([0.0, 0.15, 0.2])
     >>> _ = policy.run([[1, 0, 1], [1, 1, 1], [0, 0, 0], [1, 1, 0]])
-    >>> disagreement_ratio(policy)
+    >>> disagreement_ratio(policy.stats)
     {'1-2': 0.25, '1-3': 0.25, '2-3': 0.5}
 
     """
-    stats = policy.stats
     k = stats.n_stages
     return {
         f"{i + 1}-{j + 1}": float(stats.disagreements[i][j] / stats.queried[j])
@@ -94,18 +94,18 @@ def disagreement_ratio(policy: Policy) -> dict[str, float]:
     }
 
 
-def depth_mix(policy: Policy) -> list[float]:
-    """The rounds the policy learned from by depth ``1..K`` (``n_d - n_{d+1}``; discounted counts
-    for a discounted policy).
+def depth_mix(stats: DisagreementStats) -> list[float]:
+    """The rounds the counts hold by depth ``1..K`` (``n_d - n_{d+1}``; discounted counts are
+    weighted).
 
     >>> from uss_stream.policies import FixedDepth
     >>> policy = FixedDepth(2, [0.0, 0.1, 0.3])
     >>> _ = policy.run([[1, 1, 1]] * 4)
-    >>> depth_mix(policy)
+    >>> depth_mix(policy.stats)
     [0, 4, 0]
 
     """
-    queried = list(policy.stats.queried)
+    queried = list(stats.queried)
     return [queried[d] - (queried[d + 1] if d + 1 < len(queried) else 0) for d in range(len(queried))]
 
 
@@ -142,7 +142,7 @@ def learning_state(policy: Policy, evidence: LabelEvidence | None = None) -> dic
     return {
         "policy_round": int(stats.decisions),
         "chosen_depth": chosen_depth(policy),
-        "depth_mix": depth_mix(policy),
-        "disagreement_ratio": disagreement_ratio(policy),
+        "depth_mix": depth_mix(stats),
+        "disagreement_ratio": disagreement_ratio(stats),
         "wd_verdict": verdict,
     }

@@ -12,6 +12,7 @@ variable to the default. Secrets (SASL and SSL key passwords) are best passed by
     uss-stream kafka run --bootstrap-servers 127.0.0.1:9092 --input-topic IN --output-topic OUT \\
         --dlq-topic DLQ --state-topic STATE --group-id G --stage-costs 0,0.15,0.2
     uss-stream kafka demo-producer --bootstrap-servers 127.0.0.1:9092 --input-topic IN --events 10000
+    uss-stream kafka status --bootstrap-servers 127.0.0.1:9092 --state-topic STATE --group-id G [--json]
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_create_topics(commands)
     _add_demo_producer(commands)
     add_orchestrate(commands)
+    _add_status(commands)
 
 
 # -- options, from the settings table ---------------------------------------------------------------
@@ -467,4 +469,43 @@ def demo_producer_command(args: argparse.Namespace) -> int:
         f"demo-producer: {sent} {settings.mode} events to {settings.input_topic} (PIMA stage costs {costs})",
         file=sys.stderr,
     )
+    return 0
+
+
+# -- status ----------------------------------------------------------------------------------------
+def _add_status(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "status",
+        help="what a group's learners have learned, from its last checkpoints in the state topic",
+        description="Per input partition with a checkpoint of --group-id in --state-topic: round, depth "
+        "mix, the depth it would choose now, disagreement rates, WD verdict, labels, pending decisions, "
+        "checkpoint age (docs/metrics.md). Works while the service runs and after it stopped; exits 5 "
+        "when the group has no checkpoint.",
+    )
+    add_settings(parser, "status")
+    parser.set_defaults(handler=status_command)
+
+
+@one_line_errors("status")
+def status_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka status``: a table (or ``--json``) on stdout; 5 without a checkpoint."""
+    import json
+
+    from uss_stream_kafka.exit_codes import EXIT_CODES
+    from uss_stream_kafka.status import format_table, group_status
+
+    settings = KafkaSettings.from_args(args)
+    rows = group_status(settings.client_config(), settings.state_topic, settings.group_id, settings.client)
+    if settings.json:
+        document = {"group_id": settings.group_id, "state_topic": settings.state_topic, "partitions": rows}
+        print(json.dumps(document, indent=2))
+    elif rows:
+        print(format_table(rows))
+    if not rows:
+        print(
+            f"uss-stream kafka status: group {settings.group_id!r} has no checkpoint in state topic "
+            f"{settings.state_topic!r} (not started yet, nothing checkpointed yet, or another state topic)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES["checkpoint"]
     return 0

@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 #: The subcommands that take settings.
-COMMANDS = ("run", "orchestrate", "create-topics", "demo-producer")
+COMMANDS = ("run", "orchestrate", "create-topics", "demo-producer", "status")
 _ALL = COMMANDS
 _SERVICE = ("run", "orchestrate")
 _TOPICS = ("run", "orchestrate", "create-topics")
@@ -291,7 +291,9 @@ class KafkaSettings:
         aliases={"--decisions-topic": ("orchestrate",)},
     )
     dlq_topic: str | None = setting(None, "dead letters", _TOPICS, _TOPIC, required=_TOPICS)
-    state_topic: str | None = setting(None, "checkpoints (compacted)", _TOPICS, _TOPIC, required=_TOPICS)
+    state_topic: str | None = setting(
+        None, "checkpoints (compacted)", (*_TOPICS, "status"), _TOPIC, required=(*_TOPICS, "status")
+    )
     labels_topic: str | None = setting(
         None,
         "labelled events (features mode: the service learns from them, demo-producer writes them)",
@@ -303,7 +305,11 @@ class KafkaSettings:
     )
     # processing
     group_id: str | None = setting(
-        None, "consumer group (and checkpoint key)", _SERVICE, _PROCESSING, required=_SERVICE
+        None,
+        "consumer group (and checkpoint key)",
+        (*_SERVICE, "status"),
+        _PROCESSING,
+        required=(*_SERVICE, "status"),
     )
     mode: str = setting(
         "outputs",
@@ -451,6 +457,10 @@ class KafkaSettings:
         _OPS,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
     )
+    json: bool = setting(
+        False, "status: print one JSON document (for scripts) instead of the table", ("status",), _OPS,
+        kind="switch", convert=parse_switch,
+    )  # fmt: skip
     # create-topics
     partitions: int = setting(1, "partitions", ("create-topics",), _CREATE, convert=_positive_int)
     replication_factor: int = setting(

@@ -40,6 +40,7 @@ MINIMAL = {
     "create-topics": {"--bootstrap-servers": "b:9092", "--input-topic": "i", "--output-topic": "o",
                       "--dlq-topic": "d", "--state-topic": "s"},
     "demo-producer": {"--bootstrap-servers": "b:9092", "--input-topic": "i"},
+    "status": {"--bootstrap-servers": "b:9092", "--state-topic": "s", "--group-id": "g"},
 }  # fmt: skip
 
 #: A valid text of each setting that is not free text, and the value it stands for.
@@ -76,6 +77,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "producer_option": ("linger_ms=5,batch_size=1024", ["linger_ms=5", "batch_size=1024"]),
     "metrics_port": ("-1", -1),
     "log_level": ("DEBUG", "DEBUG"),
+    "json": ("yes", True),
     "partitions": ("3", 3),
     "replication_factor": ("2", 2),
     "state_partitions": ("4", 4),
