@@ -129,9 +129,9 @@ PANELS: tuple[Panel, ...] = (
     ),
     Panel(
         "Depth mix",
-        "Share of the decisions made at each depth (all partitions).",
+        "Decisions per second at each depth, stacked to 100 %: the share of each depth (all partitions).",
         [(_rate("uss_kafka_decisions_total", "depth"), "depth {{depth}}")],
-        unit="percentunit",
+        unit="ops",
         stacking="percent",
     ),
     Panel(
@@ -262,7 +262,7 @@ def dashboard(panels: Sequence[Panel] = PANELS) -> dict[str, Any]:
                     "label": "Job",
                     "type": "query",
                     "datasource": {"type": "prometheus", "uid": "${datasource}"},
-                    "query": {"query": "label_values(uss_kafka_events_total, job)", "refId": "job"},
+                    "query": "label_values(uss_kafka_events_total, job)",
                     "definition": "label_values(uss_kafka_events_total, job)",
                     "current": {"text": DEFAULT_JOB, "value": DEFAULT_JOB},
                     "refresh": 2,
