@@ -69,7 +69,8 @@ def main() -> None:
     ratio = 1 / (1 + share + refresh_share)
     print(
         f"decide a batch of {args.batch}: {per_batch * 1e3:.2f} ms "
-        f"({per_batch / args.batch * 1e6:.2f} us/event); cost accounting: {per_account * 1e6:.1f} us per batch ({100 * share:.3f}% of the batch)"
+        f"({per_batch / args.batch * 1e6:.2f} us/event); cost accounting: {per_account * 1e6:.1f} us "
+        f"per batch ({100 * share:.3f}% of the batch)"
     )
     print(
         f"refresh of {args.partitions} learners: {per_refresh * 1e3:.2f} ms, at most once a second "
