@@ -2,8 +2,9 @@
 
 The broker benchmarks need ``KAFKA_BOOTSTRAP_SERVERS`` and run on their own:
 ``python -m benchmarks.bench_kafka`` (service against a passthrough, one partition),
-``python -m benchmarks.bench_orchestration`` (orchestration mode) and
-``python -m benchmarks.bench_scaleout`` (2 worker processes against 1, four partitions).
+``python -m benchmarks.bench_orchestration`` (orchestration mode),
+``python -m benchmarks.bench_scaleout`` (2 worker processes against 1, four partitions) and
+``python -m benchmarks.bench_status`` (``kafka status`` for 16 partitions).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ import sys
 
 import benchmarks
 
-NEEDS_BROKER = {"bench_features_durable", "bench_kafka", "bench_orchestration", "bench_scaleout"}
+NEEDS_BROKER = {
+    "bench_features_durable",
+    "bench_kafka",
+    "bench_orchestration",
+    "bench_scaleout",
+    "bench_status",
+}
 
 
 def main() -> None:

@@ -24,14 +24,19 @@ COMMAND_MODULES = (
 #: Subcommands that need an extra, by module: the name they are listed under when it is missing.
 OPTIONAL_COMMANDS = {"uss_stream_kafka.cli": "kafka"}
 
+#: Subcommands whose command line needs only their own module, by name: ``uss-stream kafka ...``
+#: starts without importing the other subcommands' modules (``replay``'s imports pandas).
+ALONE = {"kafka": "uss_stream_kafka.cli"}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of the subcommands of ``modules`` (every subcommand by default)."""
     parser = argparse.ArgumentParser(
         prog="uss-stream",
         description="Decide per event how deep to query a cost-ordered cascade, without labels.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as error:
@@ -58,8 +63,10 @@ def _register_unavailable(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    alone = ALONE.get(words[0]) if words else None
+    parser = build_parser(COMMAND_MODULES if alone is None else (alone,))
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args) or 0)
     except (ValueError, FileNotFoundError) as error:
