@@ -21,6 +21,7 @@ on the same broker:
 * **with** ``--learning-off``: the K = 3 at-least-once services of both clients once more with the
   learning metrics off (``Application(learning_metrics=False)``; :data:`NO_LEARNING`), so that the
   rounds' ratios "learning metrics on / off" (target >= 0.95) compare runs of the same round.
+  Every other round runs the cases in reverse order.
 
 **Same start condition.** A service pauses its new partition while it restores it (about a second),
 then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
@@ -453,7 +454,8 @@ def main() -> None:
     for r in range(args.rounds):
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
         warm_ups = {}  # seconds from assignment to first decision, per (case, client, guarantee)
-        for c, case in enumerate(cases):
+        # Every other round runs the cases in reverse order: a case is not always measured first.
+        for c, case in list(enumerate(cases))[:: 1 if r % 2 == 0 else -1]:
             for s, (client, guarantee) in enumerate(_services(case)):
                 # A new group per service, so new topics (checkpoints are keyed by input partition).
                 tag = f"{run_id}-{r}-{c}-{s}"

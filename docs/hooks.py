@@ -42,6 +42,7 @@ API_MODULES = (
     "uss_stream.pending",
     "uss_stream.label_replay",
     "uss_stream.wd_monitor",
+    "uss_stream.learning_state",
     "uss_stream.context_stats",
     "uss_stream.replay_sequential",
     "uss_stream.shared_learning",

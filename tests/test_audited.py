@@ -244,7 +244,7 @@ def test_replay_counts_labels_and_charges_them():
     assert extra == pytest.approx(0.5 * used)
     table = free.summary().set_index("policy")
     assert table.loc["audited", "labels_mean"] == pytest.approx(used.mean())
-    assert table.loc["audited", "wd_verdict"].split(" ")[0] in ("holds", "violated", "unknown")
+    assert table.loc["audited", "wd_verdict"].split(" ")[0] in ("holds", "violated", "undecided")
     with pytest.raises(ValueError, match="label_delay"):
         replay(outputs, labels, policies=policies, horizon=10, reps=1, label_delay=-1)
     with pytest.raises(ValueError, match="learns from labels"):

@@ -320,6 +320,8 @@ def test_summary_columns_and_confidence_interval() -> None:
         "depth_2",
         "depth_3",
         "mean_cost",
+        "cost_total",
+        "full_cascade_cost_total",
         "error_rate",
         "labels_mean",
         "wd_verdict",
@@ -338,6 +340,9 @@ def test_summary_columns_and_confidence_interval() -> None:
     for d in (1, 2, 3):
         assert row[f"depth_{d}"] == pytest.approx(np.mean(depths == d))
     assert row["mean_cost"] == pytest.approx(np.cumsum(costs)[depths - 1].mean())
+    # the metrics' vocabulary: per repetition, the cost spent and the full cascade's
+    assert row["cost_total"] == pytest.approx(np.cumsum(costs)[depths - 1].sum(axis=1).mean())
+    assert row["full_cascade_cost_total"] == pytest.approx(result.horizon * sum(costs))
     chosen = outputs[result.rows, depths - 1]
     assert row["error_rate"] == pytest.approx(np.mean(chosen != labels[result.rows]))
     assert summary.iloc[1]["depth_3"] == 1.0

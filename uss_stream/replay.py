@@ -65,6 +65,7 @@ from uss_stream._extras import require
 from uss_stream.instances import Instance
 from uss_stream.kernel import pair_order, speculate
 from uss_stream.label_replay import LabelledRun, simulate_labelled
+from uss_stream.learning_state import verdict_name
 from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
@@ -205,8 +206,14 @@ class ReplayResult:
 
         Columns: ``policy``; ``regret_mean``, ``regret_ci_low``, ``regret_ci_high`` (the final
         cumulative regret and its 95% CI, NaN without error rates); ``depth_1..depth_K`` (the
-        fraction of rounds at each depth); ``mean_cost`` (mean ``C_{I_t}``); ``error_rate``
-        (fraction of rounds whose chosen stage was wrong, NaN without labels).
+        fraction of rounds at each depth); ``mean_cost`` (mean ``C_{I_t}``); ``cost_total`` and
+        ``full_cascade_cost_total`` (per repetition, the sum of ``C_{I_t}`` over the horizon and
+        ``horizon · C_K``: the quantities of the service's ``uss_kafka_cost_total`` and
+        ``uss_kafka_full_cascade_cost_total``, ``docs/metrics.md``); ``error_rate`` (fraction of
+        rounds whose chosen stage was wrong, NaN without labels); ``labels_mean`` (labels used per
+        repetition); ``wd_verdict`` and ``wd_best_depth`` (the most common WD monitor verdict,
+        ``holds``, ``violated`` or ``undecided``, and best depth over the repetitions, for the
+        label-asking policies).
         """
         costs = self.instance.cumulative_costs
         n_stages = costs.size
@@ -222,13 +229,15 @@ class ReplayResult:
             for j, count in enumerate(counts, start=1):
                 row[f"depth_{j}"] = count / depths.size
             row["mean_cost"] = float(counts @ costs / depths.size)
+            row["cost_total"] = float(counts @ costs / self.reps)
+            row["full_cascade_cost_total"] = float(self.horizon * costs[-1])
             if self._wrong is None:
                 row["error_rate"] = math.nan
             else:
                 row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
             row["labels_mean"] = float(self.labels_used[name].mean())
             reports = self.wd_reports.get(name)
-            row["wd_verdict"] = _most_common([r.verdict for r in reports]) if reports else ""
+            row["wd_verdict"] = _most_common([verdict_name(r.verdict) for r in reports]) if reports else ""
             row["wd_best_depth"] = _most_common([r.best_depth for r in reports]) if reports else ""
             records.append(row)
         return pd.DataFrame.from_records(records)

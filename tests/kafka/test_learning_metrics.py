@@ -14,7 +14,6 @@ import json
 import random
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,13 +22,14 @@ from conftest import COSTS, CUMULATIVE, Running, decisions_of, new_app, produce,
 from prometheus_client.parser import text_string_to_metric_families
 from test_orchestration_labels import COSTS as AUDITED_COSTS
 from test_orchestration_labels import Sensors, serve
+from test_orchestration_labels import topics as orchestration  # noqa: F401 (a fixture)
 from waiting import wait_until
 
 from uss_stream.pending import PendingDecisions
 from uss_stream.policies import USSUCB, AuditedUSS
 from uss_stream.wd_monitor import wd_report
 from uss_stream_kafka import OutputsProcessor
-from uss_stream_kafka.orchestrating import OrchestrationTopics, create_orchestration_topics
+from uss_stream_kafka.orchestrating import OrchestrationTopics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -168,17 +168,9 @@ def test_without_learning_metrics_only_the_service_metrics_are_served(bootstrap_
     assert not families & LEARNING
 
 
-@pytest.fixture
-def orchestration(admin: Any) -> Iterator[OrchestrationTopics]:
-    run = uuid.uuid4().hex[:10]
-    made = OrchestrationTopics(*(f"lm-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
-    create_orchestration_topics(admin, made)
-    yield made
-    admin.delete_topics(list(made.all()))
-
-
 def test_orchestration_metrics_equal_an_in_process_pending_decisions(
-    bootstrap_servers: str, orchestration: OrchestrationTopics
+    bootstrap_servers: str,
+    orchestration: OrchestrationTopics,  # noqa: F811 (the fixture imported above)
 ) -> None:
     topics = orchestration
     serving = serve(
