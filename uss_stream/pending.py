@@ -175,6 +175,22 @@ class PendingDecisions:
         self._expire_labels()
         return depth
 
+    def withdraw(self, decision_id: Hashable) -> None:
+        """Forget the pending decision ``decision_id``, never delivered: its identifier may be decided again.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.2]))
+        >>> book.decide("e0")
+        2
+        >>> book.withdraw("e0")
+        >>> book.pending, book.counters["decided"], book.decide("e0")
+        (0, 0, 2)
+        """
+        del self._pending[decision_id]
+        self.counters["decided"] -= 1
+
     def depth_of(self, decision_id: Hashable) -> int:
         """The depth decided for a pending decision."""
         return self._pending[decision_id][0]

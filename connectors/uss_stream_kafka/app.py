@@ -317,14 +317,14 @@ class Application:
 
     def _setup(self) -> None:
         context = self._context
-        partitions, dead_letter_bytes = check_topics(
+        partitions, limits = check_topics(
             self.client_library, self.client, self.topics, {**PRODUCER_DEFAULTS, **self.producer_options}
         )
         context.metrics = ServiceMetrics(context.processor.n_stages)
         if self.http_port is not None:
             self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
         self._committer.start()
-        self._layers = wire(self, self._committer, self._idle_gate, partitions, dead_letter_bytes)
+        self._layers = wire(self, self._committer, self._idle_gate, partitions, limits)
         self._recovery = self._layers.recovery
         self._dispatcher = self._layers.dispatcher
         self._sharing = self._layers.sharing
