@@ -1,4 +1,4 @@
-"""Every record the service writes fits its topic: too large a decision is dead-lettered, too small a topic refused.
+"""The records the service writes fit their topics: oversize decisions dead-lettered, small topics refused.
 
 A decision echoes the input's ``id`` (and, in orchestration, the request's ``context``), so a valid
 input can yield a decision the output topic refuses; without a check the producer fails, the
