@@ -111,7 +111,12 @@ class Application:
     http_host, http_port
         Serve ``/metrics`` and ``/healthz`` there; ``http_port=None`` disables it, ``0`` picks a port.
     health_timeout
-        ``/healthz`` fails if the poll loop has not come back for this many seconds.
+        ``/healthz`` fails if the poll loop has not come back for this many seconds, or a restore
+        (features mode: the re-learn of the labels) has not finished within them (status
+        ``restoring`` while it runs).
+    relearn_max_labels
+        Features mode: re-learn at most the newest this many labels of each partition on a restore
+        (``None``: every label the topic retains), bounding the restore's time.
 
     Examples
     --------
@@ -151,6 +156,7 @@ class Application:
         http_port: int | None = 9108,
         health_timeout: float = 60.0,
         client_library: str = "kafka-python",
+        relearn_max_labels: int | None = None,
     ) -> None:
         check_settings(**locals())
         self.client = client
@@ -166,6 +172,7 @@ class Application:
         self.group_instance_id = group_instance_id
         self.guarantee = guarantee
         self.rebuild_models = bool(rebuild_models)
+        self.relearn_max_labels = relearn_max_labels
         self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
         self.client_library = client_library
@@ -273,7 +280,13 @@ class Application:
             self._status == "running" and poll_age < self.health_timeout and fetching
         )
         status = self._status if healthy or self._status != "running" else "stalled"
-        return healthy, health_details(self._context, status, poll_age)
+        restoring = None if self._recovery is None else self._recovery.restoring_since
+        if restoring is not None and self._status == "running":
+            healthy, status = now - restoring < self.health_timeout, "restoring"
+        details = health_details(self._context, status, poll_age)
+        if restoring is not None:
+            details["restoring_seconds"] = round(now - restoring, 3)
+        return healthy, details
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self, processor: Processor) -> RunSummary:

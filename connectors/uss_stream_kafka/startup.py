@@ -192,6 +192,9 @@ def check_settings(**settings: Any) -> None:
     idle = settings.get("exit_when_idle")
     if idle is not None and not idle > 0:
         raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
+    most = settings.get("relearn_max_labels")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise ValueError(f"relearn_max_labels must be an integer >= 1 or None, got {most!r}")
     librdkafka = settings.get("client_library") == "confluent"
     for kind in ("consumer", "producer"):
         check_client_options(kind, settings.get(f"{kind}_options") or {}, f"{kind}_options", librdkafka)

@@ -70,7 +70,12 @@ def wire(
     )
     labels_log = None
     if topics.labels is not None and app.rebuild_models and processor.mode == "features":
-        labels_log = LabelsLog(app.client.kafka_kwargs("labels-reader"), app.max_input_bytes, library=library)
+        labels_log = LabelsLog(
+            app.client.kafka_kwargs("labels-reader"),
+            app.max_input_bytes,
+            library=library,
+            max_labels=app.relearn_max_labels,
+        )
     sharing = SharedLearning(context, store) if app.shared_learning else None
     budget = getattr(processor, "max_state_bytes", None)
     if budget is not None and budget > limits.state - STATE_ENVELOPE_BYTES:
