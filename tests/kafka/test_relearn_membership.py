@@ -57,6 +57,15 @@ def learned(bootstrap: str, topics: Any, group: str, client: str) -> list[bytes]
     return [event for event, _ in records[LABELS + 1 :]]
 
 
+def prepared(bootstrap: str, make_topics: Any, client: str, name: str) -> tuple[Any, str, list[bytes]]:
+    """Topics, a group that learned the labels, the events to decide; the model slow from now on."""
+    topics = make_topics(labels=True)
+    group = f"g-{name}-{client}"
+    events = learned(bootstrap, topics, group, client)
+    DELAY["seconds"], DELAY["calls"] = SLOW, 0  # a re-learn of every label takes LABELS * SLOW = 12 s
+    return topics, group, events
+
+
 def restarted(bootstrap: str, topics: Any, group: str, client: str, **settings: Any) -> Any:
     settings.setdefault(
         "consumer_options", {"max_poll_interval_ms": INTERVAL_MS, "session_timeout_ms": INTERVAL_MS}
@@ -67,11 +76,7 @@ def restarted(bootstrap: str, topics: Any, group: str, client: str, **settings: 
 def test_a_relearn_longer_than_the_poll_interval_keeps_the_membership_and_shows_on_healthz(
     kafka_client: str, bootstrap_servers: str, make_topics
 ) -> None:
-    topics = make_topics(labels=True)
-    group = f"g-relearn-{kafka_client}"
-    events = learned(bootstrap_servers, topics, group, kafka_client)
-
-    DELAY["seconds"] = SLOW  # the re-learn takes LABELS * SLOW = 12 s, twice the interval
+    topics, group, events = prepared(bootstrap_servers, make_topics, kafka_client, "relearn")
     produce(bootstrap_servers, topics.input, events)
     app = restarted(bootstrap_servers, topics, group, kafka_client)
     running = Running(app, FeaturesProcessor(slow_cascade))
@@ -97,11 +102,7 @@ def test_a_relearn_longer_than_the_poll_interval_keeps_the_membership_and_shows_
 def test_relearn_max_labels_bounds_the_relearn(
     kafka_client: str, bootstrap_servers: str, make_topics
 ) -> None:
-    topics = make_topics(labels=True)
-    group = f"g-relearn-max-{kafka_client}"
-    events = learned(bootstrap_servers, topics, group, kafka_client)
-
-    DELAY["seconds"], DELAY["calls"] = SLOW, 0
+    topics, group, events = prepared(bootstrap_servers, make_topics, kafka_client, "relearn-max")
     produce(bootstrap_servers, topics.input, events[:5])
     app = restarted(bootstrap_servers, topics, group, kafka_client, relearn_max_labels=100)
     summary = run_app(app, FeaturesProcessor(slow_cascade))
