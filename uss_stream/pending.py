@@ -176,6 +176,22 @@ class PendingDecisions:
         self._expire_labels()
         return depth
 
+    def withdraw(self, decision_id: Hashable) -> None:
+        """Forget the pending decision ``decision_id``, never delivered: its identifier may be decided again.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.2]))
+        >>> book.decide("e0")
+        2
+        >>> book.withdraw("e0")
+        >>> book.pending, book.counters["decided"], book.decide("e0")
+        (0, 0, 2)
+        """
+        del self._pending[decision_id]
+        self.counters["decided"] -= 1
+
     def depth_of(self, decision_id: Hashable) -> int:
         """The depth decided for a pending decision."""
         return self._pending[decision_id][0]
@@ -401,6 +417,27 @@ class PendingDecisions:
         self._closed[decision_id] = state
         while len(self._closed) > self.remember_reported:
             self._closed.popitem(last=False)
+
+    def forget_closed(self, reports: int, labels: int = 0) -> None:
+        """Forget the ``reports`` oldest remembered report identifiers and the ``labels`` oldest
+        applied or expired label identifiers (a size limit's doing).
+
+        A later duplicate of a forgotten one is rejected as ``unknown`` instead of ``duplicate``
+        (or ``expired``); it is never applied.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> book = PendingDecisions(USSUCB(stage_costs=[0.0, 0.2]))
+        >>> for k in range(3):
+        ...     book.report(f"e{k}", [1] * book.decide(f"e{k}"))
+        >>> book.forget_closed(2)
+        >>> book.state_dict()["closed"]["ids"]
+        ['e2']
+        """
+        for remembered, count in ((self._closed, reports), (self._labels_closed, labels)):
+            for _ in range(min(count, len(remembered))):
+                remembered.popitem(last=False)
 
     def _reject(self, reason: str, message: str) -> None:
         self.counters[f"rejected_{reason}"] += 1

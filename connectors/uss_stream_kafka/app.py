@@ -112,7 +112,12 @@ class Application:
     http_host, http_port
         Serve ``/metrics`` and ``/healthz`` there; ``http_port=None`` disables it, ``0`` picks a port.
     health_timeout
-        ``/healthz`` fails if the poll loop has not come back for this many seconds.
+        ``/healthz`` fails if the poll loop has not come back for this many seconds, or a restore
+        (features mode: the re-learn of the labels) has not finished within them (status
+        ``restoring`` while it runs).
+    relearn_max_labels
+        Features mode: re-learn at most the newest this many labels of each partition on a restore
+        (``None``: every label the topic retains), bounding the restore's time.
     learning_metrics
         Serve the learning metrics (:mod:`~uss_stream_kafka.learning_metrics`: cost, chosen depth,
         disagreement rates, WD verdict, labels, pending decisions); ``False`` leaves them out.
@@ -156,6 +161,7 @@ class Application:
         health_timeout: float = 60.0,
         client_library: str = "kafka-python",
         learning_metrics: bool = True,
+        relearn_max_labels: int | None = None,
     ) -> None:
         check_settings(**locals())
         self.client = client
@@ -171,6 +177,7 @@ class Application:
         self.group_instance_id = group_instance_id
         self.guarantee = guarantee
         self.rebuild_models = bool(rebuild_models)
+        self.relearn_max_labels = relearn_max_labels
         self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
         self.client_library = client_library
@@ -279,7 +286,13 @@ class Application:
             self._status == "running" and poll_age < self.health_timeout and fetching
         )
         status = self._status if healthy or self._status != "running" else "stalled"
-        return healthy, health_details(self._context, status, poll_age)
+        restoring = None if self._recovery is None else self._recovery.restoring_since
+        if restoring is not None and self._status == "running":
+            healthy, status = now - restoring < self.health_timeout, "restoring"
+        details = health_details(self._context, status, poll_age)
+        if restoring is not None:
+            details["restoring_seconds"] = round(now - restoring, 3)
+        return healthy, details
 
     # -- the run ---------------------------------------------------------------------------------
     def run(self, processor: Processor) -> RunSummary:
@@ -323,7 +336,7 @@ class Application:
 
     def _setup(self) -> None:
         context = self._context
-        partitions, dead_letter_bytes = check_topics(
+        partitions, limits = check_topics(
             self.client_library, self.client, self.topics, {**PRODUCER_DEFAULTS, **self.producer_options}
         )
         context.metrics = ServiceMetrics(context.processor.n_stages)
@@ -333,7 +346,7 @@ class Application:
         if self.http_port is not None:
             self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
         self._committer.start()
-        self._layers = wire(self, self._committer, self._idle_gate, partitions, dead_letter_bytes)
+        self._layers = wire(self, self._committer, self._idle_gate, partitions, limits)
         self._recovery = self._layers.recovery
         self._dispatcher = self._layers.dispatcher
         self._sharing = self._layers.sharing

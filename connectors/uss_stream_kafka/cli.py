@@ -243,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
         guarantee=settings.guarantee,
         shared_learning=settings.shared_learning,
         rebuild_models=not settings.no_rebuild_models,
+        relearn_max_labels=settings.relearn_max_labels,
         exit_when_idle=settings.exit_when_idle,
         consumer_options=settings.consumer_options(),
         producer_options=settings.producer_options(),

@@ -52,15 +52,25 @@ class Dispatcher:
         Larger values are dead-lettered (``oversize``); dead letters carry at most this many bytes.
     dead_letter_bytes
         The largest dead letter the broker accepts (``None``: unknown).
+    output_bytes
+        The largest record (key and value) the output topic accepts (``None``: unknown). An input
+        whose decision (or a report whose label request) would be larger is dead-lettered
+        ``oversize`` instead: the broker would refuse the record, and every restart with it.
     """
 
     def __init__(
-        self, context: RunContext, committer: Committer, max_input_bytes: int, dead_letter_bytes: int | None
+        self,
+        context: RunContext,
+        committer: Committer,
+        max_input_bytes: int,
+        dead_letter_bytes: int | None,
+        output_bytes: int | None = None,
     ) -> None:
         self.context = context
         self.committer = committer
         self.max_input_bytes = max_input_bytes
         self.dead_letter_bytes = dead_letter_bytes
+        self.output_bytes = output_bytes
         self._timings: list[tuple[int, int]] = []
         self._batch_depths = [0] * (context.processor.n_stages + 1)
         self._partition_depths: list[tuple[int, list[int]]] = []  # for the learning metrics
@@ -125,6 +135,8 @@ class Dispatcher:
         self._timings.append((time.perf_counter_ns() - start, len(values)))
         keys = records.keys
         counts = self._batch_depths
+        if self.output_bytes is not None:
+            self._refuse_oversize(state.learner, payloads, keys, depths, errors)
         if None in payloads:  # rejected (or not to be answered)
             sent = [i for i, payload in enumerate(payloads) if payload is not None]
             payloads = [payloads[i] for i in sent]
@@ -175,7 +187,10 @@ class Dispatcher:
                 except InvalidEvent as error:
                     self._reject(labels.dlq_partition, records, i, error.reason, error.detail)
                 else:
-                    if answer is not None:  # orchestration: the report asks for its event's label
+                    if answer is not None and self._too_large(answer, records.keys[i]):
+                        detail = f"its label request has {len(answer)} bytes, {self._output_limit_text()}"
+                        self._reject(labels.dlq_partition, records, i, "oversize", detail)
+                    elif answer is not None:  # orchestration: the report asks for its event's label
                         self.committer.producer.send(
                             context.topics.output, answer, key=records.keys[i], partition=state.out_partition
                         )
@@ -184,6 +199,37 @@ class Dispatcher:
             state.labels_offset = labels.next_offset
         context.summary.labels += len(records)
         context.metrics.labels.inc(len(records))
+
+    def _refuse_oversize(
+        self,
+        learner: Any,
+        payloads: list[bytes | None],
+        keys: list[bytes | None],
+        depths: list[int],
+        errors: list[Any],
+    ) -> None:
+        """Turn, in place, each decision too large for the output topic into an ``oversize`` error.
+
+        A learner that can (orchestration) withdraws the decision; the others keep what they learned
+        from the event (its stage outputs, in outputs mode).
+        """
+        withdraw = getattr(learner, "withdraw", None)
+        longest = max(map(len, filter(None, payloads)), default=0)
+        if longest + max(map(len, filter(None, keys)), default=0) <= (self.output_bytes or 0):
+            return  # the common case: one pass in C over the batch
+        for i, payload in enumerate(payloads):
+            if payload is not None and self._too_large(payload, keys[i]):
+                detail = f"its decision has {len(payload)} bytes, {self._output_limit_text()}"
+                errors[i] = InvalidEvent("oversize", detail)
+                if withdraw is not None:
+                    withdraw(payload)
+                payloads[i], depths[i] = None, 0
+
+    def _too_large(self, value: bytes, key: bytes | None) -> bool:
+        return self.output_bytes is not None and len(value) + len(key or b"") > self.output_bytes
+
+    def _output_limit_text(self) -> str:
+        return f"output topic {self.context.topics.output!r} accepts {self.output_bytes} (key and value)"
 
     def _reject(self, dlq_partition: int, records: Records, index: int, reason: str, detail: str) -> None:
         letter = DeadLetter.for_record(records.record(index), reason, detail)

@@ -37,7 +37,7 @@ from typing import Any
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies.specs import parse_spec, spec_of
 from uss_stream_kafka.events import InvalidEvent
-from uss_stream_kafka.limits import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MARGIN
+from uss_stream_kafka.limits import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MARGIN, STATE_ENVELOPE_BYTES
 from uss_stream_kafka.processing import BatchResult, label_free_policy, policy_spec
 from uss_stream_kafka.reports import label_request, parse_feedback, parse_report, parse_request
 from uss_stream_kafka.state_budget import StateBudget
@@ -60,7 +60,7 @@ REPORT_DELAYS_KEPT = 100_000
 
 #: The largest learner state a checkpoint may hold by default: the broker's default record limit,
 #: less the record batch's margin and room for the checkpoint's envelope (key, offsets, processor).
-MAX_STATE_BYTES = BROKER_DEFAULT_MAX_MESSAGE_BYTES - MARGIN - 2048
+MAX_STATE_BYTES = BROKER_DEFAULT_MAX_MESSAGE_BYTES - MARGIN - STATE_ENVELOPE_BYTES
 
 
 @dataclass(frozen=True)
@@ -319,6 +319,10 @@ class OrchestrationLearner:
             except InvalidEvent as error:
                 errors[position] = error
         return BatchResult(payloads, depths, errors)
+
+    def withdraw(self, decision: bytes) -> None:
+        """Forget the pending decision of ``decision`` (a document of :meth:`process`), not delivered."""
+        self.book.withdraw(json.loads(decision)["id"])
 
     def learn(self, value: bytes | None) -> bytes | None:
         """Apply a report or a label; returns the label request to produce, if the report asks."""

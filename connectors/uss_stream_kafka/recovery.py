@@ -109,6 +109,7 @@ class Recovery:
         self.held: dict[Any, tuple[Any, int]] = {}  # paused labels partition -> (its input, end)
         self.new_consumer: Callable[[], Any] | None = None  # makes and subscribes a consumer (wiring)
         self._consumer_replacements: list[float] = []
+        self.restoring_since: float | None = None  # monotonic start of the restore under way
 
     def callbacks(self) -> dict[str, Any]:
         """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
@@ -198,17 +199,29 @@ class Recovery:
 
     # -- restore ---------------------------------------------------------------------------------
     def restore_pending(self) -> set[Any]:
-        """Restore the learners of newly assigned partitions; returns the partitions restored."""
+        """Restore the learners of newly assigned partitions; returns the partitions restored.
+
+        :attr:`restoring_since` holds the monotonic time the restore began, while it runs.
+        """
         context = self.context
         consumer = context.consumer
-        processor = context.processor
-        topics = context.topics
         with context.lock:
             pending = sorted(self.pending & consumer.assignment())
             self.pending.clear()
             revocations = self._revocations
         if not pending:
             return set()
+        self.restoring_since = time.monotonic()
+        try:
+            return self._restore(pending, revocations)
+        finally:
+            self.restoring_since = None
+
+    def _restore(self, pending: list[Any], revocations: int) -> set[Any]:
+        context = self.context
+        consumer = context.consumer
+        processor = context.processor
+        topics = context.topics
         store = self.store
         try:
             store.refresh()
@@ -349,11 +362,35 @@ class Recovery:
         if until < 0:
             return -1
         if self.labels_log is not None:
-            self.labels_log.relearn(learner, labels_tp, until)
+            self.labels_log.relearn(learner, labels_tp, until, keepalive=self._keep_membership)
         if labels_tp in context.labels:
             context.consumer.seek(labels_tp, until)
             context.labels[labels_tp].next_offset = until
         return until
+
+    def _keep_membership(self) -> None:
+        """Poll the group's consumer with every partition paused, so that a long re-learn does not
+        exceed ``max.poll.interval.ms`` (the group would expel the member and drop its learners).
+
+        Records fetched before the pause are not handed to anyone: their partitions are sought back
+        to them. A rebalance during this poll runs its callbacks as at any poll; a restore it
+        interrupts starts again from the new assignment.
+        """
+        consumer = self.context.consumer
+        running = consumer.assignment() - consumer.paused()
+        if running:
+            consumer.pause(running)
+        try:
+            fetched = consumer.poll(0)
+        except ClientError as error:
+            if not error.retriable:
+                raise
+            fetched = {}
+        finally:
+            if running:
+                consumer.resume(running & consumer.assignment())
+        for tp, records in fetched.items():
+            consumer.seek(tp, records.first_offset)
 
     # -- rewind ----------------------------------------------------------------------------------
     def rewind(self) -> None:

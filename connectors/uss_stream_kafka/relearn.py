@@ -21,8 +21,11 @@ What it requires:
 * the labels topic keeps every record: ``retention.ms=-1`` (what ``create-topics`` sets) or a
   retention longer than the service's life; records deleted by retention are missing from the
   rebuilt models (a warning says how many offsets);
-* restoring costs one pass over the partition's labels (a ``learn_one`` per label): keep it below
-  the consumer's ``max.poll.interval.ms`` (300 s by default), or raise that.
+* restoring costs one pass over the partition's labels (a ``learn_one`` per label). The service
+  keeps its group membership meanwhile (its consumer polls, every partition paused, about every
+  second: ``keepalive``), ``/healthz`` reports the restore, and ``max_labels``
+  (``--relearn-max-labels``) bounds it to the newest labels of each partition: the rebuilt models
+  then differ from an uninterrupted run's, which learned the older ones too.
 
 Examples
 --------
@@ -46,25 +49,38 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from uss_stream_kafka.checkpoint import CheckpointError
 from uss_stream_kafka.events import InvalidEvent
 
-__all__ = ["LabelsLog", "learn_values"]
+__all__ = ["KEEPALIVE_SECONDS", "LabelsLog", "learn_values"]
 
 log = logging.getLogger("uss_stream_kafka")
 
+#: Seconds between two calls of a re-learn's ``keepalive``.
+KEEPALIVE_SECONDS = 1.0
 
-def learn_values(learner: Any, values: Iterable[bytes | None], max_bytes: int) -> int:
+
+def learn_values(
+    learner: Any,
+    values: Iterable[bytes | None],
+    max_bytes: int,
+    keepalive: Callable[[], None] | None = None,
+) -> int:
     """Feed labelled values to ``learner`` as the service does; returns how many it learned.
 
     Values the service dead-letters (longer than ``max_bytes``, or refused by ``learner.learn``)
-    are skipped, as they were the first time.
+    are skipped, as they were the first time. ``keepalive`` is called every
+    :data:`KEEPALIVE_SECONDS` or so, however slow the learner.
     """
     learned = 0
+    kept = time.monotonic()
     for value in values:
+        if keepalive is not None and time.monotonic() - kept >= KEEPALIVE_SECONDS:
+            keepalive()
+            kept = time.monotonic()
         if value is not None and len(value) > max_bytes:
             continue
         try:
@@ -86,6 +102,8 @@ class LabelsLog:
         The service's ``max_input_bytes``: larger labels were dead-lettered, not learned.
     timeout
         Seconds without progress after which :meth:`relearn` raises ``TimeoutError``.
+    max_labels
+        Re-learn at most the newest this many labels of a partition (``None``: all it retains).
     library
         The client library (see :data:`uss_stream_kafka.clients.CLIENTS`).
     """
@@ -96,18 +114,22 @@ class LabelsLog:
         max_bytes: int,
         timeout: float = 60.0,
         library: str = "kafka-python",
+        max_labels: int | None = None,
     ) -> None:
         self.library = library
+        self.max_labels = max_labels
         self.consumer_kwargs = {**consumer_kwargs, "isolation_level": "read_committed"}
         self.max_bytes = max_bytes
         self.timeout = timeout
         self._consumer: Any = None
 
-    def relearn(self, learner: Any, tp: Any, until: int) -> int:
+    def relearn(self, learner: Any, tp: Any, until: int, keepalive: Callable[[], None] | None = None) -> int:
         """Feed ``learner`` the labels of ``tp`` below offset ``until`` in order; returns how many it learned.
 
-        Raises :class:`~uss_stream_kafka.checkpoint.CheckpointError` if the partition ends before
-        ``until`` (the labels topic was recreated or truncated).
+        From the newest ``max_labels`` on, if set; ``keepalive`` is called about every
+        :data:`KEEPALIVE_SECONDS` (see :func:`learn_values`). Raises
+        :class:`~uss_stream_kafka.checkpoint.CheckpointError` if the partition ends before ``until``
+        (the labels topic was recreated or truncated).
         """
         if until <= 0:
             return 0
@@ -139,6 +161,9 @@ class LabelsLog:
                 tp.partition,
                 min(start, until),
             )
+        if self.max_labels is not None and until - self.max_labels > start:
+            start = until - self.max_labels
+            log.info("%s/%d: re-learning the newest %d labels only", tp.topic, tp.partition, self.max_labels)
         if start >= until:
             return 0
         consumer.seek(tp, start)
@@ -149,7 +174,7 @@ class LabelsLog:
             batch = consumer.poll(0.2, max_records=10_000).get(tp)
             if batch is not None:
                 kept = [value for value, offset in zip(batch.values, batch.offsets) if offset < until]
-                learned += learn_values(learner, kept, self.max_bytes)
+                learned += learn_values(learner, kept, self.max_bytes, keepalive)
             if consumer.position(tp) > position:
                 progress, position = time.monotonic(), consumer.position(tp)
             elif time.monotonic() - progress > self.timeout:

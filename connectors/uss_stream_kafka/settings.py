@@ -378,6 +378,10 @@ class KafkaSettings:
         False, "features mode: do not re-learn the labels log on restore (the stages start untrained)",
         ("run",), _DELIVERY, kind="switch", convert=parse_switch,
     )  # fmt: skip
+    relearn_max_labels: int | None = setting(
+        None, "features mode: re-learn at most the newest this many labels per partition on a restore "
+        "(default: all)", ("run",), _DELIVERY, convert=_positive_int,
+    )  # fmt: skip
     commit_interval: float = setting(
         1.0, "seconds between commits (flush first); 0 = after every batch", ("run",), _DELIVERY,
         convert=_non_negative_float,

@@ -32,7 +32,7 @@ from uss_stream._extras import require
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.config import ClientConfig, check_client_options
-from uss_stream_kafka.limits import record_limit
+from uss_stream_kafka.limits import RecordLimits, check_record_limits, record_limit
 from uss_stream_kafka.topics import Topics, check_state_topic
 
 __all__ = [
@@ -192,6 +192,9 @@ def check_settings(**settings: Any) -> None:
     idle = settings.get("exit_when_idle")
     if idle is not None and not idle > 0:
         raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
+    most = settings.get("relearn_max_labels")
+    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+        raise ValueError(f"relearn_max_labels must be an integer >= 1 or None, got {most!r}")
     librdkafka = settings.get("client_library") == "confluent"
     for kind in ("consumer", "producer"):
         check_client_options(kind, settings.get(f"{kind}_options") or {}, f"{kind}_options", librdkafka)
@@ -215,13 +218,14 @@ def check_processor(mode: str, labels_topic: str | None, shared_learning: bool) 
 
 def check_topics(
     library: str, client: ClientConfig, topics: Topics, producer_settings: Mapping[str, Any]
-) -> tuple[dict[str, int], int]:
-    """Check the service's topics (an admin of ``library``); their partition counts, the dead-letter limit.
+) -> tuple[dict[str, int], RecordLimits]:
+    """Check the service's topics (an admin of ``library``); their partition counts, their record limits.
 
     Every topic must exist, the labels topic (if any) must have as many partitions as the input
     topic, and the state topic should be compacted (a warning if that cannot be checked). The
-    limit is the largest dead letter the broker and the producer accept
-    (:func:`~uss_stream_kafka.limits.record_limit`).
+    limits are the largest records the broker and the producer accept on the topics the service
+    writes (:func:`~uss_stream_kafka.limits.record_limit`); a topic whose limit is too small for the
+    service is refused (:func:`~uss_stream_kafka.limits.check_record_limits`).
     """
     admin = clients.admin(library, **client.kafka_kwargs("admin"))
     try:
@@ -232,7 +236,7 @@ def check_topics(
 
 def _check_topics(
     admin: Any, topics: Topics, producer_settings: Mapping[str, Any]
-) -> tuple[dict[str, int], int]:
+) -> tuple[dict[str, int], RecordLimits]:
     partitions = partition_counts(admin, topics.all())
     try:
         check_state_topic(admin, topics.state)
@@ -240,13 +244,15 @@ def _check_topics(
         raise
     except Exception as error:  # e.g. DescribeConfigs not authorised: not fatal, but say so
         log.warning("could not check that state topic %r is compacted: %s", topics.state, error)
-    dead_letter_bytes = record_limit(admin, topics.dead_letter, producer_settings)
+    written = (topics.output, topics.dead_letter, topics.state)
+    limits = RecordLimits(*(record_limit(admin, topic, producer_settings) for topic in written))
+    check_record_limits(limits, topics.output, topics.dead_letter, topics.state)
     if topics.labels is not None and partitions[topics.labels] != partitions[topics.input]:
         raise ValueError(
             f"labels topic {topics.labels!r} has {partitions[topics.labels]} partitions and input topic "
             f"{topics.input!r} {partitions[topics.input]}: they must be co-partitioned"
         )
-    return partitions, dead_letter_bytes
+    return partitions, limits
 
 
 def partition_counts(admin: Any, names: Iterable[str]) -> dict[str, int]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,10 +57,10 @@ class StateBudget:
     >>> book.counters["expired"] == 1000 - book.pending
     True
     >>> book.report("decision-0999", [1])   # the newest decisions stay
-    >>> book.report("decision-0000", [1])
+    >>> book.report("decision-0000", [1])   # expired, and its id forgotten to fit the limit
     Traceback (most recent call last):
     ...
-    uss_stream.pending.RejectedReport: decision 'decision-0000' expired before its report
+    uss_stream.pending.RejectedReport: decision 'decision-0000' is unknown
 
     """
 
@@ -72,8 +73,8 @@ class StateBudget:
     def fit(self, state: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``state()`` (the book's state), after trimming it (and the book) if too large.
 
-        First the oldest remembered report ids are left out of the checkpoint, then the oldest
-        pending decisions and awaited labels are expired.
+        First the oldest remembered report and label ids are forgotten, then the oldest pending
+        decisions and awaited labels are expired.
         """
 
         def document() -> dict[str, Any]:
@@ -86,7 +87,7 @@ class StateBudget:
             self._warn(len(value), ratio)
         if len(value) <= TRIM_AT * self.limit:
             return checkpoint["state"]
-        _drop_closed(checkpoint, self.limit, len(value))
+        _drop_closed(checkpoint, self.limit, len(value), self.book)
         value = _dumps(checkpoint)
         book = self.book
         while len(value) > TRIM_AT * self.limit and (book.pending or book.awaiting_labels):
@@ -96,7 +97,7 @@ class StateBudget:
             if not expired:
                 break
             checkpoint = document()
-            _drop_closed(checkpoint, self.limit, len(_dumps(checkpoint)))
+            _drop_closed(checkpoint, self.limit, len(_dumps(checkpoint)), self.book)
             value = _dumps(checkpoint)
             log.warning(
                 "checkpoint over %d%% of the %d-byte limit of the state topic: expired the %d oldest "
@@ -142,32 +143,43 @@ class StateBudget:
         return self.book.expire_through(rounds[min(count, len(rounds)) - 1])
 
 
-def _closed_ids(checkpoint: dict[str, Any]) -> list[Any]:
-    closed = checkpoint.get("state", {}).get("closed")
-    return closed.get("ids") or [] if isinstance(closed, dict) else []
+def _closed_lists(checkpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """The remembered-id lists of a checkpoint: reports (``closed``), then labels (``labels.closed``)."""
+    state = checkpoint.get("state", {})
+    found = [state.get("closed"), (state.get("labels") or {}).get("closed")]
+    return [closed if isinstance(closed, dict) else {} for closed in found]
 
 
-def _drop_closed(checkpoint: dict[str, Any], limit: int, size: int) -> int:
-    """Keep in ``checkpoint`` only the newest remembered ids that fit :data:`TRIM_TO` of ``limit``.
+def _drop_closed(checkpoint: dict[str, Any], limit: int, size: int, book: Any) -> int:
+    """Keep in ``checkpoint`` and ``book`` the newest remembered ids that fit :data:`TRIM_TO` of ``limit``.
 
-    The book still remembers them until a restart; after it, a duplicate report of a forgotten id
-    is dead-lettered ``report_unknown`` instead of ``report_duplicate``. Returns how many were dropped.
+    Both lists (reported ids, applied label ids) give up their oldest ids, each in proportion to
+    its bytes: they are bounded by bytes, however long the identifiers. A later duplicate report or
+    label of a forgotten id is dead-lettered ``report_unknown`` (``report_label_unknown``) instead of
+    ``report_duplicate``, never applied. Returns how many were dropped.
     """
-    ids = _closed_ids(checkpoint)
+    lists = _closed_lists(checkpoint)
     excess = size - TRIM_TO * limit
-    if not ids or excess <= 0:
+    total = sum(len(_dumps(closed.get("ids") or [])) for closed in lists)
+    if excess <= 0 or total <= 4:
         return 0
-    per_id = len(_dumps({"ids": ids})) / len(ids)
-    drop = min(len(ids), int(excess / per_id) + 1)
-    closed = checkpoint["state"]["closed"]
-    closed["ids"] = ids[drop:]
-    closed["expired"] = [k - drop for k in closed.get("expired", []) if k >= drop]
+    drops = []
+    for closed in lists:  # each gives up its share of the excess: len(ids) / total ids per byte
+        ids = closed.get("ids") or []
+        drop = min(len(ids), math.ceil(excess * len(ids) / total))
+        if drop:
+            closed["ids"] = ids[drop:]
+            closed["expired"] = [k - drop for k in closed.get("expired", []) if k >= drop]
+        drops.append(drop)
+    book.forget_closed(*drops)
     log.warning(
-        "checkpoint keeps the newest %d remembered report ids only (%d dropped to fit the state topic)",
-        len(closed["ids"]),
-        drop,
+        "checkpoint keeps the newest %d remembered report ids and %d label ids only (%d and %d "
+        "dropped to fit the state topic)",
+        len(lists[0].get("ids") or []),
+        len(lists[1].get("ids") or []),
+        *drops,
     )
-    return drop
+    return sum(drops)
 
 
 def _dumps(document: dict[str, Any]) -> bytes:

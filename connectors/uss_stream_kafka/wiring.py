@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from uss_stream_kafka.checkpoint import CheckpointStore
 from uss_stream_kafka.dispatch import Dispatcher
+from uss_stream_kafka.limits import STATE_ENVELOPE_BYTES
 from uss_stream_kafka.recovery import Recovery
 from uss_stream_kafka.relearn import LabelsLog
 from uss_stream_kafka.shared import SharedLearning
@@ -23,6 +24,7 @@ from uss_stream_kafka.startup import new_consumer
 if TYPE_CHECKING:
     from uss_stream_kafka.app import Application
     from uss_stream_kafka.checkpointing import Committer
+    from uss_stream_kafka.limits import RecordLimits
     from uss_stream_kafka.progress import IdleGate
 
 log = logging.getLogger("uss_stream_kafka")
@@ -50,12 +52,12 @@ def wire(
     committer: Committer,
     idle_gate: IdleGate,
     partitions: dict[str, int],
-    dead_letter_bytes: int,
+    limits: RecordLimits,
 ) -> Layers:
     """Build the layers of ``app``'s run and subscribe its consumer (``app._context.consumer``).
 
-    ``partitions``: the partition count of every topic; ``dead_letter_bytes``: the largest dead
-    letter the dead-letter topic accepts (both from :func:`~uss_stream_kafka.startup.check_topics`).
+    ``partitions``: the partition count of every topic; ``limits``: the largest record each topic
+    the service writes accepts (both from :func:`~uss_stream_kafka.startup.check_topics`).
     """
     context = app._context
     topics = app.topics
@@ -68,9 +70,20 @@ def wire(
     )
     labels_log = None
     if topics.labels is not None and app.rebuild_models and processor.mode == "features":
-        labels_log = LabelsLog(app.client.kafka_kwargs("labels-reader"), app.max_input_bytes, library=library)
+        labels_log = LabelsLog(
+            app.client.kafka_kwargs("labels-reader"),
+            app.max_input_bytes,
+            library=library,
+            max_labels=app.relearn_max_labels,
+        )
     sharing = SharedLearning(context, store) if app.shared_learning else None
-    dispatcher = Dispatcher(context, committer, app.max_input_bytes, dead_letter_bytes)
+    budget = getattr(processor, "max_state_bytes", None)
+    if budget is not None and budget > limits.state - STATE_ENVELOPE_BYTES:
+        # Orchestration: its checkpoints must fit the state topic's own limit, not the default one.
+        processor.max_state_bytes = limits.state - STATE_ENVELOPE_BYTES
+    dispatcher = Dispatcher(
+        context, committer, app.max_input_bytes, limits.dead_letter, output_bytes=limits.output
+    )
     recovery = Recovery(
         context,
         committer,

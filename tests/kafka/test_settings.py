@@ -59,6 +59,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "alpha": ("0.75", 0.75),
     "max_input_bytes": ("4096", 4096),
     "max_age_decisions": ("12", 12),
+    "relearn_max_labels": ("5000", 5000),
     "max_age_seconds": ("1.5", 1.5),
     "guarantee": ("exactly-once", "exactly-once"),
     "shared_learning": ("true", True),

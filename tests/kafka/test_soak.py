@@ -1,9 +1,11 @@
 """Fault soak: exactly-once workers with shared learning through SIGKILLs and broker restarts.
 
 Three ``uss-stream kafka run`` workers (exactly-once, shared learning) in one group over six
-partitions decide a stream produced in real time, while random workers are SIGKILLed and
-restarted (every other one only after the survivors took its partitions over: a rebalance each
-way) and the broker is stopped and restarted on its data. Then the ``read_committed`` output
+partitions decide a stream produced in real time, while random workers are SIGKILLed or stopped
+with SIGTERM (a clean exit, 0) and restarted (every other SIGKILLed one only after the survivors
+took its partitions over: a rebalance each way) and the broker is stopped and restarted on its
+data. Every worker's resident memory is sampled each second and must stay under
+``SOAK_MAX_RSS_MIB``. Then the ``read_committed`` output
 must hold exactly one decision per event, in order per partition; the last checkpoint of each
 partition must hold exactly the counts of its committed decisions (recomputed here from the
 events' outputs and the decided depths: nothing learned twice or lost); with shared learning off
@@ -11,8 +13,9 @@ events' outputs and the decided depths: nothing learned twice or lost); with sha
 shared learning on they depend on when the other partitions' checkpoints arrived, so no
 uninterrupted run reproduces them; the count check is what holds them to the events.
 
-Sizes come from the environment; CI runs the defaults (20 000 events, 2 kills, 1 broker restart).
-``make soak`` runs the full size: ``SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_BROKER_RESTARTS=3``.
+Sizes come from the environment; CI runs the defaults (20 000 events, 2 kills, 1 SIGTERM, 1 broker
+restart). ``make soak`` runs the full size:
+``SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_TERMS=5 SOAK_BROKER_RESTARTS=3``.
 The broker is a private ``deploy/kafka/broker.sh`` on a free port, destroyed at the end (kept,
 stopped, with ``SOAK_KEEP_BROKER=1``).
 """
@@ -44,6 +47,8 @@ from uss_stream_kafka import Topics, create_topics
 
 EVENTS = int(os.environ.get("SOAK_EVENTS", "20000"))
 KILLS = int(os.environ.get("SOAK_KILLS", "2"))
+TERMS = int(os.environ.get("SOAK_TERMS", "1"))
+MAX_RSS_MIB = float(os.environ.get("SOAK_MAX_RSS_MIB", "400"))
 BROKER_RESTARTS = int(os.environ.get("SOAK_BROKER_RESTARTS", "1"))
 RATE = float(os.environ.get("SOAK_RATE", "2000"))  # events per second produced
 SHARED = os.environ.get("SOAK_SHARED", "1") == "1"
@@ -106,6 +111,45 @@ class LagSampler:
             self.samples += 1
         consumer.close()
         admin.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def rss_mib(pid: int) -> float | None:
+    """The resident memory of process ``pid`` in MiB (``None``: it ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return None if kib is None else kib / 1024
+
+
+class MemorySampler:
+    """Samples, every ``interval`` seconds, the resident memory of every live worker process."""
+
+    def __init__(self, soak: Soak, interval: float = 1.0) -> None:
+        self.soak, self.interval = soak, interval
+        self.samples: dict[int, list[float]] = {}  # pid -> MiB, in time order
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            for worker in list(self.soak.workers.values()):
+                mib = rss_mib(worker.process.pid)
+                if mib is not None:
+                    self.samples.setdefault(worker.process.pid, []).append(mib)
+
+    def peak(self) -> float:
+        return max((max(s) for s in self.samples.values()), default=0.0)
+
+    def describe(self) -> str:
+        """Per worker process: its first, peak and last sample."""
+        return "; ".join(f"{s[0]:.0f}/{max(s):.0f}/{s[-1]:.0f}" for s in self.samples.values() if s)
 
     def stop(self) -> None:
         self._stop.set()
@@ -181,6 +225,16 @@ class Soak:
         self.restore_seconds.append(self.start(k))
         self.note(f"worker {k} restored after {self.restore_seconds[-1]:.1f}s")
 
+    def term(self, k: int) -> None:
+        """SIGTERM worker ``k`` (a clean exit, 0) and restart it."""
+        victim = self.workers.pop(k)
+        self.note(f"SIGTERM worker {k}")
+        victim.process.send_signal(signal.SIGTERM)
+        self.retired.append(victim)
+        victim.finish(timeout=120)
+        self.restore_seconds.append(self.start(k))
+        self.note(f"worker {k} restored after {self.restore_seconds[-1]:.1f}s")
+
     def restart_broker(self) -> None:
         self.note("broker stop")
         stopped = self.broker.stop()
@@ -231,7 +285,8 @@ def test_soak(soak_broker, record_property, tmp_path):
     group = "soak-group"
     rng = random.Random(SEED)
     # The faults, spread evenly over the production; broker restarts among the kills.
-    faults = ["kill"] * KILLS
+    faults = ["kill"] * KILLS + ["term"] * TERMS
+    rng.shuffle(faults)
     for i in range(BROKER_RESTARTS):
         faults.insert((i + 1) * len(faults) // (BROKER_RESTARTS + 1) + i, "broker")
     thresholds = [EVENTS * (i + 1) // (len(faults) + 1) for i in range(len(faults))]
@@ -239,7 +294,7 @@ def test_soak(soak_broker, record_property, tmp_path):
     log_dir = Path(os.environ.get("SOAK_LOG_DIR") or tmp_path)
     log_dir.mkdir(parents=True, exist_ok=True)
     soak = Soak(soak_broker, topics, group)
-    sampler = None
+    sampler = memory = None
     try:
         started = time.monotonic()
         launched = time.monotonic()
@@ -250,6 +305,7 @@ def test_soak(soak_broker, record_property, tmp_path):
         first_restore = time.monotonic() - launched
         soak.wait(lambda: all(soak.owned().values()), "three workers sharing the partitions", timeout=60)
         sampler = LagSampler(bootstrap, topics.input, group)
+        memory = MemorySampler(soak)
         producing = trickle(bootstrap, topics.input, {p: v for p, (v, _) in streams.items()}, per_second=RATE)
         kills = 0
         for fault, threshold in zip(faults, thresholds):
@@ -261,6 +317,8 @@ def test_soak(soak_broker, record_property, tmp_path):
             )
             if fault == "broker":
                 soak.restart_broker()
+            elif fault == "term":
+                soak.term(rng.choice(sorted(soak.workers)))
             else:
                 soak.kill(rng.choice(sorted(soak.workers)), wait_for_takeover=kills % 2 == 1)
                 kills += 1
@@ -280,6 +338,8 @@ def test_soak(soak_broker, record_property, tmp_path):
     finally:
         if sampler is not None:
             sampler.stop()
+        if memory is not None:
+            memory.stop()
         soak.kill_all()
         for i, worker in enumerate([*soak.retired, *soak.workers.values()]):
             (log_dir / f"worker-{i}.log").write_text(worker.log)
@@ -300,13 +360,15 @@ def test_soak(soak_broker, record_property, tmp_path):
     replacements = sum(log.count("replacing the transactional producer") for log in every_log)
     report = (
         f"soak: {EVENTS} events at {RATE:.0f}/s, {WORKERS} exactly-once workers, {PARTITIONS} partitions, "
-        f"shared learning {'on' if SHARED else 'off'}; {KILLS} SIGKILLs, {BROKER_RESTARTS} broker restarts "
+        f"shared learning {'on' if SHARED else 'off'}; {KILLS} SIGKILLs, {TERMS} SIGTERMs, "
+        f"{BROKER_RESTARTS} broker restarts "
         f"(down {fmt(soak.broker_down_seconds)}); all input committed after {total_seconds:.0f}s; "
         f"restore after a restart {fmt(soak.restore_seconds)} (first start {first_restore:.1f}s), "
         f"take-over after a kill {fmt(soak.takeover_seconds)}; peak lag {sampler.peak} records "
         f"({sampler.samples} samples); read_committed: {len(records)} decisions, {len(missing)} events "
         f"without one{missing_detail(missing, produced_anyhow)}, {twice} with two; {aborted} aborted "
-        f"records; {replacements} producer replacements; {len(soak.crashes)} unasked worker exits"
+        f"records; {replacements} producer replacements; {len(soak.crashes)} unasked worker exits; "
+        f"resident memory per worker process first/peak/last MiB: {memory.describe()}"
     )
     record_property("soak", report)
     print(report)
@@ -324,6 +386,7 @@ def test_soak(soak_broker, record_property, tmp_path):
         assert stats == counts_of(outputs, depths), f"partition {p}: checkpoint counts"
     assert read_all(bootstrap, topics.dead_letter) == []
     assert not soak.crashes, "\n\n".join(soak.crashes)
+    assert 0 < memory.peak() <= MAX_RSS_MIB, f"a worker's resident memory peaked at {memory.peak():.0f} MiB"
 
 
 def missing_detail(missing: list[int], produced_anyhow: set[str]) -> str:
