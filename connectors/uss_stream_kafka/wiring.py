@@ -70,7 +70,9 @@ def wire(
     if topics.labels is not None and app.rebuild_models and processor.mode == "features":
         labels_log = LabelsLog(app.client.kafka_kwargs("labels-reader"), app.max_input_bytes, library=library)
     sharing = SharedLearning(context, store) if app.shared_learning else None
-    dispatcher = Dispatcher(context, committer, app.max_input_bytes, dead_letter_bytes)
+    dispatcher = Dispatcher(
+        context, committer, app.max_input_bytes, dead_letter_bytes, propagate=app.propagate_headers
+    )
     recovery = Recovery(
         context,
         committer,

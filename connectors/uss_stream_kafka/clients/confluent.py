@@ -139,6 +139,10 @@ class ConfluentRecords(Records):
         return [message.offset() for message in self._messages]
 
     @property
+    def headers(self) -> list[Any]:
+        return [message.headers() for message in self._messages]
+
+    @property
     def first_offset(self) -> int:
         return self._messages[0].offset()
 
@@ -513,7 +517,12 @@ class ConfluentProducer(Producer):
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None = None,
         partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes]] | None] | None = None,
     ) -> None:
+        if headers is not None:  # the records that carry headers one by one (send: the same retries)
+            super().send_many(topic, values, keys, partition, headers)
+            self._serve()
+            return
         produce = self._produce
         part = -1 if partition is None else partition
         records = zip(values, repeat(None) if keys is None else keys)
