@@ -48,12 +48,21 @@ STAGE_COSTS = (0.0, 0.15, 0.2)
 POLICY = "uss-kl-ucb"
 
 
+#: A gap of at least this many seconds between consecutive output records counts as a stall.
+STALL = 0.2
+
+
 class Timing(NamedTuple):
-    """A contender's figures, from its output's broker append times."""
+    """A contender's figures, from its output's broker append times.
+
+    ``stalled``: the seconds of the output's span spent in gaps of at least :data:`STALL` seconds
+    between consecutive records (a fetch that waited, a commit that blocked).
+    """
 
     throughput: float
     cold: float
     startup: float
+    stalled: float
 
 
 def consumer_settings(library: str) -> dict[str, Any]:
@@ -91,19 +100,18 @@ def timed(bootstrap: str, topic: str, n: int, launched: float) -> Timing:
         bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"
     )
     consumer.assign([TopicPartition(topic, 0)])
-    first = last = None
-    seen = 0
+    stamps: list[int] = []
     deadline = time.monotonic() + 120
-    while seen < n and time.monotonic() < deadline:
+    while len(stamps) < n and time.monotonic() < deadline:
         for records in consumer.poll(timeout_ms=500, max_records=50_000).values():
-            first = first if first is not None else records[0].timestamp
-            last = records[-1].timestamp
-            seen += len(records)
+            stamps += [record.timestamp for record in records]
     consumer.close()
-    if seen < n:
-        raise SystemExit(f"{topic}: {seen} of {n} records")
-    span = max(last - first, 1) / 1000.0
-    return Timing(n / span, n / (last / 1000.0 - launched), first / 1000.0 - launched)
+    if len(stamps) < n:
+        raise SystemExit(f"{topic}: {len(stamps)} of {n} records")
+    first, last = stamps[0] / 1000.0, stamps[-1] / 1000.0
+    gaps = [(b - a) / 1000.0 for a, b in zip(stamps, stamps[1:])]
+    stalled = sum(gap for gap in gaps if gap >= STALL)
+    return Timing(n / max(last - first, 1e-3), n / (last - launched), first - launched, stalled)
 
 
 def _passthrough_confluent(bootstrap: str, source: str, target: str, n: int) -> None:
