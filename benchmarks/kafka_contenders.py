@@ -28,6 +28,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def timed(bootstrap: str, topic: str, n: int, launched: float) -> Timing:
     if len(stamps) < n:
         raise SystemExit(f"{topic}: {len(stamps)} of {n} records")
     first, last = stamps[0] / 1000.0, stamps[-1] / 1000.0
-    gaps = [(b - a) / 1000.0 for a, b in zip(stamps, stamps[1:])]
+    gaps = [(b - a) / 1000.0 for a, b in itertools.pairwise(stamps)]
     stalled = sum(gap for gap in gaps if gap >= STALL)
     return Timing(n / max(last - first, 1e-3), n / (last - launched), first - launched, stalled)
 
