@@ -73,15 +73,15 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 #: default): a service deciding faster than one fetch a second waited up to a second per fetch.
 LIBRARY_CONSUMER_DEFAULTS: dict[str, dict[str, Any]] = {
     "kafka-python": {},
-    "confluent": {},
+    "confluent": {"fetch.queue.backoff.ms": 10},
 }
 
 
 def library_defaults(library: str) -> dict[str, Any]:
     """The consumer defaults of client ``library`` on top of :data:`CONSUMER_DEFAULTS`.
 
-    >>> sorted(library_defaults("confluent"))
-    []
+    >>> library_defaults("confluent"), library_defaults("kafka-python")
+    ({'fetch.queue.backoff.ms': 10}, {})
     """
     return dict(LIBRARY_CONSUMER_DEFAULTS[library])
 
