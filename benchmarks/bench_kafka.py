@@ -8,7 +8,10 @@ with ``--client kafka-python`` and with ``--policy uss-kl-ucb``, bare passthroug
 with the service's default client settings, and a Quix Streams application doing the service's job
 with USS-KL-UCB; :mod:`benchmarks.kafka_contenders`), timed by its output's broker append times:
 throughput = records / span of the output's ``LogAppendTime``, and "cold" = records / (last
-append time − launch). Ratios are those of one round, medians over the rounds.
+append time − launch), and "stalled" = seconds of the output's span in gaps of 200 ms or more.
+Every contender starts with its modules' bytecode cached, as after ``pip install``
+(:func:`~benchmarks.kafka_contenders.warm_bytecode`). Ratios are those of one round, medians over
+the rounds.
 
 **The loop** (then, unless ``--no-loop``): the figures below, of services started in-process on a
 prefetched input.
@@ -78,7 +81,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from benchmarks.kafka_contenders import Timing, events, launch, timed
+from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_bytecode
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
@@ -437,6 +440,7 @@ def _end_to_end(bootstrap: str, n: int, rounds: int) -> None:
     producer.flush()
     producer.close()
     print(f"end to end: {n} events in one partition; --client auto is {resolve('auto')}", flush=True)
+    warm_bytecode()
     figures: dict[str, list[Any]] = {label: [] for label, _, _ in contenders}
     for r in range(rounds):
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
