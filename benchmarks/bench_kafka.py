@@ -425,9 +425,13 @@ E2E_RATIOS = (
 )
 
 
-def _end_to_end(bootstrap: str, n: int, rounds: int) -> None:
-    """Each contender of :data:`END_TO_END` from a cold start, ``rounds`` times (see the module)."""
+def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> None:
+    """Each contender of :data:`END_TO_END` from a cold start, ``rounds`` times (see the module).
+
+    ``variants``: more services, each with these flags besides the defaults (``--variant``).
+    """
     contenders = [c for c in END_TO_END if c[1] != "quix" or importlib.util.find_spec("quixstreams")]
+    contenders += [(f"service {flags}", "service", tuple(flags.split())) for flags in variants]
     if len(contenders) < len(END_TO_END):
         print("quixstreams is not installed (pip install 'uss-stream[bench]'): no Quix contender")
     admin = clients.admin("kafka-python", bootstrap_servers=bootstrap)
@@ -488,12 +492,19 @@ def main() -> None:
     )
     parser.add_argument("--e2e-rounds", type=int, default=2, help="rounds of the end-to-end contenders")
     parser.add_argument("--no-loop", action="store_true", help="only the end-to-end contenders")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="also a service with these flags, end to end (repeatable), e.g. "
+        "'--consumer-option fetch.queue.backoff.ms=1000'",
+    )
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
     if args.e2e_rounds:
-        _end_to_end(bootstrap, args.events, args.e2e_rounds)
+        _end_to_end(bootstrap, args.events, args.e2e_rounds, args.variant)
     if args.no_loop:
         return
 
