@@ -355,9 +355,10 @@ class ConfluentConsumer(Consumer):
         try:
             self._consumer.seek(_native(tp, offset))
         except ck.KafkaException as error:
-            if error.args[0].code() != ck.KafkaError._STATE:
+            if error.args[0].code() not in (ck.KafkaError._STATE, ck.KafkaError._OUTDATED):
                 raise _error(error, f"seek {tp.topic}/{tp.partition}") from error
-            # Not fetching yet (just assigned): restart the partition's assignment at the offset.
+            # Not fetching yet (just assigned; _OUTDATED: its fetch is still being started, seen
+            # under load with librdkafka 2.12): restart the partition's assignment at the offset.
             self._consumer.incremental_unassign([_native(tp)])
             self._consumer.incremental_assign([_native(tp, offset)])
 
