@@ -2,6 +2,20 @@
 
 Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``.
 
+**What a user sees** (first, :func:`_end_to_end`): every contender is a cold process started on an
+input topic that already holds the events (``uss-stream kafka run`` at its default flags, the same
+with ``--client kafka-python`` and with ``--policy uss-kl-ucb``, bare passthroughs of both clients
+with the service's default client settings, and a Quix Streams application doing the service's job
+with USS-KL-UCB; :mod:`benchmarks.kafka_contenders`), timed by its output's broker append times:
+throughput = records / span of the output's ``LogAppendTime``, and "cold" = records / (last
+append time − launch), and "stalled" = seconds of the output's span in gaps of 200 ms or more.
+Every contender starts with its modules' bytecode cached, as after ``pip install``
+(:func:`~benchmarks.kafka_contenders.warm_bytecode`). Ratios are those of one round, medians over
+the rounds.
+
+**The loop** (then, unless ``--no-loop``): the figures below, of services started in-process on a
+prefetched input.
+
 Two input topics (one partition each, outputs mode) are written once: the easiest case (K = 3,
 USS-UCB) and a hard one (K = 5, USS-KL-UCB, whose KL bound costs more per event). Then, per round,
 on the same broker:
@@ -58,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -70,9 +85,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, create_topics
+from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_bytecode
+from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
-from uss_stream_kafka.clients import CLIENTS
+from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
 from uss_stream_kafka.processing import label_free_policy
 from uss_stream_kafka.startup import freeze_startup_heap
 
@@ -402,6 +418,78 @@ def _median_ratio(numerators: list[float], denominators: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}x (lowest {min(ratios):.2f})"
 
 
+#: The end-to-end contenders: (label, kind of :mod:`benchmarks.kafka_contenders`, service flags).
+END_TO_END = (
+    ("service, default flags", "service", ()),
+    ("service --client kafka-python", "service", ("--client", "kafka-python")),
+    ("service --policy uss-kl-ucb", "service", ("--policy", "uss-kl-ucb")),
+    ("bare passthrough confluent", "passthrough-confluent", ()),
+    ("bare passthrough kafka-python", "passthrough-kafka-python", ()),
+    ("Quix Streams, USS-KL-UCB per event", "quix", ()),
+)
+#: End-to-end ratios reported: (numerator, denominator, target).
+E2E_RATIOS = (
+    ("service, default flags", "bare passthrough confluent", 0.75),
+    ("service --policy uss-kl-ucb", "Quix Streams, USS-KL-UCB per event", 5.0),
+    ("service, default flags", "service --client kafka-python", None),
+)
+
+
+def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> None:
+    """Each contender of :data:`END_TO_END` from a cold start, ``rounds`` times (see the module).
+
+    ``variants``: more services, each with these flags besides the defaults (``--variant``).
+    """
+    contenders = [c for c in END_TO_END if c[1] != "quix" or importlib.util.find_spec("quixstreams")]
+    contenders += [(f"service {flags}", "service", tuple(flags.split())) for flags in variants]
+    if len(contenders) < len(END_TO_END):
+        print("quixstreams is not installed (pip install 'uss-stream[bench]'): no Quix contender")
+    admin = clients.admin("kafka-python", bootstrap_servers=bootstrap)
+    run_id = uuid.uuid4().hex[:8]
+    source = f"e2e-in-{run_id}"
+    admin.create_topics({source: TopicSpec()})
+    made = [source]
+    producer = clients.producer("kafka-python", bootstrap_servers=bootstrap, linger_ms=50, batch_size=1 << 20)
+    producer.send_many(source, events(n), partition=0)
+    producer.flush()
+    producer.close()
+    print(f"end to end: {n} events in one partition; --client auto is {resolve('auto')}", flush=True)
+    warm_bytecode()
+    figures: dict[str, list[Any]] = {label: [] for label, _, _ in contenders}
+    for r in range(rounds):
+        line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
+        for c, (label, kind, flags) in enumerate(contenders):
+            target = f"e2e-out-{run_id}-{r}-{c}"
+            admin.create_topics(
+                {
+                    target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
+                    f"{target}-dlq": TopicSpec(),
+                    f"{target}-state": TopicSpec(configs={"cleanup.policy": "compact"}),
+                }
+            )
+            made += [target, f"{target}-dlq", f"{target}-state"]
+            figures[label].append(
+                timed(bootstrap, target, n, launch(kind, bootstrap, source, target, n, flags))
+            )
+            timing = figures[label][-1]
+            line.append(f"{label} {timing.throughput:.0f} (stalled {timing.stalled:.1f} s)")
+        print(" | ".join(line) + " ev/s", flush=True)
+    admin.delete_topics(made)
+    admin.close()
+    print("\n| contender | events/s (output span) | events/s from launch | start-up s | stalled s |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, timings in figures.items():
+        rates = [statistics.median(getattr(t, field) for t in timings) for field in Timing._fields]
+        print(f"| {label} | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[2]:.1f} | {rates[3]:.1f} |")
+    print()
+    for numerator, denominator, target in E2E_RATIOS:
+        if numerator in figures and denominator in figures:
+            rates = [[t.throughput for t in figures[name]] for name in (numerator, denominator)]
+            wanted = "" if target is None else f"   (target >= {target})"
+            print(f"{numerator} / {denominator}: {_median_ratio(*rates)}{wanted}", flush=True)
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
@@ -415,10 +503,23 @@ def main() -> None:
     parser.add_argument(
         "--learning-off", action="store_true", help="also the K = 3 services without the learning metrics"
     )
+    parser.add_argument("--e2e-rounds", type=int, default=2, help="rounds of the end-to-end contenders")
+    parser.add_argument("--no-loop", action="store_true", help="only the end-to-end contenders")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="also a service with these flags, end to end (repeatable), e.g. "
+        "'--consumer-option fetch.queue.backoff.ms=1000'",
+    )
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
+    if args.e2e_rounds:
+        _end_to_end(bootstrap, args.events, args.e2e_rounds, args.variant)
+    if args.no_loop:
+        return
 
     from kafka import KafkaAdminClient
     from kafka.record import util as record_util

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from uss_stream_kafka.checkpointing import (
@@ -25,7 +25,7 @@ from uss_stream_kafka.checkpointing import (
     fatal_error,
     transactional_id,
 )
-from uss_stream_kafka.clients import ClientError, UndecodableError
+from uss_stream_kafka.clients import ClientError, UndecodableError, resolve
 from uss_stream_kafka.config import ClientConfig
 from uss_stream_kafka.context import RunContext, RunSummary
 from uss_stream_kafka.dispatch import Dispatcher
@@ -107,8 +107,14 @@ class Application:
         Extra settings for the consumer / producer (kafka-python names, translated for
         ``confluent``; librdkafka's dotted names too with ``confluent``).
     client_library
-        The Kafka client: ``"kafka-python"`` (default, pure Python) or ``"confluent"``
-        (librdkafka, 3x faster; extra ``uss-stream[confluent]``). Both keep every guarantee.
+        The Kafka client: ``"kafka-python"`` (default, pure Python), ``"confluent"``
+        (librdkafka, 3x faster; extra ``uss-stream[confluent]``) or ``"auto"`` (confluent when it
+        is installed, else kafka-python; the command line's default; logged). Both keep every
+        guarantee.
+    propagate_headers
+        Names of input headers copied onto the record's decision and dead letter, besides the
+        trace context (``traceparent``, ``tracestate``; see :data:`~uss_stream_kafka.dispatch.TRACE_HEADERS`),
+        which always is.
     http_host, http_port
         Serve ``/metrics`` and ``/healthz`` there; ``http_port=None`` disables it, ``0`` picks a port.
     health_timeout
@@ -162,6 +168,7 @@ class Application:
         client_library: str = "kafka-python",
         learning_metrics: bool = True,
         relearn_max_labels: int | None = None,
+        propagate_headers: Sequence[str] = (),
     ) -> None:
         check_settings(**locals())
         self.client = client
@@ -180,7 +187,14 @@ class Application:
         self.relearn_max_labels = relearn_max_labels
         self.shared_learning = bool(shared_learning)
         self.exit_when_idle = exit_when_idle
-        self.client_library = client_library
+        self.client_library = resolve(client_library)
+        self.propagate_headers = tuple(propagate_headers)
+        if client_library == "auto":
+            log.info(
+                "client: %s (--client auto: confluent-kafka is %sinstalled)",
+                self.client_library,
+                "" if self.client_library == "confluent" else "not ",
+            )
         self.consumer_options = dict(consumer_options or {})
         self.producer_options = dict(producer_options or {})
         self.http_host = http_host
@@ -198,7 +212,7 @@ class Application:
             schedule=CommitSchedule(
                 self.commit_interval, commit_every, self.checkpoint_interval, checkpoint_every
             ),
-            library=client_library,
+            library=self.client_library,
         )
         self._http: HttpEndpoint | None = None
         self._status = "created"

@@ -250,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         http_host=settings.metrics_host,
         http_port=None if settings.metrics_port < 0 else settings.metrics_port,
         client_library=settings.client,
+        propagate_headers=settings.propagate_header,
     )
 
     def _stop(signum: int, frame: Any) -> None:
@@ -369,6 +370,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         http_host=settings.metrics_host,
         http_port=None if settings.metrics_port < 0 else settings.metrics_port,
         client_library=settings.client,
+        propagate_headers=settings.propagate_header,
     )
 
     def _stop(signum: int, frame: Any) -> None:

@@ -18,6 +18,10 @@ record is only built for a dead letter.
 No record is ever fed to a learner twice: records below a partition's next offset are dropped.
 Everything is sent through the :class:`~uss_stream_kafka.checkpointing.Committer`'s producer, in
 its open transaction in exactly-once mode.
+
+A decision and a dead letter carry the trace context of their input record: its headers named in
+:data:`TRACE_HEADERS` (W3C Trace Context, and the same as CloudEvents attributes) and those named by
+``--propagate-header`` (:func:`carried_headers`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from uss_stream_kafka.checkpointing import Committer
@@ -34,7 +38,37 @@ from uss_stream_kafka.context import LabelsPartitionState, PartitionState, RunCo
 from uss_stream_kafka.deadletter import DeadLetter
 from uss_stream_kafka.events import InvalidEvent
 
-__all__ = ["Dispatcher"]
+__all__ = ["TRACE_HEADERS", "Dispatcher", "carried_headers"]
+
+#: Headers always copied from an input record onto its decision and dead letter: W3C Trace Context
+#: (``traceparent``, ``tracestate``) and its CloudEvents attributes in Kafka binary mode (``ce_*``).
+TRACE_HEADERS = ("traceparent", "tracestate", "ce_traceparent", "ce_tracestate")
+
+Headers = Sequence[tuple[str, bytes]]
+
+
+def carried_headers(columns: Sequence[Headers | None], names: Collection[str]) -> list[list] | None:
+    """Per record, its headers named in ``names`` (any case); ``None`` if no record has one.
+
+    Examples
+    --------
+    >>> names = {"traceparent", "tenant"}
+    >>> carried_headers([None, [("TraceParent", b"00-ab-cd-01"), ("x", b"1")], ()], names)
+    [[], [('TraceParent', b'00-ab-cd-01')], []]
+    >>> carried_headers([None, [("x", b"1")]], names) is None
+    True
+    """
+    carried: list[list] | None = None
+    for i, headers in enumerate(columns):
+        if not headers:
+            continue
+        kept = [(name, value) for name, value in headers if name.lower() in names]
+        if kept:
+            if carried is None:
+                carried = [[] for _ in columns]
+            carried[i] = kept
+    return carried
+
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -56,6 +90,9 @@ class Dispatcher:
         The largest record (key and value) the output topic accepts (``None``: unknown). An input
         whose decision (or a report whose label request) would be larger is dead-lettered
         ``oversize`` instead: the broker would refuse the record, and every restart with it.
+    propagate
+        Header names copied from an input record onto its decision and dead letter besides
+        :data:`TRACE_HEADERS`.
     """
 
     def __init__(
@@ -65,7 +102,9 @@ class Dispatcher:
         max_input_bytes: int,
         dead_letter_bytes: int | None,
         output_bytes: int | None = None,
+        propagate: Iterable[str] = (),
     ) -> None:
+        self._carried = frozenset(name.lower() for name in (*TRACE_HEADERS, *propagate))
         self.context = context
         self.committer = committer
         self.max_input_bytes = max_input_bytes
@@ -134,6 +173,7 @@ class Dispatcher:
         payloads, depths, errors = state.learner.process_batch(values, self.max_input_bytes)
         self._timings.append((time.perf_counter_ns() - start, len(values)))
         keys = records.keys
+        carried = carried_headers(records.headers, self._carried)
         counts = self._batch_depths
         if self.output_bytes is not None:
             self._refuse_oversize(state.learner, payloads, keys, depths, errors)
@@ -142,6 +182,7 @@ class Dispatcher:
             payloads = [payloads[i] for i in sent]
             keys = [keys[i] for i in sent]
             depths = [depths[i] for i in sent]
+            carried = None if carried is None else [carried[i] for i in sent]
         if any(errors):
             for i, error in enumerate(errors):
                 if error is not None:
@@ -151,7 +192,9 @@ class Dispatcher:
             counts[depth] += mix[depth]
         if self.context.learning is not None:
             self._partition_depths.append((state.tp.partition, mix))
-        self.committer.producer.send_many(self.context.topics.output, payloads, keys, state.out_partition)
+        self.committer.producer.send_many(
+            self.context.topics.output, payloads, keys, state.out_partition, carried
+        )
         state.next_offset = records.next_offset
         return consumed
 
@@ -232,11 +275,22 @@ class Dispatcher:
         return f"output topic {self.context.topics.output!r} accepts {self.output_bytes} (key and value)"
 
     def _reject(self, dlq_partition: int, records: Records, index: int, reason: str, detail: str) -> None:
-        letter = DeadLetter.for_record(records.record(index), reason, detail)
-        self._send_dead_letter(letter, dlq_partition, self.dead_letter_bytes)
+        record = records.record(index)
+        letter = DeadLetter.for_record(record, reason, detail)
+        carried = (carried_headers([record.headers], self._carried) or [[]])[0]
+        self._send_dead_letter(letter, dlq_partition, self.dead_letter_bytes, carried)
 
-    def _send_dead_letter(self, letter: DeadLetter, dlq_partition: int, limit: int | None) -> None:
+    def _send_dead_letter(
+        self, letter: DeadLetter, dlq_partition: int, limit: int | None, carried: Headers = ()
+    ) -> None:
+        """Send ``letter``, with the input's ``carried`` headers after its own (within ``limit``)."""
+        size = sum(len(name.encode()) + len(value or b"") for name, value in carried)
+        if limit is not None and size > limit // 4:
+            carried = ()  # too large to go beside the envelope, which keeps every header of the input
+        elif limit is not None:
+            limit -= size
         key, value, headers = letter.to_record(self.max_input_bytes, limit)
+        headers = [*headers, *carried]
         self.committer.producer.send(
             self.context.topics.dead_letter, value, key=key, partition=dlq_partition, headers=headers
         )

@@ -424,13 +424,19 @@ class KafkaSettings:
         _DELIVERY,
         choices=COMPRESSIONS,
     )
+    propagate_header: tuple[str, ...] = setting(
+        (), "input header copied onto the record's decision and dead letter, besides the trace context "
+        "(traceparent, tracestate), which always is (repeatable)", _SERVICE, _DELIVERY, kind="list",
+        convert=lambda value: tuple(_names(value)),
+    )  # fmt: skip
     # consumer group and clients
     client: str = setting(
-        "kafka-python",
-        "Kafka client library (confluent: librdkafka, needs the extra uss-stream[confluent])",
+        "auto",
+        "Kafka client library (confluent: librdkafka, needs the extra uss-stream[confluent]; auto: "
+        "confluent when installed, else kafka-python)",
         _ALL,
         _GROUP,
-        choices=("kafka-python", "confluent"),
+        choices=("auto", "kafka-python", "confluent"),
     )
     group_instance_id: str | None = setting(
         None, "static group membership id (a restart takes its partitions back at once)", _SERVICE, _GROUP
@@ -514,8 +520,13 @@ class KafkaSettings:
 
     @property
     def librdkafka(self) -> bool:
-        """Whether the client is librdkafka (``--client confluent``), which takes its own properties."""
-        return self.client == "confluent"
+        """Whether the client is librdkafka (``--client confluent``, or ``auto`` with it installed).
+
+        librdkafka takes its own properties.
+        """
+        from uss_stream_kafka.clients import resolve
+
+        return resolve(self.client) == "confluent"
 
     def consumer_options(self) -> dict[str, Any]:
         """``--session-timeout-ms`` and ``--consumer-option`` as kafka-python consumer settings."""

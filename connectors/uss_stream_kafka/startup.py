@@ -38,10 +38,12 @@ from uss_stream_kafka.topics import Topics, check_state_topic
 __all__ = [
     "CONSUMER_DEFAULTS",
     "GUARANTEES",
+    "LIBRARY_CONSUMER_DEFAULTS",
     "check_processor",
     "check_settings",
     "check_topics",
     "freeze_startup_heap",
+    "library_defaults",
     "new_consumer",
     "partition_counts",
     "wait_for_metadata",
@@ -65,6 +67,24 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "heartbeat_interval_ms": 3_000,
 }
 
+#: Consumer settings of one client library on top of :data:`CONSUMER_DEFAULTS` (see ``docs/kafka.md``,
+#: "Defaults that do not stall"). librdkafka fetches on its own threads until a partition's local
+#: queue holds ``queued.min.messages``, then rechecks every ``fetch.queue.backoff.ms`` (1 s by
+#: default): a service deciding faster than one fetch a second waited up to a second per fetch.
+LIBRARY_CONSUMER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "kafka-python": {},
+    "confluent": {"fetch.queue.backoff.ms": 10},
+}
+
+
+def library_defaults(library: str) -> dict[str, Any]:
+    """The consumer defaults of client ``library`` on top of :data:`CONSUMER_DEFAULTS`.
+
+    >>> library_defaults("confluent"), library_defaults("kafka-python")
+    ({'fetch.queue.backoff.ms': 10}, {})
+    """
+    return dict(LIBRARY_CONSUMER_DEFAULTS[library])
+
 
 def new_consumer(
     library: str,
@@ -81,6 +101,7 @@ def new_consumer(
     """
     consumer_settings = {
         **CONSUMER_DEFAULTS,
+        **library_defaults(library),
         **settings,
         "enable_auto_commit": False,
         "allow_auto_create_topics": False,
@@ -182,12 +203,13 @@ def check_settings(**settings: Any) -> None:
     choices = {
         "auto_offset_reset": ("earliest", "latest"),
         "guarantee": GUARANTEES,
-        "client_library": clients.CLIENTS,
+        "client_library": clients.CHOICES,
     }
     for name, allowed in choices.items():
         if name in settings and settings[name] not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {settings[name]!r}")
-    if settings.get("client_library") == "confluent":
+    librdkafka = clients.resolve(settings.get("client_library", "kafka-python")) == "confluent"
+    if librdkafka:
         require("confluent_kafka", extra="confluent", purpose="the confluent-kafka client")
     idle = settings.get("exit_when_idle")
     if idle is not None and not idle > 0:
@@ -195,7 +217,6 @@ def check_settings(**settings: Any) -> None:
     most = settings.get("relearn_max_labels")
     if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
         raise ValueError(f"relearn_max_labels must be an integer >= 1 or None, got {most!r}")
-    librdkafka = settings.get("client_library") == "confluent"
     for kind in ("consumer", "producer"):
         check_client_options(kind, settings.get(f"{kind}_options") or {}, f"{kind}_options", librdkafka)
 

@@ -82,7 +82,12 @@ def wire(
         # Orchestration: its checkpoints must fit the state topic's own limit, not the default one.
         processor.max_state_bytes = limits.state - STATE_ENVELOPE_BYTES
     dispatcher = Dispatcher(
-        context, committer, app.max_input_bytes, limits.dead_letter, output_bytes=limits.output
+        context,
+        committer,
+        app.max_input_bytes,
+        limits.dead_letter,
+        output_bytes=limits.output,
+        propagate=app.propagate_headers,
     )
     recovery = Recovery(
         context,

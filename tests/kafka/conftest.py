@@ -70,6 +70,17 @@ RUNNING: list[Running] = []
 
 
 @pytest.fixture(autouse=True)
+def _kafka_python_unless_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Services started without ``--client`` run on kafka-python, as these tests were written for.
+
+    The command line's default is ``auto`` (confluent-kafka when installed): what it chooses is
+    tested in ``test_client_choice.py``; a test that runs both clients passes ``--client``.
+    """
+    if "USS_KAFKA_CLIENT" not in os.environ:
+        monkeypatch.setenv("USS_KAFKA_CLIENT", "kafka-python")
+
+
+@pytest.fixture(autouse=True)
 def _stop_leftover_services() -> Iterator[None]:
     """Kill every service subprocess (and stop every in-process service) the test left running.
 

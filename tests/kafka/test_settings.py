@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "exit_when_idle": ("2.5", 2.5),
     "compression": ("zstd", "zstd"),
     "client": ("confluent", "confluent"),
+    "propagate_header": ("baggage", ["baggage"]),
     "session_timeout_ms": ("6000", 6000),
     "consumer_option": ("fetch_max_wait_ms=100", ["fetch_max_wait_ms=100"]),
     "producer_option": ("linger_ms=5,batch_size=1024", ["linger_ms=5", "batch_size=1024"]),

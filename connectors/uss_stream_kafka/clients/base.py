@@ -209,6 +209,11 @@ class Records(ABC):
     def offsets(self) -> list[int]:
         """The records' offsets (increasing; not necessarily consecutive)."""
 
+    @property
+    @abstractmethod
+    def headers(self) -> list[Sequence[tuple[str, bytes]] | None]:
+        """The records' headers (``None`` or empty for a record without)."""
+
     @abstractmethod
     def record(self, index: int) -> Record:
         """The ``index``-th record in full (timestamp and headers too)."""
@@ -357,15 +362,13 @@ class Producer(ABC):
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None = None,
         partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes]] | None] | None = None,
     ) -> None:
-        """Queue ``values`` (with ``keys``), in order, to ``topic``."""
+        """Queue ``values`` (with ``keys``, and per record ``headers``), in order, to ``topic``."""
         send = self.send
-        if keys is None:
-            for value in values:
-                send(topic, value, None, partition)
-        else:
-            for value, key in zip(values, keys):
-                send(topic, value, key, partition)
+        count = len(values)
+        for value, key, carried in zip(values, keys or [None] * count, headers or [None] * count):
+            send(topic, value, key, partition, carried)
 
     @abstractmethod
     def flush(self, timeout: float | None = None) -> None:

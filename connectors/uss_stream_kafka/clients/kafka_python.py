@@ -124,6 +124,10 @@ class KafkaPythonRecords(Records):
         return [record.offset for record in self._records]
 
     @property
+    def headers(self) -> list[Any]:
+        return [record.headers for record in self._records]
+
+    @property
     def first_offset(self) -> int:
         return self._records[0].offset
 
@@ -342,11 +346,18 @@ class KafkaPythonProducer(Producer):
         values: Sequence[bytes | None],
         keys: Sequence[bytes | None] | None = None,
         partition: int | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes]] | None] | None = None,
     ) -> None:
         send = self._producer.send
         errback = self._failed(topic, partition)
+        count = len(values)
         try:
-            for value, key in zip(values, keys if keys is not None else [None] * len(values)):
+            if headers is not None:
+                for value, key, carried in zip(values, keys or [None] * count, headers):
+                    carried = list(carried) if carried else None
+                    send(topic, value, key=key, partition=partition, headers=carried).add_errback(errback)
+                return
+            for value, key in zip(values, keys if keys is not None else [None] * count):
                 send(topic, value, key=key, partition=partition).add_errback(errback)
         except _kafka().errors.KafkaError as error:
             raise _error(error, f"send to {topic}", self._transactional) from error
