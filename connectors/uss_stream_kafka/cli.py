@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import functools
 import logging
 import os
 import signal
@@ -220,7 +221,12 @@ def run(args: argparse.Namespace) -> int:
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
     if settings.mode == "outputs":
-        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec())
+        codec = functools.partial(
+            settings.payload_format().outputs_codec,
+            input_topic=settings.input_topic,
+            output_topic=settings.output_topic,
+        )
+        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec(), codec=codec)
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
     client = settings.client_config()

@@ -61,6 +61,8 @@ REASONS = (
     "report_label_expired",  # orchestration mode: a label that came after its request expired
     "report_label_invalid",  # orchestration mode: a label the policy cannot learn from
     "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
+    "invalid_payload",  # a registry format: no registry framing, or a body its schema cannot decode
+    "unknown_schema",  # a registry format: the registry has no schema of the record's id
 )
 
 _loads = json.loads
