@@ -38,9 +38,11 @@ docs: setup
 # suite's tail was a long file started last).
 TEST_WORKERS ?= 6
 
+# The Schema Registry (deploy/registry/, Apicurio Registry built from Maven Central) serves the
+# tests of --value-format avro|protobuf|jsonschema (SCHEMA_REGISTRY_URL).
 test: lint docs
-	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder -p tests.scheduling
+	bash deploy/kafka/with-broker.sh bash deploy/registry/with-registry.sh \
+		$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p tests.scheduling
 
 bench: setup
 	$(BIN)/python -m benchmarks

@@ -239,7 +239,10 @@ class OutputsCodec:
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
-        document = _parse(value)
+        return self._check(_parse(value))
+
+    def _check(self, document: Any) -> tuple[Any, list[Any]]:
+        """``(id, outputs)`` of a decoded event; raises :class:`InvalidEvent` if it is not valid."""
         # Fast path: the common, valid event, checked with type identities only.
         if type(document) is dict:
             outputs = document.get("outputs")

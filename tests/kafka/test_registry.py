@@ -72,7 +72,7 @@ def test_an_input_schema_that_gains_an_optional_field_is_still_decided(
     assert letters == []
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(1_000)]
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
-    assert payloads.format.client().get_versions(f"{topics.input}-value") == [1, 2]
+    assert sorted(payloads.format.client().get_versions(f"{topics.input}-value")) == [1, 2]
 
 
 @pytest.mark.parametrize("value_format", ["avro", "protobuf"])
