@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# A Confluent-compatible Schema Registry for development and CI (no Docker): Apicurio Registry,
-# built from its Maven Central artifacts, in-memory storage, Confluent API under /apis/ccompat/v7.
+# A Confluent-compatible Schema Registry for development and CI (no Docker): Apicurio Registry
+# 2.4.2, built from its Maven Central artifacts (pom.xml), in-memory storage, Confluent API under
+# /apis/ccompat/v7. The first start builds it (Maven + Quarkus: about 300 MB of artifacts into
+# ~/.m2, a few minutes); the application is cached in $REGISTRY_LIB_DIR.
 #
 #   bash deploy/registry/registry.sh start|stop|status|url
 #
@@ -14,7 +16,7 @@
 # Environment: REGISTRY_PORT (8081), REGISTRY_LIB_DIR (deploy/registry/.lib),
 # REGISTRY_RUN_DIR (/tmp/uss-stream-registry-$REGISTRY_PORT), REGISTRY_LOG_DIR
 # (deploy/registry/.logs/$REGISTRY_PORT), REGISTRY_JAVA (JDK >= 11 java binary; the JDK also builds),
-# REGISTRY_HEAP_OPTS (-Xms64m -Xmx384m), REGISTRY_START_TIMEOUT (180 seconds).
+# REGISTRY_HEAP_OPTS (-Xms64m -Xmx384m), REGISTRY_START_TIMEOUT (240 seconds).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,7 +25,7 @@ REGISTRY_LIB_DIR=${REGISTRY_LIB_DIR:-$HERE/.lib}
 REGISTRY_RUN_DIR=${REGISTRY_RUN_DIR:-${TMPDIR:-/tmp}/uss-stream-registry-$REGISTRY_PORT}
 REGISTRY_LOG_DIR=${REGISTRY_LOG_DIR:-$HERE/.logs/$REGISTRY_PORT}
 REGISTRY_HEAP_OPTS=${REGISTRY_HEAP_OPTS:--Xms64m -Xmx384m}
-REGISTRY_START_TIMEOUT=${REGISTRY_START_TIMEOUT:-180}
+REGISTRY_START_TIMEOUT=${REGISTRY_START_TIMEOUT:-240}
 PIDFILE="$REGISTRY_RUN_DIR/registry.pid"
 URL="http://127.0.0.1:$REGISTRY_PORT/apis/ccompat/v7"
 
@@ -63,12 +65,12 @@ with urllib.request.urlopen(sys.argv[1], timeout=3) as response:
 PY
 }
 
-# Build the application once per pom and sources (Quarkus packages the Apicurio jars into
-# quarkus-app/); later starts reuse it.
+# Build the application once per pom and sources (Quarkus packages the Apicurio jars into a runner
+# jar and lib/); later starts reuse it.
 ensure_app() {
   local want stamp
   want=$(cat "$HERE/pom.xml" "$HERE"/src/main/java/uss/registry/*.java | cksum | cut -d' ' -f1)
-  APP="$REGISTRY_LIB_DIR/$want/quarkus-app/quarkus-run.jar"
+  APP="$REGISTRY_LIB_DIR/$want/registry-1-runner.jar"
   stamp="$REGISTRY_LIB_DIR/$want/.complete"
   [[ -f $stamp && -f $APP ]] && return 0
   command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install -y maven)"
@@ -88,7 +90,7 @@ ensure_app() {
     fi
     rm -rf "${REGISTRY_LIB_DIR:?}/$want"
     mkdir -p "$REGISTRY_LIB_DIR/$want"
-    mv "$build/target/quarkus-app" "$REGISTRY_LIB_DIR/$want/"
+    mv "$build/target/registry-1-runner.jar" "$build/target/lib" "$REGISTRY_LIB_DIR/$want/"
     rm -rf "$build"
     touch "$stamp"
     log "built in $((SECONDS - t0))s"

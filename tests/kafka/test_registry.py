@@ -143,3 +143,30 @@ def test_registry_settings_are_checked_together():
 def test_registry_payloads_of_the_json_format_are_the_json_codecs():
     assert Payloads("json", None).options == []
     assert type(PayloadFormat().outputs_codec(3, CUMULATIVE, "i", "o")).__name__ == "OutputsCodec"
+
+
+def test_avro_bodies_are_those_of_confluent_kafkas_serializer_and_deserializer(registry_url, make_topics):
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = make_topics().output
+    payloads = Payloads("avro", registry_url)
+    codec = payloads.format.outputs_codec(3, CUMULATIVE, topic + "-events", topic)
+    values, _ = stream(50)
+    events = payloads.events(topic + "-events", values)
+    _, ids, flat, errors = codec.decode_many(events, 1 << 20)  # the first by the deserializer, then fastavro
+    deserialize = payloads.format.deserializer(payloads.format.client())
+    context = SerializationContext(topic + "-events", MessageField.VALUE)
+    assert errors == [None] * 50
+    assert [[i, flat[3 * n : 3 * n + 3]] for n, i in enumerate(ids)] == [
+        [d["id"], d["outputs"]] for d in (deserialize(v, context) for v in events)
+    ]
+    depths = [1 + n % 3 for n in range(50)]
+    serialize = payloads.format.serializer(payloads.format.client())
+    context = SerializationContext(topic, MessageField.VALUE)
+    expected = [
+        serialize(
+            {"id": i, "depth": k, "prediction": flat[3 * n + k - 1], "cost": CUMULATIVE[k - 1]}, context
+        )
+        for n, (i, k) in enumerate(zip(ids, depths))
+    ]
+    assert codec.encode_many(ids, depths, flat) == expected
