@@ -14,7 +14,13 @@ import sys
 
 import benchmarks
 
-NEEDS_BROKER = {"bench_features_durable", "bench_formats", "bench_kafka", "bench_orchestration", "bench_scaleout"}
+NEEDS_BROKER = {
+    "bench_features_durable",
+    "bench_formats",
+    "bench_kafka",
+    "bench_orchestration",
+    "bench_scaleout",
+}
 
 
 def main() -> None:

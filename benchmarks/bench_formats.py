@@ -33,21 +33,10 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies import USSUCB
-from uss_stream_kafka.formats import PayloadFormat
+from uss_stream_kafka.formats import EVENT_AVRO, PayloadFormat
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 CUMULATIVE = [0.0, 0.15, 0.35]
-EVENT_AVRO = json.dumps(
-    {
-        "type": "record",
-        "name": "SensorEvent",
-        "namespace": "bench",
-        "fields": [
-            {"name": "id", "type": ["string", "long"]},
-            {"name": "outputs", "type": {"type": "array", "items": ["long", "double", "string", "boolean"]}},
-        ],
-    }
-)
 
 
 def _events(n: int, seed: int = 0) -> tuple[list[dict[str, Any]], np.ndarray]:

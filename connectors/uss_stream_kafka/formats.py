@@ -30,6 +30,7 @@ from uss_stream_kafka.events import InvalidEvent, OutputsCodec, oversize
 __all__ = [
     "DECISION_AVRO",
     "DECISION_JSON_SCHEMA",
+    "EVENT_AVRO",
     "FORMATS",
     "PROTO_SCHEMA",
     "STRATEGIES",
@@ -45,6 +46,15 @@ FORMATS = ("json", "avro", "protobuf", "jsonschema")
 #: ``--subject-name-strategy`` choices: the subject is ``<topic>-value``, ``<record name>`` or
 #: ``<topic>-<record name>``.
 STRATEGIES = ("topic", "record", "topic-record")
+
+#: An Avro schema of outputs-mode events (any record with these two fields will do).
+EVENT_AVRO = """{
+  "type": "record", "name": "SensorEvent", "namespace": "example",
+  "fields": [
+    {"name": "id", "type": ["string", "long"]},
+    {"name": "outputs", "type": {"type": "array", "items": ["long", "double", "string", "boolean"]}}
+  ]
+}"""
 
 #: The decision record (Avro): an id as the event had it, the depth, the prediction, the cost.
 DECISION_AVRO = """{
@@ -313,8 +323,9 @@ class RegistryOutputsCodec(OutputsCodec):
     """
 
     __slots__ = (
-        "_avro", "_client", "_context", "_decision", "_decision_costs", "_decision_reader", "_deserialize", "_fastavro",
-        "_label", "_out_context", "_proto", "_readers", "_serialize", "_writer",
+        "_avro", "_client", "_context", "_decision", "_decision_costs", "_decision_reader",
+        "_deserialize", "_fastavro", "_label", "_out_context", "_proto", "_readers", "_serialize",
+        "_writer",
     )  # fmt: skip
 
     #: Distinct input schemas whose parsed form is kept (Avro); more are decoded the slow way.

@@ -18,21 +18,14 @@ from typing import Any
 
 import pytest
 
+from uss_stream_kafka import formats
 from uss_stream_kafka.events import OutputsCodec
 from uss_stream_kafka.formats import PayloadFormat, proto_messages, to_label
 
 __all__ = ["EVENT_AVRO", "EVENT_JSON_SCHEMA", "Payloads", "payloads", "registry_url", "value_format"]
 
-#: The tests' input schema (Avro): the event of outputs mode.
-EVENT_AVRO = {
-    "type": "record",
-    "name": "SensorEvent",
-    "namespace": "tests",
-    "fields": [
-        {"name": "id", "type": ["string", "long"]},
-        {"name": "outputs", "type": {"type": "array", "items": ["long", "double", "string", "boolean"]}},
-    ],
-}
+#: The tests' input schema (Avro): the event of outputs mode, as the docs show it.
+EVENT_AVRO = json.loads(formats.EVENT_AVRO)
 
 #: The same event as a JSON Schema.
 EVENT_JSON_SCHEMA = {
