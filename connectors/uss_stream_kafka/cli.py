@@ -187,7 +187,10 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    # The libraries' own logs: kafka-python's at WARNING, and the Schema Registry client's HTTP
+    # requests (httpx2, one line per request, INFO) too, unless DEBUG.
+    for library in ("kafka", "httpx2", "httpx"):
+        logging.getLogger(library).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
     if hasattr(signal, "SIGUSR1"):  # POSIX
         # A stderr without a file descriptor (a command called in-process with stderr captured)
         # cannot take the dumps, and the command must still run.
