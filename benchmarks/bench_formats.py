@@ -89,7 +89,8 @@ def _topics(bootstrap: str, run: str) -> dict[str, str]:
 
     names = {kind: f"bench-formats-{run}-{kind}" for kind in ("in", "out", "dlq", "state")}
     config = {"out": {"message.timestamp.type": "LogAppendTime"}, "state": {"cleanup.policy": "compact"}}
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the futures are done
+    futures = admin.create_topics(
         [NewTopic(name, 1, 1, config=config.get(kind, {})) for kind, name in names.items()]
     )
     for future in futures.values():
