@@ -43,9 +43,11 @@ TEST_WORKERS ?= 6
 prometheus:
 	bash deploy/observability/install-prometheus.sh
 
+# The Schema Registry (deploy/registry/, Apicurio Registry built from Maven Central) serves the
+# tests of --value-format avro|protobuf|jsonschema (SCHEMA_REGISTRY_URL).
 test: lint docs prometheus
-	bash deploy/kafka/with-broker.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
-		--no-loadscope-reorder -p tests.scheduling
+	bash deploy/kafka/with-broker.sh bash deploy/registry/with-registry.sh \
+		$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p tests.scheduling
 
 bench: setup
 	$(BIN)/python -m benchmarks

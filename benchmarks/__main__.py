@@ -17,6 +17,7 @@ import benchmarks
 
 NEEDS_BROKER = {
     "bench_features_durable",
+    "bench_formats",
     "bench_kafka",
     "bench_orchestration",
     "bench_scaleout",

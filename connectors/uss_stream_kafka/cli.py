@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import functools
 import logging
 import os
 import signal
@@ -188,7 +189,10 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    logging.getLogger("kafka").setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    # The libraries' own logs: kafka-python's at WARNING, and the Schema Registry client's HTTP
+    # requests (httpx2, one line per request, INFO) too, unless DEBUG.
+    for library in ("kafka", "httpx2", "httpx"):
+        logging.getLogger(library).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
     if hasattr(signal, "SIGUSR1"):  # POSIX
         # A stderr without a file descriptor (a command called in-process with stderr captured)
         # cannot take the dumps, and the command must still run.
@@ -222,7 +226,12 @@ def run(args: argparse.Namespace) -> int:
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
     if settings.mode == "outputs":
-        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec())
+        codec = functools.partial(
+            settings.payload_format().outputs_codec,
+            input_topic=settings.input_topic,
+            output_topic=settings.output_topic,
+        )
+        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec(), codec=codec)
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
     client = settings.client_config()

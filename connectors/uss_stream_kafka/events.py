@@ -61,6 +61,8 @@ REASONS = (
     "report_label_expired",  # orchestration mode: a label that came after its request expired
     "report_label_invalid",  # orchestration mode: a label the policy cannot learn from
     "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
+    "invalid_payload",  # a registry format: no registry framing, or a body its schema cannot decode
+    "unknown_schema",  # a registry format: the registry has no schema of the record's id
 )
 
 _loads = json.loads
@@ -237,7 +239,10 @@ class OutputsCodec:
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
-        document = _parse(value)
+        return self._check(_parse(value))
+
+    def _check(self, document: Any) -> tuple[Any, list[Any]]:
+        """``(id, outputs)`` of a decoded event; raises :class:`InvalidEvent` if it is not valid."""
         # Fast path: the common, valid event, checked with type identities only.
         if type(document) is dict:
             outputs = document.get("outputs")

@@ -113,6 +113,10 @@ class OutputsProcessor:
         refused, since the events carry no labels. With neither ``alpha`` nor ``policy``: the
         library's default, :data:`~uss_stream.policies.specs.DEFAULT_POLICY` (USS-KL-UCB), as
         on the command line.
+    codec
+        ``(n_stages, cumulative_costs) -> codec`` of the events and decisions: JSON's
+        :class:`~uss_stream_kafka.events.OutputsCodec` by default, or a Schema Registry format's
+        (:meth:`uss_stream_kafka.formats.PayloadFormat.outputs_codec`). Every learner shares it.
 
     Examples
     --------
@@ -150,17 +154,22 @@ class OutputsProcessor:
     mode = "outputs"
 
     def __init__(
-        self, stage_costs: Sequence[float], alpha: float | None = None, policy: str | None = None
+        self,
+        stage_costs: Sequence[float],
+        alpha: float | None = None,
+        policy: str | None = None,
+        codec: Callable[[int, Sequence[float]], OutputsCodec] = OutputsCodec,
     ) -> None:
         template, canonical = label_free_policy(policy_spec(policy, alpha), stage_costs, "outputs mode")
         self._template = template
+        self._codec = codec(template.n_stages, template.cumulative_costs)
         self.stage_costs = [float(c) for c in stage_costs]
         self.alpha = alpha
         self.n_stages = template.n_stages
         self.policy = canonical
 
     def new_learner(self) -> OutputsLearner:
-        return OutputsLearner(self._template.clone())
+        return OutputsLearner(self._template.clone(), self._codec)
 
     def describe(self) -> dict[str, Any]:
         return {"mode": self.mode, "stage_costs": self.stage_costs, "policy": self.policy}
@@ -215,9 +224,9 @@ class OutputsLearner:
 
     __slots__ = ("_codec", "_foreign", "_last_depth", "_policy", "_window")
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: Policy, codec: OutputsCodec | None = None) -> None:
         self._policy = policy
-        self._codec = OutputsCodec(policy.n_stages, policy.cumulative_costs)
+        self._codec = codec or OutputsCodec(policy.n_stages, policy.cumulative_costs)
         self._last_depth = policy.n_stages
         self._window: int | None = None  # the speculation's first window (batching.next_window)
         self._foreign: DisagreementStats | None = None

@@ -354,6 +354,30 @@ class KafkaSettings:
         convert=_positive_int,
         defaults={"run": 256 * 1024, "orchestrate": 1 << 20},
     )
+    value_format: str = setting(
+        "json",
+        "format of the events' and decisions' values (outputs mode); avro, protobuf and jsonschema go "
+        "through a Schema Registry (--schema-registry-url); dead letters keep the input's bytes",
+        ("run",),
+        _PROCESSING,
+        choices=("json", "avro", "protobuf", "jsonschema"),
+    )
+    schema_registry_url: str | None = setting(
+        None, "Schema Registry URL (Confluent API) of --value-format avro, protobuf, jsonschema", ("run",),
+        _PROCESSING,
+    )  # fmt: skip
+    schema_registry_auth: str | None = setting(
+        None, "USER:PASSWORD for the Schema Registry's basic authentication (prefer the variable)", ("run",),
+        _PROCESSING,
+    )  # fmt: skip
+    subject_name_strategy: str = setting(
+        "topic",
+        "subject of the decisions' schema: topic (<topic>-value), record (uss_stream.Decision) or "
+        "topic-record (<topic>-uss_stream.Decision)",
+        ("run",),
+        _PROCESSING,
+        choices=("topic", "record", "topic-record"),
+    )
     max_age_decisions: int | None = setting(
         None, "expire a pending decision after that many later decisions", ("orchestrate",), _PROCESSING,
         convert=_positive_int,
@@ -508,6 +532,14 @@ class KafkaSettings:
 
         return policy_spec(self.policy, self.alpha)
 
+    def payload_format(self) -> Any:
+        """The :class:`~uss_stream_kafka.formats.PayloadFormat` of ``--value-format`` and its registry."""
+        from uss_stream_kafka.formats import PayloadFormat
+
+        return PayloadFormat(
+            self.value_format, self.schema_registry_url, self.schema_registry_auth, self.subject_name_strategy
+        )
+
     def client_config(self) -> Any:
         """The :class:`~uss_stream_kafka.config.ClientConfig` every client of the command uses."""
         from uss_stream_kafka.config import ClientConfig
@@ -643,7 +675,10 @@ def _check_processing(settings: KafkaSettings) -> None:
             )
         if settings.shared_learning:
             raise ValueError(f"{row('shared_learning').named()} needs outputs mode (--mode outputs)")
+        if settings.value_format != "json":
+            raise ValueError(f"{row('value_format').named()} {settings.value_format} needs outputs mode")
         return
+    _check_registry(settings)
     costs = settings.stage_costs
     if not costs:
         raise ValueError(f"outputs mode needs {row('stage_costs').named()} c_1,...,c_K")
@@ -662,6 +697,20 @@ def _check_processing(settings: KafkaSettings) -> None:
     names = settings.stage_names
     if names is not None and (len(names) != len(costs) or len(set(names)) != len(names)):
         raise ValueError(f"{row('stage_names').named()}: must be {len(costs)} distinct names, got {names!r}")
+
+
+def _check_registry(settings: KafkaSettings) -> None:
+    """``--value-format`` and its Schema Registry settings together."""
+    url, auth = row("schema_registry_url"), row("schema_registry_auth")
+    if settings.value_format == "json":
+        for item in (url, auth):
+            if getattr(settings, item.name) is not None:
+                raise ValueError(f"{item.named()} is for --value-format avro, protobuf or jsonschema")
+        return
+    if not settings.schema_registry_url:
+        raise ValueError(f"--value-format {settings.value_format} needs {url.named()}")
+    if settings.schema_registry_auth is not None and ":" not in settings.schema_registry_auth:
+        raise ValueError(f"{auth.named()}: must be USER:PASSWORD")
 
 
 def deprecated(old: str, new: Setting) -> None:

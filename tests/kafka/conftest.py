@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 from clients_param import kafka_client  # noqa: F401 (the client library under test: a fixture)
+from payloads import payloads, registry_url, value_format  # noqa: F401 (the value format under test: fixtures)
 from waiting import wait_until
 
 from uss_stream.policies import USSUCB

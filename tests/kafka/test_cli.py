@@ -193,11 +193,13 @@ def test_sigterm_finishes_the_batch_commits_checkpoints_and_exits_0(bootstrap_se
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
 
 
+@pytest.mark.parametrize("value_format", ["json", "avro"])
 def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_records(
-    bootstrap_servers, make_topics, admin, record_property
+    payloads, bootstrap_servers, make_topics, admin, record_property
 ):
     topics = make_topics()
     values, outputs = stream(10_000)
+    values = payloads.events(topics.input, values)
     expected = USSUCB(COSTS).run(outputs)
     group = f"sigkill-{uuid.uuid4().hex[:8]}"
     # Commits every 1000 records, checkpoints every 4000, a kill after 6300: the checkpoint (~4000)
@@ -205,7 +207,7 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_re
     # after the commit.
     cadence = ["--commit-interval", "600", "--commit-every", "1000", "--checkpoint-interval", "0",
                "--checkpoint-every", "4000", "--max-poll-records", "200", "--group-instance-id", group,
-               "--session-timeout-ms", "6000"]  # fmt: skip
+               "--session-timeout-ms", "6000", *payloads.options]  # fmt: skip
     running = Service(bootstrap_servers, topics, group, *cadence)
     running.wait_for_log("restored")
     producing = trickle(bootstrap_servers, topics.input, {0: values}, per_second=2_500)
@@ -223,7 +225,7 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_the_uncommitted_re
         admin, group, topics.input, 10_000, Service(bootstrap_servers, topics, group, *cadence)
     )
     records = read_all(bootstrap_servers, topics.output, expected=10_000)
-    decisions = [json.loads(r.value) for r in read_all(bootstrap_servers, topics.output)]
+    decisions = [payloads.decision(r.value) for r in read_all(bootstrap_servers, topics.output)]
     counts = Counter(d["id"] for d in decisions)
     # Nothing lost: every event has a decision, each with the uninterrupted run's depth.
     assert set(counts) == {f"e{i}" for i in range(10_000)}

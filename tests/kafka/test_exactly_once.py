@@ -35,11 +35,13 @@ pytestmark = [
 ]
 
 
+@pytest.mark.parametrize("value_format", ["json", "avro"])
 def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(
-    kafka_client, bootstrap_servers, make_topics, admin
+    kafka_client, payloads, bootstrap_servers, make_topics, admin
 ):
     topics = make_topics()
     values, outputs = stream(6_000)
+    values = payloads.events(topics.input, values)
     produce(bootstrap_servers, topics.input, values[:3_000])
     app = new_app(
         bootstrap_servers,
@@ -50,7 +52,9 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(
         exit_when_idle=None,
         client_library=kafka_client,
     )
-    running = Running(app, OutputsProcessor(COSTS, alpha=0.51))
+    running = Running(
+        app, OutputsProcessor(COSTS, alpha=0.51, codec=payloads.codec(topics.input, topics.output))
+    )
     running.wait_for(lambda a: a.summary.commits >= 1 and a.summary.events >= 3_000)
     # The next transaction fails at its commit: it is aborted and the learner rewound.
     real_commit = app._producer.commit_transaction
@@ -74,7 +78,7 @@ def test_an_aborted_transaction_is_rewound_and_redone_without_a_trace(
     assert app.metrics.registry.get_sample_value("uss_kafka_transaction_aborts_total") == 1
     committed = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     everything = read_all(bootstrap_servers, topics.output, isolation_level="read_uncommitted")
-    decisions = [json.loads(r.value) for r in committed]
+    decisions = [payloads.decision(r.value) for r in committed]
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(6_000)]
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
     assert len(everything) > len(committed)  # the aborted transaction's records are in the log
@@ -145,17 +149,22 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
     )
 
 
+# Avro on one client: the payload format is client-independent, the guarantee is the transaction's.
+@pytest.mark.parametrize(
+    ("kafka_client", "value_format"), [("kafka-python", "json"), ("confluent", "json"), ("confluent", "avro")]
+)
 def test_four_sigkills_leave_exactly_one_decision_per_event(
-    kafka_client, bootstrap_servers, make_topics, admin, record_property
+    kafka_client, payloads, bootstrap_servers, make_topics, admin, record_property
 ):
     topics = make_topics()
     n = 20_000
     values, outputs = stream(n)
+    values = payloads.events(topics.input, values)
     expected = USSUCB(COSTS).run(outputs).tolist()
     group = f"eos-sigkill-{uuid.uuid4().hex[:8]}"
     options = ["--guarantee", "exactly-once", "--group-instance-id", group, "--commit-interval", "0.3",
                "--max-poll-records", "300", "--session-timeout-ms", "6000",
-               "--client", kafka_client]  # fmt: skip
+               "--client", kafka_client, *payloads.options]  # fmt: skip
     seed = random.randrange(1_000_000)
     kill_at = sorted(random.Random(seed).sample(range(1_500, n - 3_000), 4))
     started = time.monotonic()
@@ -200,7 +209,7 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     seconds = time.monotonic() - started
 
     committed = [
-        json.loads(r.value)
+        payloads.decision(r.value)
         for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     ]
     committed_offsets = {
@@ -213,14 +222,17 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     # The kills aborted transactions: their records are visible to read_uncommitted only (at least
     # those open when each kill landed; the killed process may have had more in flight), and each
     # repeats the decision committed later for its event.
-    aborted = [json.loads(r.value) for r in everything if r.offset not in committed_offsets]
+    aborted = [payloads.decision(r.value) for r in everything if r.offset not in committed_offsets]
     assert len(aborted) == len(everything) - n >= sum(open_at_kill) > 0
     assert all(d["depth"] == expected[int(d["id"][1:])] for d in aborted)
-    duplicates = sum(count - 1 for count in Counter(json.loads(r.value)["id"] for r in everything).values())
+    duplicates = sum(
+        count - 1 for count in Counter(payloads.decision(r.value)["id"] for r in everything).values()
+    )
     assert duplicates == len(aborted)
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
     report = (
-        f"exactly-once, {n} events, SIGKILL at output offsets {seen_at_kill} (seed {seed}): "
+        f"exactly-once, {payloads.value_format}, {n} events, "
+        f"SIGKILL at output offsets {seen_at_kill} (seed {seed}): "
         f"{len(committed)} committed decisions, 0 duplicates with read_committed, "
         f"{len(aborted)} aborted records (open at the kills: {open_at_kill}; {len(everything)} in the log), "
         f"{seconds:.1f}s"

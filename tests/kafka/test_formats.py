@@ -50,6 +50,8 @@ def test_every_reason_of_outputs_mode_is_exercised():
         "oversize",
         "processing_error",
         "undecodable_batch",  # a whole fetched batch, not an event: see test_compression.py
+        "invalid_payload",  # Schema Registry formats: see test_registry.py
+        "unknown_schema",
     } - orchestration
 
 

@@ -8,7 +8,6 @@ uncommitted decisions are produced twice.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import time
@@ -85,12 +84,25 @@ def wait_until(condition: Any, what: str, workers: list[Service], timeout: float
     return wait_on(condition, what, timeout=timeout, alive=alive, every=0.1)
 
 
-@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+# Avro with transactions on one client: the payload format is client-independent.
+@pytest.mark.parametrize(
+    ("guarantee", "kafka_client", "value_format"),
+    [
+        ("exactly-once", "kafka-python", "json"),
+        ("exactly-once", "confluent", "json"),
+        ("exactly-once", "confluent", "avro"),
+        ("at-least-once", "kafka-python", "json"),
+        ("at-least-once", "confluent", "json"),
+    ],
+)
 def test_a_killed_workers_partitions_move_with_their_state(
-    kafka_client, guarantee, bootstrap_servers, make_topics, record_property
+    kafka_client, guarantee, payloads, bootstrap_servers, make_topics, record_property
 ):
     topics = make_topics(partitions=PARTITIONS)
     streams = partition_streams()
+    streams = {
+        p: (payloads.events(topics.input, values), outputs) for p, (values, outputs) in streams.items()
+    }
     expected = {p: USSUCB(COSTS).run(outputs).tolist() for p, (_, outputs) in streams.items()}
     final_states = {}
     for p, (_, outputs) in streams.items():
@@ -102,7 +114,7 @@ def test_a_killed_workers_partitions_move_with_their_state(
     # Commits every 2 s: the killed worker leaves up to 2 s of uncommitted decisions behind.
     options = ["--commit-interval", "2", "--checkpoint-interval", "3", "--max-poll-records", "200",
                "--session-timeout-ms", "6000", "--guarantee", guarantee,
-               "--client", kafka_client]  # fmt: skip
+               "--client", kafka_client, *payloads.options]  # fmt: skip
     if guarantee == "exactly-once":
         # A dead worker's open transaction blocks read_committed readers until the broker aborts it.
         options += ["--producer-option", "transaction_timeout_ms=8000"]
@@ -137,7 +149,7 @@ def test_a_killed_workers_partitions_move_with_their_state(
     else:
 
         def complete() -> bool:
-            decided = {json.loads(r.value)["id"] for r in read_all(bootstrap_servers, topics.output)}
+            decided = {payloads.decision(r.value)["id"] for r in read_all(bootstrap_servers, topics.output)}
             return len(decided) == total
 
     wait_until(complete, "a decision for every event", survivors, timeout=90)
@@ -150,7 +162,7 @@ def test_a_killed_workers_partitions_move_with_their_state(
     records = read_all(bootstrap_servers, topics.output, isolation_level=isolation)
     duplicated = 0
     for p in range(PARTITIONS):
-        decisions = [json.loads(r.value) for r in records if r.partition == p]
+        decisions = [payloads.decision(r.value) for r in records if r.partition == p]
         ids = [int(d["id"][1:]) - 100_000 * p for d in decisions]
         if guarantee == "exactly-once":
             # Exactly one committed decision per event, in order, with the crash-free depth.
@@ -188,7 +200,8 @@ def test_a_killed_workers_partitions_move_with_their_state(
         records
     )
     report = (
-        f"{guarantee}: {WORKERS} workers, {PARTITIONS} partitions, {total} events; worker-0 (partitions "
+        f"{guarantee}, {payloads.value_format}: {WORKERS} workers, {PARTITIONS} partitions, {total} events; "
+        f"worker-0 (partitions "
         f"{sorted(moved)}) SIGKILLed at {sum(output_at_kill.values())} outputs; partitions taken over "
         f"{takeover_seconds:.1f}s later, every event decided {complete_seconds:.1f}s after the kill; "
         f"{duplicated} duplicate decisions"
@@ -198,5 +211,5 @@ def test_a_killed_workers_partitions_move_with_their_state(
             else " (the uncommitted batch)"
         )
     )
-    record_property(f"scale_out_{guarantee}", report)
+    record_property(f"scale_out_{guarantee}_{payloads.value_format}", report)
     print(report)
