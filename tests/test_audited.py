@@ -437,11 +437,12 @@ def test_monitor_flags_a_violation_on_one_certified_pair_before_the_best_depth_i
 
 
 # -- a reference implementation of the decision and request rule -------------------------------------
-def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
+def _reference(costs, t, queried, disagreements, evidence, requested, outputs, budget=(3.0, 3.0, 0.0)):
     """AuditedUSS's depth for round ``t`` and its request mask for ``outputs``, from docs/audited.md.
 
     Label-free "beats" is USS-KL-UCB's (its own tests); the label bounds are ``e_bounds`` (tested
-    above against a grid) with Hoeffding on ``p``; everything else is written out here.
+    above against a grid) with Hoeffding on ``p``; everything else is written out here. ``budget``:
+    ``(c, c', a)``, at most ``a + c·sqrt(t)`` labels, ``a + c'·sqrt(t)`` while a contradiction counts.
     """
     k = len(costs)
     cumulative = np.cumsum(costs)
@@ -488,20 +489,17 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     depth = set_test(beats)
     label_free = set_test({(i, j): kl(i, j) for i, j in pairs})
     # A contradiction counts only where it concerns the decision: the label-free depth queries the
-    # deeper stage, or the labels change the depth.
-    contradicted = [
-        (i, j)
-        for i, j in pairs
-        if by_labels[i, j] and not kl(i, j) and (j + 1 <= label_free or depth != label_free)
-    ]
+    # deeper stage.
+    contradicted = [(i, j) for i, j in pairs if by_labels[i, j] and not kl(i, j) and j + 1 <= label_free]
     audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
-    budget = (3 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 3·label_budget
+    c, raised, allotment = budget
+    budget = allotment + (raised if contradicted else c) * math.sqrt(t)
     label_informed = depth
     if requested < budget:
         depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])
-    # Within 3·sqrt(t) every open or audited pair may be asked about; beyond it (the raised budget)
+    # Within a + c·sqrt(t) every open or audited pair may be asked about; beyond it (a raised budget)
     # only those of a stage that the labels show to beat a deeper stage (a contested stage).
-    scope = set(range(k)) if requested < 3.0 * math.sqrt(t) else {i for i, _ in contradicted}
+    scope = set(range(k)) if requested < allotment + c * math.sqrt(t) else {i for i, _ in contradicted}
     shown = outputs[:depth]
     mask = 0
     if requested < budget:
@@ -513,8 +511,14 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     return depth, mask, depth > label_informed, bool(contradicted), overstated and not contradicted
 
 
+@pytest.mark.parametrize("budget", [None, (3.0, 9.0, 0.0)])
 @pytest.mark.parametrize("costs", [[0.0, 0.11, 0.11], [0.01, 0.011, 0.011, 0.068, 0.033]])
-def test_decision_and_request_equal_a_reference_implementation(costs):
+def test_decision_and_request_equal_a_reference_implementation(costs, budget):
+    # None: the defaults (one budget, with its allotment); else a raised budget once contradicted.
+    defaults = AuditedUSS(costs)
+    if budget is None:
+        budget = (defaults.label_budget, defaults.label_budget, defaults.label_allotment)
+    params = {"label_budget": budget[0], "contradicted_budget": budget[1], "label_allotment": budget[2]}
     rng = np.random.default_rng(3)
     k = len(costs)
     n_pairs = k * (k - 1) // 2
@@ -535,9 +539,10 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
                     e = rng.uniform(-0.2, 1.0)
                     plus = int(rng.binomial(m, (1 + e) / 2))
                     evidence[:, j * (j - 1) // 2 + i] = (m, plus, m - plus)
-        requested = int(rng.integers(0, 10 * math.sqrt(t)))
+        # Around the budget's thresholds: below the base, between base and raised, beyond both.
+        requested = int(rng.integers(0, 2 * (budget[2] + budget[1] * math.sqrt(t)) + 1))
         outputs = rng.integers(0, 2, size=k).tolist()
-        policy = AuditedUSS(costs)
+        policy = AuditedUSS(costs, **params)
         document = policy.state_dict()
         document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
         document["evidence"].update(
@@ -550,7 +555,7 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
         policy.load_state_dict(document)
         requested = document["labels_requested"]
         depth, mask, audit, contradicted, ignored = _reference(
-            costs, t, queried, disagreements, evidence, requested, outputs
+            costs, t, queried, disagreements, evidence, requested, outputs, budget
         )
         assert policy.select() == depth
         policy.update(outputs[:depth])
