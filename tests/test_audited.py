@@ -124,12 +124,15 @@ def test_without_labels_it_decides_as_uss_kl_ucb():
 
 
 def test_request_rule_by_hand():
-    policy = AuditedUSS([0.0, 0.5], label_budget=0.5)
+    policy = AuditedUSS([0.0, 0.5], label_budget=0.5, label_allotment=1.0)
     assert policy.select() == 2
-    policy.update([0, 1])  # t = 1: 0 requests < 0.5·sqrt(1), the pair disagrees and is open
+    policy.update([0, 1])  # t = 1: 0 requests < 1 + 0.5·sqrt(1), the pair disagrees and is open
     assert policy.label_request == 1 and policy.labels_requested == 1
     assert policy.select() == 2
-    policy.update([0, 1])  # t = 2: 1 request >= 0.5·sqrt(2) = 0.71: the budget is spent
+    policy.update([0, 1])  # t = 2: 1 request < 1 + 0.5·sqrt(2) = 1.71: still within the budget
+    assert policy.label_request == 1 and policy.labels_requested == 2
+    assert policy.select() == 2
+    policy.update([0, 1])  # t = 3: 2 requests >= 1 + 0.5·sqrt(3) = 1.87: the budget is spent
     assert policy.label_request == 0
     fresh = AuditedUSS([0.0, 0.5])
     fresh.select()
@@ -568,8 +571,8 @@ def test_decision_and_request_equal_a_reference_implementation(costs, budget):
     assert min(seen.values()) >= 5, seen
 
 
-def _policy_in_state(costs, t, queried, disagreements, evidence, requested):
-    policy = AuditedUSS(costs)
+def _policy_in_state(costs, t, queried, disagreements, evidence, requested, **params):
+    policy = AuditedUSS(costs, **params)
     document = policy.state_dict()
     document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
     document["evidence"].update(
@@ -585,7 +588,8 @@ def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, 
     # C = (0, 0.1, 0.2); 10 000 rounds at depth 3. Stages 1-2 and 1-3 disagree on 30% of them, above
     # both cost gaps, so stage 1 beats neither label-free; 200 labels of pair (1, 3) say e ≈ 0.05,
     # δ_13 <= 0.31 · 0.4 < 0.2: stage 1 beats 3 by the labels (a contradiction), even at the strict
-    # level (so nothing is audited). 500 labels requested: above 3·sqrt(t) = 300, below 9·sqrt(t).
+    # level (so nothing is audited). A raised budget (c = 3, c' = 9): 500 labels requested, above
+    # 3·sqrt(t) = 300, below 9·sqrt(t).
     # d23 = 100 (p = 1%): stage 2 beats 3 label-free, the label-free depth is 2, and the contradiction
     # on stage 3 (not queried at depth 2) changes nothing: no label beyond the base budget.
     # d23 = 3000: the label-free depth is 3, it pays for stage 3, so the contradiction is decisive:
@@ -593,7 +597,8 @@ def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, 
     t = 10_001
     disagreements = [[0, 3000, 3000], [0, 0, d23], [0, 0, 0]]
     evidence = [[0, 200, 0], [0, 20, 0], [0, 10, 0]]
-    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500)
+    raised = {"label_budget": 3.0, "contradicted_budget": 9.0, "label_allotment": 0.0}
+    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500, **raised)
     assert policy.label_free_depth() == (2 if d23 == 100 else 3)
     assert policy.select() == depth
     policy.update([0, 1, 1][:depth])

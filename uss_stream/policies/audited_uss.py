@@ -100,7 +100,7 @@ class AuditedUSS(USSKLUCB):
     >>> policy = AuditedUSS(costs)
     >>> depths = policy.run(outputs, labels=labels, label_delay=100)
     >>> np.bincount(depths[-5000:], minlength=4)[1:].tolist(), policy.labels_requested
-    ([0, 5000, 0], 275)
+    ([0, 4884, 116], 304)
 
     """
 
@@ -108,9 +108,9 @@ class AuditedUSS(USSKLUCB):
         self,
         stage_costs: Sequence[float],
         alpha: float = 1.0,
-        label_budget: float = 3.0,
+        label_budget: float = 2.0,
         contradicted_budget: float | None = None,
-        label_allotment: float = 0.0,
+        label_allotment: float = 300.0,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
         self._budget = LabelBudget(label_budget, contradicted_budget, label_allotment)
