@@ -15,16 +15,15 @@ defaults are chosen there), cached under its own name.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from studies.safety_net import replay_parser, replay_settings, run_jobs
 from uss_stream.policies import USSKLUCB, AuditedUSS, SupervisedUCB
 from uss_stream.replay import replay
 
@@ -162,26 +161,15 @@ def _parse_params(text: str | None) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = replay_parser(__doc__.splitlines()[0], 20, "out/heldout")
     parser.add_argument("--split", choices=("development", "heldout", "real"), default="development")
-    parser.add_argument("--horizon", type=int, default=100_000)
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--label-delay", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--cache", default="out/heldout")
     parser.add_argument("--audited", help="AuditedUSS parameters KEY=VALUE,... (development only)")
     parser.add_argument("--only", help="comma-separated instance names")
     parser.add_argument("--policies", help="comma-separated subset of USS-KL-UCB,Supervised UCB,AuditedUSS")
     parser.add_argument("--report", action="store_true", help="write docs/results_heldout.md from the cache")
     parser.add_argument("--out", default="docs")
     args = parser.parse_args(argv)
-    settings = {
-        "horizon": args.horizon,
-        "reps": args.reps,
-        "label_delay": args.label_delay,
-        "seed": args.seed,
-    }
+    settings = replay_settings(args)
     params = _parse_params(args.audited)
     if params and args.split != "development":
         parser.error("--audited variants are replayed on development seeds only")
@@ -207,15 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             if path.exists() and json.loads(path.read_text())["settings"] == settings:
                 continue
             todo.append((args.split, name, policy, settings, params, str(cache)))
-    began = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            for line in pool.map(_job, todo):
-                print(line, flush=True)
-    else:
-        for item in todo:
-            print(_job(item), flush=True)
-    print(f"replayed {len(todo)} runs in {time.perf_counter() - began:.0f} s", flush=True)
+    run_jobs(_job, todo, args.jobs)
     return 0
 
 
