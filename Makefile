@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs prometheus bench reproduce soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce heldout soak clean
 
 setup: $(VENV)/.installed
 
@@ -20,6 +20,15 @@ demo: setup
 
 reproduce: setup
 	$(BIN)/python -m studies.reproduce --out docs
+
+# The held-out evaluation at full size (T = 100 000, 20 repetitions; hours on 2 cores): every
+# instance of both seed sets and the real cascades, then docs/results_heldout.md.
+HELDOUT := --horizon 100000 --reps 20
+heldout: setup
+	$(BIN)/python -m studies.heldout --split heldout $(HELDOUT) --jobs 2
+	$(BIN)/python -m studies.heldout --split real $(HELDOUT)
+	$(BIN)/python -m studies.heldout --split development $(HELDOUT) --jobs 2
+	$(BIN)/python -m studies.heldout --report $(HELDOUT)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -179,26 +180,45 @@ def _job(args: tuple[str, list[float], dict[str, Any], str, tuple[str, ...]]) ->
     return f"{name} ({', '.join(chosen)}): {summary['seconds']:.0f} s"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_jobs(job: Callable[[Any], str], todo: list[Any], jobs: int) -> None:
+    """``job`` on each item of ``todo`` (on ``jobs`` processes if more than one), printing each line."""
+    began = time.perf_counter()
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            for line in pool.map(job, todo):
+                print(line, flush=True)
+    else:
+        for item in todo:
+            print(job(item), flush=True)
+    print(f"replayed {len(todo)} run(s) in {time.perf_counter() - began:.0f} s", flush=True)
+
+
+def replay_parser(description: str, reps: int, cache: str) -> argparse.ArgumentParser:
+    """A study's parser with the replay settings (horizon, reps, label delay, seed), jobs and cache."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--horizon", type=int, default=100_000)
-    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=reps)
     parser.add_argument("--label-delay", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=1)
-    parser.add_argument("--cache", default="out/safety_net")
+    parser.add_argument("--cache", default=cache)
+    return parser
+
+
+def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a cached run is keyed by, from :func:`replay_parser`'s arguments."""
+    return {"horizon": args.horizon, "reps": args.reps, "label_delay": args.label_delay, "seed": args.seed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = replay_parser(__doc__.splitlines()[0], 50, "out/safety_net")
     parser.add_argument("--out", default="docs")
     parser.add_argument("--page", default="results_safety_net.md", help="page name under --out")
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
     parser.add_argument("--policies", help="comma-separated policy names to replay (default: all six)")
     parser.add_argument("--report-only", action="store_true", help="write the page from the cache")
     args = parser.parse_args(argv)
-    settings = {
-        "horizon": args.horizon,
-        "reps": args.reps,
-        "label_delay": args.label_delay,
-        "seed": args.seed,
-    }
+    settings = replay_settings(args)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     chosen = instances()
@@ -218,15 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                     missing.append(policy)
             if missing:
                 todo.append((name, costs, settings, str(cache), tuple(missing)))
-        began = time.perf_counter()
-        if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs) as pool:
-                for line in pool.map(_job, todo):
-                    print(line, flush=True)
-        else:
-            for item in todo:
-                print(_job(item), flush=True)
-        print(f"replayed {len(todo)} instance(s) in {time.perf_counter() - began:.0f} s", flush=True)
+        run_jobs(_job, todo, args.jobs)
     from studies.safety_net_report import write_report
 
     write_report(cache, Path(args.out), settings, [n for n, _ in chosen], page=args.page)

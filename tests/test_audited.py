@@ -124,12 +124,15 @@ def test_without_labels_it_decides_as_uss_kl_ucb():
 
 
 def test_request_rule_by_hand():
-    policy = AuditedUSS([0.0, 0.5], label_budget=0.5)
+    policy = AuditedUSS([0.0, 0.5], label_budget=0.5, label_allotment=1.0)
     assert policy.select() == 2
-    policy.update([0, 1])  # t = 1: 0 requests < 0.5·sqrt(1), the pair disagrees and is open
+    policy.update([0, 1])  # t = 1: 0 requests < 1 + 0.5·sqrt(1), the pair disagrees and is open
     assert policy.label_request == 1 and policy.labels_requested == 1
     assert policy.select() == 2
-    policy.update([0, 1])  # t = 2: 1 request >= 0.5·sqrt(2) = 0.71: the budget is spent
+    policy.update([0, 1])  # t = 2: 1 request < 1 + 0.5·sqrt(2) = 1.71: still within the budget
+    assert policy.label_request == 1 and policy.labels_requested == 2
+    assert policy.select() == 2
+    policy.update([0, 1])  # t = 3: 2 requests >= 1 + 0.5·sqrt(3) = 1.87: the budget is spent
     assert policy.label_request == 0
     fresh = AuditedUSS([0.0, 0.5])
     fresh.select()
@@ -437,11 +440,12 @@ def test_monitor_flags_a_violation_on_one_certified_pair_before_the_best_depth_i
 
 
 # -- a reference implementation of the decision and request rule -------------------------------------
-def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
+def _reference(costs, t, queried, disagreements, evidence, requested, outputs, budget=(3.0, 3.0, 0.0)):
     """AuditedUSS's depth for round ``t`` and its request mask for ``outputs``, from docs/audited.md.
 
     Label-free "beats" is USS-KL-UCB's (its own tests); the label bounds are ``e_bounds`` (tested
-    above against a grid) with Hoeffding on ``p``; everything else is written out here.
+    above against a grid) with Hoeffding on ``p``; everything else is written out here. ``budget``:
+    ``(c, c', a)``, at most ``a + c·sqrt(t)`` labels, ``a + c'·sqrt(t)`` while a contradiction counts.
     """
     k = len(costs)
     cumulative = np.cumsum(costs)
@@ -488,20 +492,17 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     depth = set_test(beats)
     label_free = set_test({(i, j): kl(i, j) for i, j in pairs})
     # A contradiction counts only where it concerns the decision: the label-free depth queries the
-    # deeper stage, or the labels change the depth.
-    contradicted = [
-        (i, j)
-        for i, j in pairs
-        if by_labels[i, j] and not kl(i, j) and (j + 1 <= label_free or depth != label_free)
-    ]
+    # deeper stage.
+    contradicted = [(i, j) for i, j in pairs if by_labels[i, j] and not kl(i, j) and j + 1 <= label_free]
     audits = {(i, j) for i, j in contradicted if not gap[i, j] > delta(i, j, lambda m: level)[1]}
-    budget = (3 * 3.0 if contradicted else 3.0) * math.sqrt(t)  # contradicted_budget = 3·label_budget
+    c, raised, allotment = budget
+    budget = allotment + (raised if contradicted else c) * math.sqrt(t)
     label_informed = depth
     if requested < budget:
         depth = max([depth] + [j + 1 for i, j in audits if plausible[i]])
-    # Within 3·sqrt(t) every open or audited pair may be asked about; beyond it (the raised budget)
+    # Within a + c·sqrt(t) every open or audited pair may be asked about; beyond it (a raised budget)
     # only those of a stage that the labels show to beat a deeper stage (a contested stage).
-    scope = set(range(k)) if requested < 3.0 * math.sqrt(t) else {i for i, _ in contradicted}
+    scope = set(range(k)) if requested < allotment + c * math.sqrt(t) else {i for i, _ in contradicted}
     shown = outputs[:depth]
     mask = 0
     if requested < budget:
@@ -513,8 +514,14 @@ def _reference(costs, t, queried, disagreements, evidence, requested, outputs):
     return depth, mask, depth > label_informed, bool(contradicted), overstated and not contradicted
 
 
+@pytest.mark.parametrize("budget", [None, (3.0, 9.0, 0.0)])
 @pytest.mark.parametrize("costs", [[0.0, 0.11, 0.11], [0.01, 0.011, 0.011, 0.068, 0.033]])
-def test_decision_and_request_equal_a_reference_implementation(costs):
+def test_decision_and_request_equal_a_reference_implementation(costs, budget):
+    # None: the defaults (one budget, with its allotment); else a raised budget once contradicted.
+    defaults = AuditedUSS(costs)
+    if budget is None:
+        budget = (defaults.label_budget, defaults.label_budget, defaults.label_allotment)
+    params = {"label_budget": budget[0], "contradicted_budget": budget[1], "label_allotment": budget[2]}
     rng = np.random.default_rng(3)
     k = len(costs)
     n_pairs = k * (k - 1) // 2
@@ -535,9 +542,10 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
                     e = rng.uniform(-0.2, 1.0)
                     plus = int(rng.binomial(m, (1 + e) / 2))
                     evidence[:, j * (j - 1) // 2 + i] = (m, plus, m - plus)
-        requested = int(rng.integers(0, 10 * math.sqrt(t)))
+        # Around the budget's thresholds: below the base, between base and raised, beyond both.
+        requested = int(rng.integers(0, 2 * (budget[2] + budget[1] * math.sqrt(t)) + 1))
         outputs = rng.integers(0, 2, size=k).tolist()
-        policy = AuditedUSS(costs)
+        policy = AuditedUSS(costs, **params)
         document = policy.state_dict()
         document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
         document["evidence"].update(
@@ -550,7 +558,7 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
         policy.load_state_dict(document)
         requested = document["labels_requested"]
         depth, mask, audit, contradicted, ignored = _reference(
-            costs, t, queried, disagreements, evidence, requested, outputs
+            costs, t, queried, disagreements, evidence, requested, outputs, budget
         )
         assert policy.select() == depth
         policy.update(outputs[:depth])
@@ -563,8 +571,8 @@ def test_decision_and_request_equal_a_reference_implementation(costs):
     assert min(seen.values()) >= 5, seen
 
 
-def _policy_in_state(costs, t, queried, disagreements, evidence, requested):
-    policy = AuditedUSS(costs)
+def _policy_in_state(costs, t, queried, disagreements, evidence, requested, **params):
+    policy = AuditedUSS(costs, **params)
     document = policy.state_dict()
     document["stats"].update(decisions=t - 1, queried=queried, disagreements=disagreements)
     document["evidence"].update(
@@ -580,7 +588,8 @@ def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, 
     # C = (0, 0.1, 0.2); 10 000 rounds at depth 3. Stages 1-2 and 1-3 disagree on 30% of them, above
     # both cost gaps, so stage 1 beats neither label-free; 200 labels of pair (1, 3) say e ≈ 0.05,
     # δ_13 <= 0.31 · 0.4 < 0.2: stage 1 beats 3 by the labels (a contradiction), even at the strict
-    # level (so nothing is audited). 500 labels requested: above 3·sqrt(t) = 300, below 9·sqrt(t).
+    # level (so nothing is audited). A raised budget (c = 3, c' = 9): 500 labels requested, above
+    # 3·sqrt(t) = 300, below 9·sqrt(t).
     # d23 = 100 (p = 1%): stage 2 beats 3 label-free, the label-free depth is 2, and the contradiction
     # on stage 3 (not queried at depth 2) changes nothing: no label beyond the base budget.
     # d23 = 3000: the label-free depth is 3, it pays for stage 3, so the contradiction is decisive:
@@ -588,7 +597,8 @@ def test_a_contradiction_counts_only_where_it_concerns_the_decision(d23, depth, 
     t = 10_001
     disagreements = [[0, 3000, 3000], [0, 0, d23], [0, 0, 0]]
     evidence = [[0, 200, 0], [0, 20, 0], [0, 10, 0]]
-    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500)
+    raised = {"label_budget": 3.0, "contradicted_budget": 9.0, "label_allotment": 0.0}
+    policy = _policy_in_state([0.0, 0.1, 0.1], t, [10_000] * 3, disagreements, evidence, 500, **raised)
     assert policy.label_free_depth() == (2 if d23 == 100 else 3)
     assert policy.select() == depth
     policy.update([0, 1, 1][:depth])

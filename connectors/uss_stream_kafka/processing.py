@@ -465,7 +465,7 @@ def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tup
     >>> label_free_policy("uss-kl-ucb:alpha=1", [0, 0.1], "orchestration")
     (USSKLUCB(stage_costs=[0, 0.1], alpha=1.0, discount=None), 'uss-kl-ucb:alpha=1.0')
     >>> label_free_policy("audited", [0, 0.1], "orchestration")[1]
-    'audited:alpha=1.0,label_budget=3.0'
+    'audited:alpha=1.0,label_allotment=300.0,label_budget=2.0'
     >>> label_free_policy("supervised", [0, 0.1], "X")
     Traceback (most recent call last):
     ...

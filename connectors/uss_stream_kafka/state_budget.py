@@ -11,8 +11,8 @@ decisions and fails at the same point. :class:`StateBudget` makes that impossibl
   round of their decision; counted as ``expired``: their late reports are dead-lettered
   ``report_expired``, their late labels ``report_label_expired``) until the checkpoint is back
   under :data:`TRIM_TO` of the limit, and says how many. A label-asking policy asks for up to
-  ``label_budget·sqrt(t)`` labels by round ``t``: those never answered would otherwise outgrow any
-  limit in a long enough run.
+  ``label_allotment + label_budget·sqrt(t)`` labels by round ``t``: those never answered would
+  otherwise outgrow any limit in a long enough run.
 """
 
 from __future__ import annotations

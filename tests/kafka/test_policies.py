@@ -96,10 +96,13 @@ def test_orchestration_takes_a_label_asking_policy_but_refuses_the_supervised_on
     """Orchestration's reports topic brings the labels a label-asking policy asks for, not every label."""
     from uss_stream_kafka.orchestrating import OrchestrationProcessor
 
-    for spec in ("audited", "audited-uss:label_budget=2"):
+    for spec, policy in (
+        ("audited", AuditedUSS(COSTS)),
+        ("audited-uss:label_budget=1.5", AuditedUSS(COSTS, 1.0, 1.5)),
+    ):
         processor = OrchestrationProcessor(COSTS, policy=spec)
         assert isinstance(processor.new_learner().book.policy, AuditedUSS)
-        assert processor.policy == spec_of(AuditedUSS(COSTS, label_budget=2.0 if "=2" in spec else 3.0))
+        assert processor.policy == spec_of(policy)
     with pytest.raises(
         ValueError, match=r"--policy 'supervised': SupervisedUCB learns from every event's label"
     ):

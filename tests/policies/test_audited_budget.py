@@ -21,7 +21,7 @@ PAIRS_3 = [(0, 1), (0, 2), (1, 2)]
     ],
 )
 def test_the_budget_is_c_sqrt_t_raised_only_when_contradicted(requested, contradicted, allowed):
-    budget = LabelBudget(1.0)
+    budget = LabelBudget(1.0, 3.0)
     budget.requested = requested
     assert budget.allowed(16, contradicted) is allowed
 
@@ -34,11 +34,24 @@ def test_an_explicit_raised_budget_and_the_vectorised_thresholds():
     assert budget.thresholds_many(np.array([25, 100]), contradicted).tolist() == [[10.0, 10.0], [20.0, 50.0]]
 
 
+@pytest.mark.parametrize(
+    ("requested", "allowed"),
+    [(13, True), (14, False)],  # 13 < 10 + 1·sqrt(16) = 14; 14 is not below 14
+)
+def test_the_allotment_adds_to_every_threshold_and_no_raise_by_default(requested, allowed):
+    budget = LabelBudget(1.0, allotment=10.0)
+    budget.requested = requested
+    assert budget.allowed(16, False) is allowed and budget.allowed(16, True) is allowed
+    assert budget.thresholds_many(np.array([16]), np.array([True])).tolist() == [[14.0, 14.0]]
+
+
 def test_invalid_budgets_are_rejected():
     with pytest.raises(ValueError, match="label_budget"):
         LabelBudget(0.0)
     with pytest.raises(ValueError, match="contradicted_budget"):
         LabelBudget(2.0, 1.0)
+    with pytest.raises(ValueError, match="label_allotment"):
+        LabelBudget(2.0, allotment=-1.0)
 
 
 def test_withdraw_takes_back_one_request_and_never_goes_below_zero():
@@ -80,7 +93,7 @@ def test_the_mask_names_the_disagreeing_open_or_audited_pairs_of_plausible_stage
 
 def test_beyond_the_base_budget_only_contested_stages_are_asked_about():
     relations = _Relations(plausible={0, 1}, open_pairs={(0, 1), (0, 2)}, audited={(1, 2)}, decisive=[(1, 2)])
-    budget = LabelBudget(1.0)
+    budget = LabelBudget(1.0, 3.0)
     budget.requested = 4  # t = 16: base 4 reached, raised 12 not
     assert budget.request(16, ["a", "b", "c"], relations) == 0b100
     assert budget.requested == 5
@@ -96,7 +109,7 @@ def test_contested_stages_are_the_shallower_stages_of_decisive_pairs():
 
 
 def test_the_vectorised_scope_matches_the_streaming_rule():
-    budget = LabelBudget(1.0)
+    budget = LabelBudget(1.0, 3.0)
     rounds = np.array([16, 16, 16])
     requested = np.array([3, 4, 12])  # below base; between base and raised; at raised
     decisive = np.array([[False, False, True]] * 3)

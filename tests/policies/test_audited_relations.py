@@ -50,9 +50,8 @@ def test_relations_follow_their_definitions(k):
         label_free, informed = _set_test(k, kl), _set_test(k, beats)
         assert (relations.label_free_depth, relations.informed_depth) == (label_free, informed)
         for i, j in _pairs(k):
-            decisive = (
-                _bit(by_labels, i, j) and not _bit(kl, i, j) and (j < label_free or label_free != informed)
-            )
+            # Decisive: a contradiction on a stage the label-free depth pays for (j queried there).
+            decisive = _bit(by_labels, i, j) and not _bit(kl, i, j) and j < label_free
             assert _bit(relations.decisive, i, j) is decisive
             assert relations.audit(i, j) is (decisive and _bit(unconfirmed, i, j))
             assert relations.open(i, j) is (not _bit(beats, i, j) and not _bit(worth, i, j))

@@ -10,7 +10,7 @@ columns, then the label column. Without ``--input`` it replays a bundled case of
 ``--policy`` specs::
 
     uss-ucb[:alpha=0.51]  alg2  fixed:depth=2  supervised[:alpha=0.51]  oracle
-    uss-ts[:seed=0]  uss-kl-ucb[:alpha=1]  uee-ucb[:alpha=1]  audited[:label_budget=3,alpha=1]
+    uss-ts[:seed=0]  uss-kl-ucb[:alpha=1]  uee-ucb[:alpha=1]  audited[:label_budget=2,alpha=1]
 
 ``audited`` (AuditedUSS) asks for a few labels, which arrive ``--label-delay`` rounds late;
 ``--label-cost`` adds a cost per label used to the regret. The summary shows the labels each policy
@@ -199,8 +199,8 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     ('uss-ts:seed=0', USSTS(stage_costs=[0.0, 0.1], seed=0, discount=None))
     >>> parse_policy("uee-ucb:alpha=0.5", [0.0, 0.1], [0.3, 0.2])
     ('uee-ucb:alpha=0.5', UEEUCB(stage_costs=[0.0, 0.1], alpha=0.5, discount=None))
-    >>> parse_policy("audited", [0.0, 0.1], [0.3, 0.2])
-    ('audited', AuditedUSS(stage_costs=[0.0, 0.1], alpha=1.0, label_budget=3.0, contradicted_budget=None))
+    >>> parse_policy("audited", [0.0, 0.1], [0.3, 0.2])[1].label_allotment
+    300.0
     >>> parse_policy("fixed", [0.0, 0.1], [0.3, 0.2])
     Traceback (most recent call last):
     ...

@@ -164,7 +164,7 @@ def label_relations_many(
         # A state without a pair beaten by the labels has none decisive, whatever these say.
         label_free = select_depth_many_by(kl, n_stages)
         paid = (upper_j[:, None] < label_free).T
-        decisive = by_labels & (paid | (label_free != informed)[:, None])
+        decisive = by_labels & paid
     n_states = kl.shape[0]
     # The decisive entries, pair-major (``pair·M + state``: the flat index of the pair-major
     # layout the replay's arrays have, where numpy's nonzero and gathers are 1-D), and from them
@@ -364,7 +364,7 @@ class Relations:
     ``kl``: stage ``i`` beats the deeper ``j`` label-free (USS-KL-UCB's test); ``by_labels``:
     it does by the labels (``C_j - C_i > δ^U_ij``); ``worth``: ``δ^L_ij > C_j - C_i``; ``beats``:
     ``kl | by_labels``; ``open``: neither beats nor worth; ``decisive``: beaten by the labels and
-    not label-free, where the label-free depth queries ``j`` or the labels change the depth;
+    not label-free, where the label-free depth queries ``j`` (pays for it);
     ``contradicted``: some pair is decisive; ``audit(i, j)``: a decisive pair not confirmed at the
     level ``L_t`` itself (``confirmed(pair)``, asked once per decisive pair, on demand);
     ``plausible(i)``: no cheaper stage beats ``i`` and no deeper stage is worth its cost over it.
@@ -402,8 +402,7 @@ class Relations:
         contradictions = by_labels & ~kl
         if contradictions:
             self.informed_depth = masks.depth(beats)
-            concerned = masks.all if self.informed_depth != self.label_free_depth else 0
-            self.decisive = contradictions & (masks.shallower[self.label_free_depth] | concerned)
+            self.decisive = contradictions & masks.shallower[self.label_free_depth]
         else:
             self.informed_depth = self.label_free_depth
             self.decisive = 0

@@ -1,9 +1,10 @@
 """The label-request budget of :class:`~uss_stream.policies.AuditedUSS`: when, and about which pairs, to ask.
 
 A :class:`LabelBudget` counts the labels requested and allows a request in round ``t`` while fewer
-than ``base·sqrt(t)`` were requested, or fewer than ``raised·sqrt(t)`` and a contradiction of the
-label-free rule is decisive; beyond ``base·sqrt(t)`` only the *contested* stages' pairs (the
-shallower stages of the decisive pairs) are asked about. The streaming form (:meth:`LabelBudget.request`)
+than ``allotment + base·sqrt(t)`` were requested, or (with a raised budget) fewer than
+``allotment + raised·sqrt(t)`` and a contradiction of the label-free rule is decisive; beyond
+``allotment + base·sqrt(t)`` only the *contested* stages' pairs (the shallower stages of the
+decisive pairs) are asked about. The streaming form (:meth:`LabelBudget.request`)
 reads one round's relations (:class:`~uss_stream.policies._audit_relations.Relations`); the
 vectorised forms read ``M`` states' (:meth:`~uss_stream.policies.AuditedUSS.relations_many`), to
 the bit.
@@ -31,42 +32,50 @@ class LabelBudget:
     base
         ``c > 0`` of the budget while no contradiction is decisive.
     raised
-        ``c`` while one is (``>= base``; ``None``: ``3·base``).
+        ``c`` while one is (``>= base``; ``None``: ``base``, no raise).
+    allotment
+        ``a >= 0`` labels allowed up front: the budget of round ``t`` is ``a + c·sqrt(t)``.
 
     Examples
     --------
-    >>> budget = LabelBudget(1.0)
-    >>> budget.raised, budget.allowed(4, contradicted=False)   # 0 requested < 1·sqrt(4)
-    (3.0, True)
+    >>> budget = LabelBudget(1.0, raised=3.0)
+    >>> budget.allowed(4, contradicted=False)   # 0 requested < 1·sqrt(4)
+    True
     >>> budget.requested = 2
     >>> budget.allowed(4, contradicted=False), budget.allowed(4, contradicted=True)   # 2 < 3·2
     (False, True)
+    >>> budget.allotment = 10.0
+    >>> budget.allowed(4, contradicted=False)   # 2 < 10 + 1·sqrt(4)
+    True
 
     """
 
-    __slots__ = ("base", "raised", "requested")
+    __slots__ = ("allotment", "base", "raised", "requested")
 
-    def __init__(self, base: float, raised: float | None = None) -> None:
+    def __init__(self, base: float, raised: float | None = None, allotment: float = 0.0) -> None:
         check_positive(base, "label_budget")
+        if isinstance(allotment, bool) or not isinstance(allotment, (int, float)) or not allotment >= 0:
+            raise ValueError(f"label_allotment must be a number >= 0, got {allotment!r}")
+        self.allotment = float(allotment)
         if raised is not None:
             check_positive(raised, "contradicted_budget")
             if raised < base:
                 raise ValueError(f"contradicted_budget must be >= label_budget ({base}), got {raised}")
         self.base = base
-        self.raised = 3.0 * base if raised is None else float(raised)
+        self.raised = base if raised is None else float(raised)
         self.requested = 0
 
     def below_base(self, t: int) -> bool:
-        """Fewer labels requested than ``base·sqrt(t)``."""
-        return self.requested < self.base * math.sqrt(t)
+        """Fewer labels requested than ``allotment + base·sqrt(t)``."""
+        return self.requested < self.allotment + self.base * math.sqrt(t)
 
     def allowed(self, t: int, contradicted: bool | Relations) -> bool:
         """Fewer labels requested than the budget of round ``t`` (``raised`` once ``contradicted``;
         given :class:`Relations`, their ``contradicted`` is read only when it matters)."""
         root = math.sqrt(t)
-        if self.requested < self.base * root:
+        if self.requested < self.allotment + self.base * root:
             return True
-        if self.requested >= self.raised * root:
+        if self.requested >= self.allotment + self.raised * root:
             return False
         return contradicted if isinstance(contradicted, bool) else contradicted.contradicted
 
@@ -100,13 +109,13 @@ class LabelBudget:
 
     def _scaled(self, root: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """:meth:`many` given the square roots of the rounds (computed once by each caller)."""
-        return np.where(contradicted, self.raised, self.base) * root
+        return self.allotment + np.where(contradicted, self.raised, self.base) * root
 
     def thresholds_many(self, rounds: np.ndarray, contradicted: np.ndarray) -> np.ndarray:
         """``M x 2``: ``base·sqrt(t)`` and the state's budget (``contradicted``: some pair of the
         state is decisive), the numbers of requested labels the count is compared with."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        return np.stack([self.base * root, self._scaled(root, contradicted)], axis=1)
+        return np.stack([self.allotment + self.base * root, self._scaled(root, contradicted)], axis=1)
 
     def scope_many(
         self, rounds: np.ndarray, requested: np.ndarray, contradicted: np.ndarray, contested: np.ndarray
@@ -114,7 +123,7 @@ class LabelBudget:
         """``M x K``: the stages :meth:`request` may ask about, for ``M`` states (``requested``
         before each state's round, ``contested`` from :func:`contested_many`)."""
         root = np.sqrt(np.asarray(rounds, dtype=np.float64))
-        base = requested < self.base * root
+        base = requested < self.allotment + self.base * root
         raised = requested < self._scaled(root, contradicted)
         return base[:, None] | (raised[:, None] & contested)
 

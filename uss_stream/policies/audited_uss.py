@@ -35,49 +35,39 @@ __all__ = ["AuditedUSS"]
 
 
 class AuditedUSS(USSKLUCB):
-    """Label-free selection (USS-KL-UCB) audited by a vanishing budget of late labels.
+    """USS-KL-UCB audited by a few late labels, asked for where they can change the decision.
 
     **Deciding.** Stage ``i`` *beats* a deeper stage ``j`` when USS-KL-UCB says so (``C_j - C_i``
     above the KL upper bound of ``p_ij``) **or** when the labels say so: ``C_j - C_i > δ^U_ij``,
     the upper confidence bound of ``δ_ij = γ_i - γ_j`` from the pair's labelled disagreement rounds
     (:mod:`~uss_stream.policies.label_evidence`). The depth is the set test's
-    ``min(B^l ∩ B^h ∪ {K})`` on that relation. Without labels this is exactly USS-KL-UCB. As
-    ``δ_ij <= p_ij`` always, the label-free "beats" is sound with or without weak dominance; what WD
-    protects is ``B^l``, where the disagreement rate overstates what a deeper stage gains. A label
-    bound below the cost gap removes that overstatement for its pair: the label-free choice is then
-    contradicted and the policy decides on the label-informed relation, until the bounds say
-    otherwise.
+    ``min(B^l ∩ B^h ∪ {K})`` on that relation; without labels this is exactly USS-KL-UCB.
 
-    **Contradictions that count.** A pair ``(i, j)`` beaten by the labels and not label-free
-    contradicts the label-free rule. It is *decisive* when it concerns the decision: the label-free
-    depth queries ``j`` (it pays for the stage the labels show not worth it), or the labels change
-    the depth. An overstated pair beyond the chosen depth is neither, and costs nothing.
+    **Asking: the value of a label to the decision.** The depth is a function of the pairs'
+    relations, so a label is worth asking for exactly when it can change one the decision rests on:
+    after a round's outputs are known (:meth:`update`, or :meth:`request_label` for an asynchronous
+    report) the policy asks when a queried pair ``(i, j)`` *disagrees* on this event (where the
+    stages agree the label says nothing about ``δ_ij``), stage ``i`` is *plausible* (no cheaper
+    stage beats it and no label bound shows a deeper stage worth its cost over it: only such a
+    stage can become the choice) and the pair is *unsettled*: neither "``i`` beats ``j``" nor
+    "``j`` is worth its cost over ``i``" (``δ^L_ij > C_j - C_i``) is established, or the labels
+    contradict the label-free rule on a stage it pays for (*decisive*) and a bound at the level
+    ``L_t`` itself does not confirm it yet (*audited*). The request is the bit mask of those pairs;
+    the label, whenever it arrives (:meth:`learn_label`), counts for exactly them, whose labelled
+    rounds are then an unbiased sample of their disagreement rounds.
 
-    **Asking.** After a round's outputs are known (:meth:`update`, or :meth:`request_label` for an
-    asynchronous report) the policy asks for the event's label when a queried pair ``(i, j)``
-    disagrees on this event that is *open* or *audited*, and fewer labels were requested so far
-    than ``label_budget·sqrt(t)``; beyond that and below ``contradicted_budget·sqrt(t)``, only when
-    such a pair has its ``i`` *contested* (the shallower stage of a decisive pair: the extra labels
-    go where a contradiction can change the decision). Stage ``i`` must be *plausible* (no cheaper
-    stage beats it and no label bound shows a deeper stage to be worth its cost over it); *open*
-    means neither "``i`` beats ``j``" nor "``j`` is worth its cost over ``i``"
-    (``δ^L_ij > C_j - C_i``) is established; *audited* means the pair is decisive but a bound at
-    the level ``L_t`` itself (no discount for the pair's share of the labels) does not confirm it
-    yet. The request is the bit mask of those pairs; when the label arrives (:meth:`learn_label`,
-    any number of rounds later) it counts for exactly those pairs, whose labelled rounds are then an
-    unbiased sample of their disagreement rounds. A round whose stages all agree is never labelled.
+    **The budget caps the rate, it does not choose.** At most ``label_allotment +
+    label_budget·sqrt(t)`` labels are requested by round ``t``. Settling a pair with a non-zero
+    margin takes ``O(log T)`` labels, and every round before the choice settles costs regret, so
+    the allotment pays for them up front instead of rationing them over time; ``c·sqrt(t)`` bounds
+    the near-ties that never settle to a vanishing share.
 
-    **Auditing.** A decisive pair ``(i, j)`` takes the policy to a depth below ``j``, where ``j``
-    is no longer queried: a wrong label bound would then stand until ``t`` doubles. So while an
-    audited pair of a plausible ``i`` exists and the budget allows a request, the policy plays
-    depth ``j`` (the deepest such), which keeps labelling the pair until the strict bound confirms
-    it or the labels undo it. Decisions and requests are functions of the counts, the labels
-    requested and ``t``, so the streaming loop and the replay engine request the same labels.
-
-    By construction at most ``contradicted_budget·sqrt(t)`` labels are requested in ``t`` rounds
-    (``label_budget·sqrt(t)`` while no contradiction is decisive); where every open pair gets settled
-    requests stop after ``O(log T)`` labels per pair. See ``docs/audited.md`` for the argument
-    and its limits.
+    **Auditing.** While an audited pair of a plausible stage exists and the budget allows, the
+    policy plays its deeper stage ``j`` (the deepest such, never deeper than the label-free depth:
+    an audit costs no more than USS-KL-UCB's choice), so that a spurious label bound is undone by
+    the next labels instead of standing until ``t`` doubles. Decisions and requests are functions
+    of the counts, the labels requested and ``t``, so the streaming loop and the replay engine
+    request the same labels. See ``docs/audited.md`` for the argument and its limits.
 
     Parameters
     ----------
@@ -86,11 +76,13 @@ class AuditedUSS(USSKLUCB):
     alpha
         Scale of USS-KL-UCB's exploration level.
     label_budget
-        ``c > 0``: at most ``c·sqrt(t)`` labels requested in the first ``t`` rounds while no
-        contradiction of the label-free rule is decisive.
+        ``c > 0``: at most ``label_allotment + c·sqrt(t)`` labels requested in the first ``t``
+        rounds.
     contradicted_budget
-        The budget's ``c`` while one is (``>= label_budget``; ``None``: ``3·label_budget``); the
-        labels beyond ``label_budget·sqrt(t)`` are asked about the contested stages' pairs only.
+        A raised ``c' >= c`` while a contradiction is decisive, its labels beyond ``c·sqrt(t)``
+        asked about the contested stages' pairs only (``None``: no raise, ``c' = c``).
+    label_allotment
+        ``a >= 0`` labels allowed up front, beyond ``c·sqrt(t)``.
 
     Examples
     --------
@@ -108,7 +100,7 @@ class AuditedUSS(USSKLUCB):
     >>> policy = AuditedUSS(costs)
     >>> depths = policy.run(outputs, labels=labels, label_delay=100)
     >>> np.bincount(depths[-5000:], minlength=4)[1:].tolist(), policy.labels_requested
-    ([0, 5000, 0], 275)
+    ([0, 4884, 116], 304)
 
     """
 
@@ -116,13 +108,15 @@ class AuditedUSS(USSKLUCB):
         self,
         stage_costs: Sequence[float],
         alpha: float = 1.0,
-        label_budget: float = 3.0,
+        label_budget: float = 2.0,
         contradicted_budget: float | None = None,
+        label_allotment: float = 300.0,
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
-        self._budget = LabelBudget(label_budget, contradicted_budget)
+        self._budget = LabelBudget(label_budget, contradicted_budget, label_allotment)
         self.label_budget = label_budget
         self.contradicted_budget = contradicted_budget
+        self.label_allotment = label_allotment
         self._evidence = LabelEvidence(self.n_stages)
         self._last_request = 0
         self._label_bounds = PairBounds(self.n_stages, self._gap)

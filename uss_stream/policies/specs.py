@@ -16,8 +16,8 @@ uss-ts         seed (0), discount                     :class:`~uss_stream.polici
 uee-ucb        alpha (1), discount                    :class:`~uss_stream.policies.UEEUCB`
 alg2           discount                               :class:`~uss_stream.policies.Hanawal2017WD`
 fixed          depth (required; -1: the deepest)      :class:`~uss_stream.policies.FixedDepth`
-audited        alpha (1), label_budget (3)            :class:`~uss_stream.policies.AuditedUSS`
-                                                      (asks for labels; alias ``audited-uss``)
+audited        alpha (1), label_budget (2),           :class:`~uss_stream.policies.AuditedUSS`
+               label_allotment (300)                  (asks for labels; alias ``audited-uss``)
 supervised     alpha (0.51), discount                 :class:`~uss_stream.policies.SupervisedUCB`
                                                       (learns from every label)
 oracle         --                                     :class:`~uss_stream.policies.Oracle`
@@ -62,7 +62,7 @@ _FAMILIES: dict[str, _Family] = {
     "uee-ucb": _Family(UEEUCB, {"alpha": float, "discount": float}, {}),
     "alg2": _Family(Hanawal2017WD, {"discount": float}, {}),
     "fixed": _Family(FixedDepth, {"depth": int}, {}),
-    "audited": _Family(AuditedUSS, {"alpha": float, "label_budget": float}, {}),
+    "audited": _Family(AuditedUSS, {"alpha": float, "label_budget": float, "label_allotment": float}, {}),
     "supervised": _Family(SupervisedUCB, {"alpha": float, "discount": float}, {"alpha": "0.51"}),
     "oracle": _Family(Oracle, {}, {}),
 }
