@@ -73,7 +73,7 @@ def shared_study(
         case = PAPER_CASES[name]
         codes, pairs = case.disagreement_log()
         gaps = case.instance().gaps
-        runner = template.clone(stage_costs=case.stage_costs)
+        runner = template.clone({"stage_costs": case.stage_costs})
         rows = {
             w: sample_rows(len(codes), horizon=w * horizon, reps=reps, seed=seed).reshape(reps, w, horizon)
             for w in workers

@@ -545,7 +545,7 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
         return parse_spec(DEFAULT_POLICY).build(stage_costs)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
-    if policy._supervised:
+    if policy.supervised:
         raise TypeError(
             f"policy: {type(policy).__name__} learns from labels; the cascade decides without them"
         )
@@ -559,7 +559,7 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
             "give the policy the stages' costs or stage_costs=None"
         )
     try:
-        return policy.clone(stage_costs=list(stage_costs))
+        return policy.clone({"stage_costs": list(stage_costs)})
     except ValueError as error:
         raise ValueError(f"policy: {error}") from error
 

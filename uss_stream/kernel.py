@@ -187,15 +187,13 @@ class Counts:
         upper_i, upper_j = pair_order(self.n_stages)
         self._matrix[upper_i, upper_j] = self.disagreements
         errors = self.errors
-        arguments = (
+        return policy.decide_many(
             rounds,
             self.queried.T,
             self._matrix.transpose(2, 0, 1),
             None if errors is None else errors.T,
+            streams=streams,
         )
-        if streams is None:
-            return policy.decide_many(*arguments)
-        return policy.decide_many(*arguments, streams=streams)
 
 
 class Reveal:
@@ -271,7 +269,7 @@ def speculate(
     streams
         ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
         passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
-        for deterministic policies (then ``streams`` is not passed at all).
+        for deterministic policies.
     counts_of
         The counts each repetition starts from (default: zero counts at round 0); updated in place
         to the counts after the last row.
@@ -356,17 +354,13 @@ def speculate(
             counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
         for p in range(n_pairs):
             counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
-        arguments = (
+        decided = policy.decide_many(
             (first_round[active] + start + offset).ravel(),
             state_q.reshape(n_stages, n_states).T,
             counts[:, :, :n_states].transpose(2, 0, 1),
             None if state_e is None else state_e.reshape(n_stages, n_states).T,
-        )
-        if streams is None:
-            decided = policy.decide_many(*arguments)
-        else:
-            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
-        decided = decided.reshape(width, n_active)
+            streams=None if streams is None else np.tile(streams[active], width),
+        ).reshape(width, n_active)
         depths[flat] = decided
 
         # Accept up to and including the first round whose decision differs from the guess.

@@ -67,7 +67,6 @@ from uss_stream.kernel import pair_order, speculate
 from uss_stream.label_replay import LabelledRun, simulate_labelled
 from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
-from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.replay_log import (
     SAMPLING_MODES,
     _check_labels_overlap,
@@ -357,8 +356,7 @@ def replay(
     if isinstance(label_cost, bool) or not isinstance(label_cost, (int, float)) or not label_cost >= 0:
         raise ValueError(f"label_cost must be a number >= 0, got {label_cost!r}")
     for name, policy in templates.items():
-        asks = getattr(policy, "asks_for_labels", False)
-        if (asks or isinstance(policy, SupervisedUCB)) and wrong is None:
+        if (policy.asks_for_labels or policy.supervised) and wrong is None:
             raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
     instance = Instance(
         cumulative_costs=cumulative,
@@ -368,7 +366,7 @@ def replay(
     )
     rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
     pairs = pair_indicators(codes)
-    asking = {name: p for name, p in templates.items() if getattr(p, "asks_for_labels", False)}
+    asking = {name: p for name, p in templates.items() if p.asks_for_labels}
     others = {name: p for name, p in templates.items() if name not in asking}
     depths = _run_policies(others, rows, pairs, wrong, progress) if others else {}
     labelled = {
@@ -381,7 +379,7 @@ def replay(
         if name in labelled:
             curves[name] = np.cumsum(labelled[name].requests, axis=1)
             labels_used[name] = curves[name][:, -1].copy()
-        elif isinstance(policy, SupervisedUCB):
+        elif policy.supervised:
             curves[name] = np.broadcast_to(np.arange(1, horizon + 1), (reps, horizon))
             labels_used[name] = np.full(reps, horizon, dtype=np.int64)
         else:
@@ -459,7 +457,7 @@ def _run_policies(
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
-            errors = wrong if policy._supervised else None
+            errors = wrong if policy.supervised else None
             streams = template.stream_keys(reps)
             depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
@@ -604,7 +602,7 @@ def replay_piecewise(
             raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
     templates = _check_policies(policies, n_stages)
     for name, policy in templates.items():
-        if getattr(policy, "asks_for_labels", False):
+        if policy.asks_for_labels:
             raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
@@ -720,6 +718,11 @@ def _check_policies(policies: Any, n_stages: int) -> dict[str, Policy]:
             raise ValueError(f"policy names must be non-empty strings, got {name!r}")
         if not isinstance(policy, Policy):
             raise ValueError(f"policy {name!r} must be a Policy, got {type(policy).__name__}")
+        if policy.sequential:
+            raise ValueError(
+                f"policy {name!r} ({type(policy).__name__}) decides stage by stage on the stages' "
+                "confidences: replay it with uss_stream.replay_sequential.replay_sequential"
+            )
         if policy.n_stages > n_stages or (policy.n_stages < n_stages and policy.stage_costs is not None):
             raise ValueError(
                 f"policy {name!r} has {policy.n_stages} stage cost(s) "
