@@ -138,8 +138,9 @@ class CascadeClassifier(base.Classifier):
         The :class:`~uss_stream.stage.Stage` objects, cheapest first, with distinct names.
     policy
         A depth-selection policy from :mod:`uss_stream.policies` that learns without labels
-        (e.g. ``FixedDepth(2)``) or asks for some (``AuditedUSS``), used as a template: the cascade builds its own untrained copy for its
-        stage costs. Its ``stage_costs`` must be ``None`` or equal to the stages' costs. ``None``
+        (e.g. ``FixedDepth(2)``) or asks for some (``AuditedUSS``), used as a template: the
+        cascade builds its own untrained copy for its stage costs. Its ``stage_costs`` must be
+        ``None`` or equal to the stages' costs. ``None``
         means ``USSKLUCB(stage_costs)``: on the paper's instances it has well under half of
         USS-UCB's regret wherever USS-UCB's exceeds 10 (``docs/results.md``, "Beyond the paper");
         ``USSUCB(stage_costs, alpha=0.51)`` is the paper's algorithm and was the default before.
