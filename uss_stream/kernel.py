@@ -6,7 +6,7 @@ one pair order (:func:`pair_order`), the one layout of the counts of many stream
 one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
 by :class:`Reveal` steps through :meth:`Counts.record`) and the speculative, discount-aware loop
 (:func:`speculate`):
-:func:`uss_stream.replay.simulate` runs it from zero counts, ``uss_stream_kafka.batching`` from a
+the replay runs it from zero counts, ``uss_stream_kafka.batching`` from a
 live policy's counts (:meth:`Counts.of_stats`, handed back with
 :meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
 of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in
@@ -26,14 +26,37 @@ from uss_stream.stats import DisagreementStats
 if TYPE_CHECKING:
     from uss_stream.policies.base import Policy
 
-__all__ = ["Counts", "Reveal", "pair_order", "speculate"]
+__all__ = [
+    "FIRST_WINDOW",
+    "MAX_STATES",
+    "MAX_WINDOW",
+    "Counts",
+    "Reveal",
+    "next_window",
+    "pair_order",
+    "speculate",
+]
 
 # Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
-# the speculated states are accepted and halves below 60%; the states per step are capped so
-# that the working set stays in cache.
-_FIRST_WINDOW = 8
-_MAX_WINDOW = 4096
-_MAX_STATES = 1 << 14
+# the speculated states are accepted and halves below 60% (:func:`next_window`); the states per
+# step are capped so that the working set stays in cache. Every speculating simulator uses these.
+FIRST_WINDOW = 8
+MAX_WINDOW = 4096
+MAX_STATES = 1 << 14
+
+
+def next_window(width: int, accepted: float, window: int) -> int:
+    """The next speculation window after a step of ``width`` rounds whose states were
+    ``accepted`` (a share in ``[0, 1]``): doubled above 90%, halved below 60%, else ``window``.
+
+    >>> next_window(8, 0.95, 8), next_window(8, 0.5, 8), next_window(8, 0.7, 8), next_window(4096, 1.0, 4096)
+    (16, 4, 8, 4096)
+    """
+    if accepted > 0.9:
+        return min(2 * width, MAX_WINDOW)
+    if accepted < 0.6:
+        return max(2, width // 2)
+    return window
 
 
 def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
@@ -317,11 +340,11 @@ def speculate(
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
     active = np.arange(reps)
-    window = _FIRST_WINDOW if window is None else max(1, int(window))
+    window = FIRST_WINDOW if window is None else max(1, int(window))
 
     while active.size:
         n_active = active.size
-        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
+        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
         start = t[active]
@@ -383,11 +406,7 @@ def speculate(
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
-        accepted = advanced.sum() / n_states
-        if accepted > 0.9:
-            window = min(2 * width, _MAX_WINDOW)
-        elif accepted < 0.6:
-            window = max(2, width // 2)
+        window = next_window(width, advanced.sum() / n_states, window)
         if on_progress is not None:
             on_progress(int(advanced.sum()))
         active = active[t[active] <= horizon]

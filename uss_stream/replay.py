@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -95,7 +95,6 @@ __all__ = [
     "replay",
     "replay_piecewise",
     "sample_rows",
-    "simulate",
 ]
 
 #: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
@@ -459,7 +458,7 @@ def _run_policies(
             policy = template.clone()
             errors = wrong if policy.supervised else None
             streams = template.stream_keys(reps)
-            depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
+            depths[name] = speculate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
 
 
@@ -636,44 +635,6 @@ def replay_piecewise(
         seed=seed,
         sampling=sampling,
     )
-
-
-def simulate(
-    policy: Policy,
-    rows: np.ndarray,
-    pairs: np.ndarray,
-    wrong: np.ndarray | None = None,
-    on_progress: Callable[[int], Any] | None = None,
-    *,
-    streams: np.ndarray | None = None,
-) -> np.ndarray:
-    """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
-
-    Parameters
-    ----------
-    policy
-        Evaluated through :meth:`~Policy.decide_many` only; its own counts are not used. Its
-        ``discount`` (if any) is applied to the counts as the streaming statistics do.
-    rows
-        ``(reps, horizon)`` indices into the log.
-    pairs
-        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`pair_order` (``P = K(K-1)/2``).
-    wrong
-        ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
-    on_progress
-        Called with the number of rounds decided at each step.
-    streams
-        ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
-        passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
-        for deterministic policies (then ``streams`` is not passed at all).
-
-    Notes
-    -----
-    The speculative loop of :func:`uss_stream.kernel.speculate`, from zero counts.
-
-    """
-    return speculate(policy, rows, pairs, wrong, on_progress, streams=streams)
 
 
 def pair_indicators(codes: np.ndarray) -> np.ndarray:
