@@ -36,7 +36,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from uss_stream.kernel import FIRST_WINDOW, MAX_STATES, MAX_WINDOW, next_window
+from uss_stream.forgetting import EffectiveHorizon
+from uss_stream.kernel import FIRST_WINDOW, MAX_STATES, MAX_WINDOW, next_window, pair_order
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import portable_log_many
 from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many
@@ -100,7 +101,7 @@ def simulate_labelled(
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = policy._columns
+    upper_i, upper_j = pair_order(n_stages)
     pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
     wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
     deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
@@ -117,7 +118,7 @@ def simulate_labelled(
     # The logarithms of the exploration function and of K·n, by table look-up (a speculated
     # state's round and counts stay below horizon + MAX_WINDOW).
     table_size = horizon + MAX_WINDOW + 1
-    log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
+    log_horizons = portable_log_many(EffectiveHorizon(policy.discount).many(np.arange(1, table_size + 1)))
     log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
     count_logs = log_counts.tolist()
 
