@@ -4,7 +4,13 @@ A policy sees one event at a time: :meth:`Policy.select` returns how many stages
 :meth:`Policy.update` receives the outputs of those stages. Its learned state is a
 :class:`~uss_stream.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
 each policy also exposes :meth:`Policy.decide_many`, the same decision rule evaluated on many
-states at once; it must return exactly what :meth:`Policy.select` returns on each state.
+states at once (a :class:`CountStates`; a policy implements :meth:`Policy._decide_many`); it must
+return exactly what :meth:`Policy.select` returns on each state.
+
+What a policy needs is said by public capability flags, read instead of its class:
+:attr:`Policy.sequential` (decides stage by stage), :attr:`Policy.vectorised` (the batch decider
+may speculate), :attr:`Policy.asks_for_labels` (requests some labels) and :attr:`Policy.supervised`
+(learns from every label).
 
 A randomised policy keys its random numbers on a 64-bit *stream key* and the round number
 (:mod:`uss_stream.policies.counter_rng`), so its decision is still a function of the state:
