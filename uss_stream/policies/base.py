@@ -22,11 +22,12 @@ repetition ``r``'s decisions. Deterministic policies return ``None`` and ignore 
 from __future__ import annotations
 
 import abc
+import copy
+import inspect
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-from river import base
 
 from uss_stream.forgetting import check_discount
 from uss_stream.stats import MAX_COUNT, DisagreementStats
@@ -69,11 +70,12 @@ class CountStates(NamedTuple):
     requested: np.ndarray | None = None
 
 
-class Policy(base.Base, abc.ABC):
+class Policy(abc.ABC):
     """Base class of depth-selection policies over a cost-ordered cascade.
 
-    It is a River estimator base (:class:`river.base.Base`): ``clone``, ``_get_params`` and
-    ``_unit_test_params`` follow River's conventions. Capability flags (:attr:`sequential`,
+    ``clone``, ``_get_params`` and ``_unit_test_params`` follow River's estimator conventions
+    (:class:`river.base.Base`), without importing River: the Kafka service's outputs mode starts
+    without it. Capability flags (:attr:`sequential`,
     :attr:`vectorised`, :attr:`asks_for_labels`, :attr:`supervised`) say what a policy needs; read
     them instead of checking its class.
 
@@ -341,23 +343,38 @@ class Policy(base.Base, abc.ABC):
     def clone(self, new_params: dict[str, Any] | None = None, include_attributes: bool = False) -> Policy:
         """A fresh, untrained policy with the same parameters, except those in ``new_params``.
 
-        River's :meth:`river.base.Base.clone`, refusing names that are no parameter.
+        River's signature (:meth:`river.base.Base.clone`); names that are no parameter are refused.
+        With ``include_attributes`` the other attributes (the learned state) are deep-copied too.
 
         >>> from uss_stream.policies import USSUCB
         >>> USSUCB(stage_costs=[0.0, 1.0], alpha=0.7).clone({"stage_costs": [0.0, 0.5, 0.5]})
         USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None, discount=None)
 
         """
-        unknown = set(new_params or {}) - set(self._get_params())
+        params = self._get_params()
+        unknown = set(new_params or {}) - set(params)
         if unknown:
             raise ValueError(f"{type(self).__name__} has no parameter(s) {sorted(unknown)}")
-        return super().clone(new_params, include_attributes)
+        params.update(new_params or {})
+        clone = type(self)(**params)
+        if include_attributes:
+            for name, value in vars(self).items():
+                if name not in params:
+                    setattr(clone, name, copy.deepcopy(value))
+        return clone
+
+    def _get_params(self) -> dict[str, Any]:
+        """The constructor arguments, read back from the attributes stored under their names."""
+        signature = inspect.signature(type(self).__init__)
+        return {
+            name: getattr(self, name)
+            for name, param in signature.parameters.items()
+            if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
+        }
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._get_params().items())
         return f"{type(self).__name__}({params})"
-
-    __str__ = __repr__
 
 
 def _as_rows(outputs: Any, n_stages: int) -> list[list[Any]]:
