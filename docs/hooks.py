@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 API_MODULES = (
     "uss_stream",
     "uss_stream.cascade",
+    "uss_stream.active_cascade",
     "uss_stream.cascade_summary",
     "uss_stream.stage",
     "uss_stream.policies",

@@ -59,7 +59,7 @@ def delay_study(
         gaps = case.instance().gaps
         worst = float(gaps[-1])
         for delay in delays:
-            runner = template.clone(stage_costs=case.stage_costs)
+            runner = template.clone({"stage_costs": case.stage_costs})
             depths = simulate_delayed(runner, rows, pairs, feedback_delays(delay, reps=reps, horizon=horizon))
             final = gaps[depths.astype(np.int64) - 1].sum(axis=1)
             half = _Z_95 * final.std(ddof=1) / math.sqrt(reps) if reps > 1 else math.nan

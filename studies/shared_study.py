@@ -19,9 +19,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from uss_stream.datasets.paper import PAPER_CASES, wd_case_names
+from uss_stream.kernel import speculate
 from uss_stream.policies import USSUCB
 from uss_stream.policies.base import Policy
-from uss_stream.replay import Z_95, sample_rows, simulate
+from uss_stream.replay import Z_95, sample_rows
 from uss_stream.shared_learning import simulate_shared_many
 
 __all__ = ["SYNC_EVERY", "WORKERS", "shared_figure", "shared_markdown", "shared_study"]
@@ -73,7 +74,7 @@ def shared_study(
         case = PAPER_CASES[name]
         codes, pairs = case.disagreement_log()
         gaps = case.instance().gaps
-        runner = template.clone(stage_costs=case.stage_costs)
+        runner = template.clone({"stage_costs": case.stage_costs})
         rows = {
             w: sample_rows(len(codes), horizon=w * horizon, reps=reps, seed=seed).reshape(reps, w, horizon)
             for w in workers
@@ -82,7 +83,7 @@ def shared_study(
         shared = iter(simulate_shared_many(runner, settings, pairs))
         for w in workers:
             interleaved = rows[w].transpose(0, 2, 1).reshape(reps, w * horizon)
-            depths = simulate(runner, interleaved, pairs, streams=runner.stream_keys(reps))
+            depths = speculate(runner, interleaved, pairs, streams=runner.stream_keys(reps))
             pooled = gaps[depths.astype(np.int64) - 1]  # the regret of each event, in round-robin order
             baseline = pooled.sum(axis=1)
             records.append(_record(name, w, POOLED, None, baseline, baseline, None, gaps))

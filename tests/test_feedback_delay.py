@@ -7,9 +7,10 @@ import pytest
 
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
 from uss_stream.feedback_delay import feedback_delays, simulate_delayed
+from uss_stream.kernel import speculate
 from uss_stream.pending import PendingDecisions
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, Hanawal2017WD
-from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
+from uss_stream.replay import encode_log, pair_order, sample_rows
 
 
 def _log(n=400, seed=3):
@@ -68,7 +69,7 @@ def test_discounted_counts_forget_once_per_report_by_hand():
     policy = USSUCB(stage_costs=[0.0, 0.01, 0.02], discount=0.5)
     seen = []
 
-    def decide_many(rounds, queried, disagreements, errors=None):
+    def decide_many(rounds, queried, disagreements, errors=None, **other_states):
         seen.append((queried[0].tolist(), float(disagreements[0, 0, 1])))
         return np.full(len(rounds), 3 if len(seen) < 3 else 1)
 
@@ -88,7 +89,7 @@ def test_zero_delay_is_the_synchronous_replay():
     rows = sample_rows(len(outputs), horizon=2000, reps=4, seed=1)
     policy = USSUCB(stage_costs=bsc_instance(2).stage_costs.tolist())
     delayed = simulate_delayed(policy, rows, pairs, feedback_delays(0, reps=4, horizon=2000))
-    assert delayed.tolist() == simulate(policy, rows, pairs).tolist()
+    assert delayed.tolist() == speculate(policy, rows, pairs).tolist()
 
 
 def test_delay_postpones_learning_by_hand():

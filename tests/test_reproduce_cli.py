@@ -84,6 +84,7 @@ def test_replay_default_is_a_bundled_case(tmp_path: Path, capsys) -> None:
     assert "bundled case pima-1" in capsys.readouterr().out
     summary = pd.read_csv(out / "summary.csv")
     assert summary["policy"].tolist() == [
+        "uss-kl-ucb",
         "uss-ucb:alpha=0.51",
         "alg2",
         "fixed:depth=3",

@@ -7,8 +7,9 @@ import pytest
 
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.feedback_delay import feedback_delays, simulate_delayed
+from uss_stream.kernel import speculate
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, Hanawal2017WD, SupervisedUCB
-from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
+from uss_stream.replay import encode_log, pair_order, sample_rows
 from uss_stream.shared_learning import simulate_shared, simulate_shared_many
 from uss_stream.stats import DisagreementStats
 
@@ -97,7 +98,7 @@ def test_one_worker_is_the_single_learner_replay(template):
     delayed = simulate_delayed(template, rows, pairs, feedback_delays(0, reps=4, horizon=1500), wrong=wrong)
     assert got.tolist() == delayed.tolist()
     if not isinstance(template, SupervisedUCB):
-        assert got.tolist() == simulate(template, rows, pairs, streams=template.stream_keys(4)).tolist()
+        assert got.tolist() == speculate(template, rows, pairs, streams=template.stream_keys(4)).tolist()
 
 
 @pytest.mark.parametrize("template", TEMPLATES)
@@ -145,7 +146,7 @@ def test_discounted_snapshots_stay_as_published_by_hand():
     policy = USSUCB(stage_costs=[0.0, 0.01, 0.02], discount=0.5)
     seen = []
 
-    def decide_many(rounds, queried, disagreements, errors=None):
+    def decide_many(rounds, queried, disagreements, errors=None, **other_states):
         seen.append((rounds.tolist(), queried[:, 0].tolist()))
         return np.full(len(rounds), 3)
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from uss_stream.datasets.paper import paper_case
+from uss_stream.kernel import speculate
 from uss_stream.policies import UEEUCB
-from uss_stream.replay import encode_log, pair_indicators, sample_rows, simulate
+from uss_stream.replay import encode_log, pair_indicators, sample_rows
 
 
 def test_rounds_by_hand():
@@ -51,7 +52,7 @@ def test_replay_equals_streaming(name):
     codes, _ = encode_log(outputs, labels)
     rows = sample_rows(len(codes), horizon=3000, reps=3, seed=5)
     template = UEEUCB(case.stage_costs)
-    replayed = simulate(template, rows, pair_indicators(codes))
+    replayed = speculate(template, rows, pair_indicators(codes))
     for r in range(3):
         assert np.array_equal(template.clone().run(codes[rows[r]]), replayed[r])
 

@@ -6,16 +6,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from uss_stream.active_cascade import ActiveCascadeClassifier
     from uss_stream.cascade import CascadeClassifier
     from uss_stream.stage import Stage
 
 __version__ = "0.1.0"
 
-__all__ = ["CascadeClassifier", "Stage", "__version__"]
+__all__ = ["ActiveCascadeClassifier", "CascadeClassifier", "Stage", "__version__"]
 
 # The River estimators are imported on first use, so that `import uss_stream.policies` (the Kafka
 # service, the replay CLI) does not pay for importing River's model modules.
-_LAZY = {"CascadeClassifier": "uss_stream.cascade", "Stage": "uss_stream.stage"}
+_LAZY = {
+    "ActiveCascadeClassifier": "uss_stream.active_cascade",
+    "CascadeClassifier": "uss_stream.cascade",
+    "Stage": "uss_stream.stage",
+}
 
 
 def __getattr__(name: str) -> Any:

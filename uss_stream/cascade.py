@@ -113,6 +113,15 @@ class CascadeClassifier(base.Classifier):
     whether stage 2 is worth its cost, and so on. :attr:`Decision.stopped` says why an event
     stopped, and :meth:`summary` lists the depth mix per context.
 
+    **Policies that ask for labels** (``policy.asks_for_labels``, e.g.
+    :class:`~uss_stream.policies.AuditedUSS`) request some events' labels: :attr:`label_requested`
+    says whether the last decided event asked, the next :meth:`learn_one` delivers its label to the
+    policy, and :meth:`summary` counts the labels the policy used. The stages still learn from every
+    label :meth:`learn_one` gets. To follow River's active-learning convention instead
+    (``predict_one(x)`` returns ``(y_pred, ask)``, and :func:`river.evaluate.progressive_val_score`
+    learns only from the labels asked for and reports how many it used), use
+    :class:`~uss_stream.active_cascade.ActiveCascadeClassifier`, the same cascade with that interface.
+
     **Costs.** ``Stage(cost=...)`` gives ``c_j`` directly. With ``cost=None`` it is derived from
     ``feature_costs`` as the incremental cost of the features the stage adds over stages
     ``1..j-1``: features bought by an earlier stage are free, and a feature group opened by an
@@ -129,9 +138,10 @@ class CascadeClassifier(base.Classifier):
     stages
         The :class:`~uss_stream.stage.Stage` objects, cheapest first, with distinct names.
     policy
-        A label-free depth-selection policy from :mod:`uss_stream.policies` (e.g.
-        ``FixedDepth(2)``), used as a template: the cascade builds its own untrained copy for its
-        stage costs. Its ``stage_costs`` must be ``None`` or equal to the stages' costs. ``None``
+        A depth-selection policy from :mod:`uss_stream.policies` that learns without labels
+        (e.g. ``FixedDepth(2)``) or asks for some (``AuditedUSS``), used as a template: the
+        cascade builds its own untrained copy for its stage costs. Its ``stage_costs`` must be
+        ``None`` or equal to the stages' costs. ``None``
         means ``USSKLUCB(stage_costs)``: on the paper's instances it has well under half of
         USS-UCB's regret wherever USS-UCB's exceeds 10 (``docs/results.md``, "Beyond the paper");
         ``USSUCB(stage_costs, alpha=0.51)`` is the paper's algorithm and was the default before.
@@ -579,7 +589,7 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
         return parse_spec(DEFAULT_POLICY).build(stage_costs)
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
-    if policy._supervised:
+    if policy.supervised:
         raise TypeError(
             f"policy: {type(policy).__name__} learns from labels; the cascade decides without them"
         )
@@ -593,7 +603,7 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
             "give the policy the stages' costs or stage_costs=None"
         )
     try:
-        return policy.clone(stage_costs=list(stage_costs))
+        return policy.clone({"stage_costs": list(stage_costs)})
     except ValueError as error:
         raise ValueError(f"policy: {error}") from error
 

@@ -5,13 +5,23 @@ for its decisions through :meth:`~uss_stream.policies.base.Policy.decide_many`. 
 one pair order (:func:`pair_order`), the one layout of the counts of many streams (:class:`Counts`:
 one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
 by :class:`Reveal` steps through :meth:`Counts.record`) and the speculative, discount-aware loop
-(:func:`speculate`):
-:func:`uss_stream.replay.simulate` runs it from zero counts, ``uss_stream_kafka.batching`` from a
-live policy's counts (:meth:`Counts.of_stats`, handed back with
+(:func:`speculate`): the replay runs it from zero counts, ``uss_stream_kafka.batching`` from a live
+policy's counts (:meth:`Counts.of_stats`, handed back with
 :meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
 of :mod:`uss_stream.feedback_delay` and :mod:`uss_stream.shared_learning` keep their counts in
 :class:`Counts`, decide through :meth:`Counts.decide` and learn through :meth:`Counts.record`, with
 or without a discount.
+
+How :func:`speculate` steps: each step takes the ``A`` unfinished repetitions and a window of ``B``
+rounds (the same for all; it grows while nearly all speculations hold and shrinks when many fail). A
+repetition whose speculation fails after ``k > 0`` accepted rounds speculates its old depth again;
+one that fails at once speculates the new depth. The ``A x B`` speculated states are laid out with
+the state index innermost (arrays ``(K, B, A)``, passed to ``decide_many`` as transposed views), so
+every elementwise operation runs over long contiguous loops. Speculated decisions beyond the
+accepted ones are written too and are overwritten when those rounds are decided for real; rounds
+past the horizon write to a spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1}
+= γ·x_k + step_k`` one round of the window at a time (the operations of the streaming statistics),
+instead of cumulative sums.
 """
 
 from __future__ import annotations
@@ -26,14 +36,37 @@ from uss_stream.stats import DisagreementStats
 if TYPE_CHECKING:
     from uss_stream.policies.base import Policy
 
-__all__ = ["Counts", "Reveal", "pair_order", "speculate"]
+__all__ = [
+    "FIRST_WINDOW",
+    "MAX_STATES",
+    "MAX_WINDOW",
+    "Counts",
+    "Reveal",
+    "next_window",
+    "pair_order",
+    "speculate",
+]
 
 # Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
-# the speculated states are accepted and halves below 60%; the states per step are capped so
-# that the working set stays in cache.
-_FIRST_WINDOW = 8
-_MAX_WINDOW = 4096
-_MAX_STATES = 1 << 14
+# the speculated states are accepted and halves below 60% (:func:`next_window`); the states per
+# step are capped so that the working set stays in cache. Every speculating simulator uses these.
+FIRST_WINDOW = 8
+MAX_WINDOW = 4096
+MAX_STATES = 1 << 14
+
+
+def next_window(width: int, accepted: float, window: int) -> int:
+    """The next speculation window after a step of ``width`` rounds whose states were
+    ``accepted`` (a share in ``[0, 1]``): doubled above 90%, halved below 60%, else ``window``.
+
+    >>> next_window(8, 0.95, 8), next_window(8, 0.5, 8), next_window(8, 0.7, 8), next_window(4096, 1.0, 4096)
+    (16, 4, 8, 4096)
+    """
+    if accepted > 0.9:
+        return min(2 * width, MAX_WINDOW)
+    if accepted < 0.6:
+        return max(2, width // 2)
+    return window
 
 
 def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
@@ -187,15 +220,13 @@ class Counts:
         upper_i, upper_j = pair_order(self.n_stages)
         self._matrix[upper_i, upper_j] = self.disagreements
         errors = self.errors
-        arguments = (
+        return policy.decide_many(
             rounds,
             self.queried.T,
             self._matrix.transpose(2, 0, 1),
             None if errors is None else errors.T,
+            streams=streams,
         )
-        if streams is None:
-            return policy.decide_many(*arguments)
-        return policy.decide_many(*arguments, streams=streams)
 
 
 class Reveal:
@@ -271,7 +302,7 @@ def speculate(
     streams
         ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
         passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
-        for deterministic policies (then ``streams`` is not passed at all).
+        for deterministic policies.
     counts_of
         The counts each repetition starts from (default: zero counts at round 0); updated in place
         to the counts after the last row.
@@ -281,49 +312,33 @@ def speculate(
         The rounds speculated by the first step (default 8); only speed depends on it. A caller
         continuing a stream whose decisions were stable may start wider than the default.
 
-    Notes
-    -----
-    Each step takes the ``A`` unfinished repetitions and a window of ``B`` rounds (the same for
-    all; it grows while nearly all speculations hold and shrinks when many fail). A repetition whose
-    speculation fails after ``k > 0`` accepted rounds speculates its old depth again; one that fails
-    at once speculates the new depth. The ``A x B``
-    speculated states are laid out with the state index innermost (arrays ``(K, B, A)``, passed
-    to ``decide_many`` as transposed views), so every elementwise operation runs over long
-    contiguous loops. Speculated decisions beyond the accepted ones are written too and are
-    overwritten when those rounds are decided for real; rounds past the horizon write to a
-    spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1} = γ·x_k + step_k``
-    one round of the window at a time (the operations of the streaming statistics), instead of
-    cumulative sums.
+    See the module docstring for how the steps speculate.
 
     """
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = pair_order(n_stages)
-    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
-    wrong_planes = None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8)
-    stage = np.arange(n_stages)
-    pair = np.arange(n_pairs)
-    pairs_below = stage * (stage + 1) // 2  # pairs (i, j) with j < d, for depth d = stage + 1
-    rows_flat = rows.ravel()
-    spare = reps * horizon
-    gamma = getattr(policy, "discount", None)
+    planes = (
+        np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8),
+        None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8),
+    )
+    rows_flat, spare = rows.ravel(), reps * horizon
+    gamma = policy.discount
     count_type = np.int64 if gamma is None else np.float64
     if counts_of is None:
         counts_of = Counts.zeros(n_stages, reps, discount=gamma, errors=wrong is not None)
     counts_of.check(n_stages, reps, discount=gamma, errors=wrong is not None)
     first_round = counts_of.rounds
-    queried, disagreements, errors = counts_of.queried, counts_of.disagreements, counts_of.errors
     t = np.ones(reps, dtype=np.int64)  # 1 + the rounds of `rows` decided so far
     guess = np.full(reps, n_stages if guess is None else guess, dtype=np.int64)
     depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
     counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
     active = np.arange(reps)
-    window = _FIRST_WINDOW if window is None else max(1, int(window))
+    window = FIRST_WINDOW if window is None else max(1, int(window))
 
     while active.size:
         n_active = active.size
-        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active))
+        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
         start = t[active]
@@ -331,42 +346,12 @@ def speculate(
         flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
         row = rows_flat.take(flat, mode="clip")
         depth = guess[active]
-
-        # Counts before each speculated round, assuming depth `depth` from the step's first round.
-        observed = pair[:, None] < pairs_below[depth - 1]
-        step = np.empty((n_pairs, width, n_active), dtype=np.int8)
-        for p in range(n_pairs):
-            np.multiply(pair_planes[p][row], observed[p], out=step[p])
-        asked = stage[:, None] < depth
-        step_e = None
-        if errors is not None:
-            step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
-            for k in range(n_stages):
-                np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
-        if gamma is None:
-            state_d = _before_each(step, disagreements[:, active])
-            state_q = queried[:, None, active] + offset * asked[:, None, :]
-            state_e = None if step_e is None else _before_each(step_e, errors[:, active])
-        else:
-            state_d = _discounted_before_each(step, disagreements[:, active], gamma)
-            constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
-            state_q = _discounted_before_each(constant, queried[:, active], gamma)
-            state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
+        state_q, state_d, state_e = _speculated_counts(counts_of, active, row, depth, planes, gamma)
         if counts.shape[2] < n_states:
             counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
-        for p in range(n_pairs):
-            counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
-        arguments = (
-            (first_round[active] + start + offset).ravel(),
-            state_q.reshape(n_stages, n_states).T,
-            counts[:, :, :n_states].transpose(2, 0, 1),
-            None if state_e is None else state_e.reshape(n_stages, n_states).T,
-        )
-        if streams is None:
-            decided = policy.decide_many(*arguments)
-        else:
-            decided = policy.decide_many(*arguments, streams=np.tile(streams[active], width))
-        decided = decided.reshape(width, n_active)
+        keys = None if streams is None else np.tile(streams[active], width)
+        rounds = (first_round[active] + start + offset).ravel()
+        decided = _decide_window(policy, rounds, (state_q, state_d, state_e), counts, keys)
         depths[flat] = decided
 
         # Accept up to and including the first round whose decision differs from the guess.
@@ -374,31 +359,112 @@ def speculate(
         last = np.minimum(first, np.minimum(width, remaining) - 1)
         column = np.arange(n_active)
         new_depth = decided[last, column]
-        last_row = row[last, column]
-        asked = stage[:, None] < new_depth
-        observed = pair[:, None] < pairs_below[new_depth - 1]
-        kept_q, kept_d = state_q[:, last, column], state_d[:, last, column]
-        kept_e = None if state_e is None else state_e[:, last, column]
-        if gamma is not None:
-            kept_q, kept_d = gamma * kept_q, gamma * kept_d
-            kept_e = None if kept_e is None else gamma * kept_e
-        queried[:, active] = kept_q + asked
-        disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
-        if errors is not None:
-            errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
+        kept = [None if state is None else state[:, last, column] for state in (state_q, state_d, state_e)]
+        _count_round(counts_of, active, row[last, column], new_depth, kept, planes, gamma)
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
-        accepted = advanced.sum() / n_states
-        if accepted > 0.9:
-            window = min(2 * width, _MAX_WINDOW)
-        elif accepted < 0.6:
-            window = max(2, width // 2)
+        window = next_window(width, advanced.sum() / n_states, window)
         if on_progress is not None:
             on_progress(int(advanced.sum()))
         active = active[t[active] <= horizon]
     counts_of.rounds += horizon
     return depths[:spare].reshape(reps, horizon)
+
+
+def _decide_window(
+    policy: Policy,
+    rounds: np.ndarray,
+    states: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    counts: np.ndarray,
+    streams: np.ndarray | None,
+) -> np.ndarray:
+    """``policy.decide_many`` on a window's ``(rows, B, A)`` counts (queried, disagreements per pair,
+    errors), the ``K x K`` disagreement matrices written into the buffer ``counts``; ``B x A`` depths."""
+    state_q, state_d, state_e = states
+    n_stages, width, n_active = state_q.shape
+    n_states = width * n_active
+    upper_i, upper_j = pair_order(n_stages)
+    for p in range(state_d.shape[0]):
+        counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
+    return policy.decide_many(
+        rounds,
+        state_q.reshape(n_stages, n_states).T,
+        counts[:, :, :n_states].transpose(2, 0, 1),
+        None if state_e is None else state_e.reshape(n_stages, n_states).T,
+        streams=streams,
+    ).reshape(width, n_active)
+
+
+def _speculated_counts(
+    counts_of: Counts,
+    active: np.ndarray,
+    row: np.ndarray,
+    depth: np.ndarray,
+    planes: tuple[np.ndarray, np.ndarray | None],
+    gamma: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The counts ``n_j``, ``D_ij`` (and errors) before each round of a window (``(rows, B, A)``
+    arrays), the repetitions ``active`` querying ``depth`` on the window's log rows ``row``
+    (``B x A``) from their counts in ``counts_of``; ``planes``: the log's pair and error indicators,
+    ``gamma``: the discount."""
+    pair_planes, wrong_planes = planes
+    n_pairs = pair_planes.shape[0]
+    n_stages = counts_of.queried.shape[0]
+    width, n_active = row.shape
+    observed = np.arange(n_pairs)[:, None] < _pairs_below(n_stages)[depth - 1]
+    step = np.empty((n_pairs, width, n_active), dtype=np.int8)
+    for p in range(n_pairs):
+        np.multiply(pair_planes[p][row], observed[p], out=step[p])
+    asked = np.arange(n_stages)[:, None] < depth
+    step_e = None
+    if wrong_planes is not None:
+        step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
+        for k in range(n_stages):
+            np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
+    errors = counts_of.errors
+    if gamma is None:
+        state_d = _before_each(step, counts_of.disagreements[:, active])
+        state_q = counts_of.queried[:, None, active] + np.arange(width)[:, None] * asked[:, None, :]
+        state_e = None if step_e is None else _before_each(step_e, errors[:, active])
+    else:
+        state_d = _discounted_before_each(step, counts_of.disagreements[:, active], gamma)
+        constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
+        state_q = _discounted_before_each(constant, counts_of.queried[:, active], gamma)
+        state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
+    return state_q, state_d, state_e
+
+
+def _count_round(
+    counts_of: Counts,
+    active: np.ndarray,
+    last_row: np.ndarray,
+    depth: np.ndarray,
+    kept: list[np.ndarray | None],
+    planes: tuple[np.ndarray, np.ndarray | None],
+    gamma: float | None,
+) -> None:
+    """Set the ``active`` repetitions' counts to those after their last accepted round: the counts
+    ``kept`` before it (queried, disagreements, errors; discounted once by ``gamma``), plus that
+    round's log row ``last_row`` queried to ``depth``."""
+    pair_planes, wrong_planes = planes
+    n_stages = counts_of.queried.shape[0]
+    kept_q, kept_d, kept_e = kept
+    if gamma is not None:
+        kept_q, kept_d = gamma * kept_q, gamma * kept_d
+        kept_e = None if kept_e is None else gamma * kept_e
+    asked = np.arange(n_stages)[:, None] < depth
+    observed = np.arange(pair_planes.shape[0])[:, None] < _pairs_below(n_stages)[depth - 1]
+    counts_of.queried[:, active] = kept_q + asked
+    counts_of.disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
+    if counts_of.errors is not None:
+        counts_of.errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
+
+
+def _pairs_below(n_stages: int) -> np.ndarray:
+    """Per depth ``d = index + 1``, the number of pairs ``(i, j)`` with ``j < d`` (pair order)."""
+    stage = np.arange(n_stages)
+    return stage * (stage + 1) // 2
 
 
 def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:

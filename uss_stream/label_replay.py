@@ -6,7 +6,7 @@ decides on its disagreement counts, on the labels that have arrived *and* on how
 + 1`` (as :meth:`AuditedUSS.run <uss_stream.policies.AuditedUSS.run>` does). Within one
 confidence level (:func:`~uss_stream.policies.label_evidence.label_level` changes only at powers of
 two) the decision is a function of the round, the disagreement counts, the labels arrived and the
-requests made, so :func:`simulate_labelled` speculates as :func:`uss_stream.replay.simulate` does:
+requests made, so :func:`simulate_labelled` speculates as :func:`uss_stream.kernel.speculate` does:
 each repetition guesses that it keeps its depth for a window of rounds, and every speculated state
 is decided (and its label request computed) in one vectorised call. The labels that arrive within
 a window were requested before it, so each state gets the evidence of its own round; the window's
@@ -36,15 +36,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from uss_stream.forgetting import EffectiveHorizon
+from uss_stream.kernel import FIRST_WINDOW, MAX_STATES, MAX_WINDOW, next_window, pair_order
 from uss_stream.policies.base import Policy
 from uss_stream.policies.confidence import portable_log_many
 from uss_stream.policies.label_evidence import e_bounds, e_upper, label_level_many
 
 __all__ = ["LabelledRun", "simulate_labelled"]
-
-_FIRST_WINDOW = 8
-_MAX_WINDOW = 4096
-_MAX_STATES = 1 << 14
 
 
 @dataclass
@@ -103,7 +101,7 @@ def simulate_labelled(
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = policy._columns
+    upper_i, upper_j = pair_order(n_stages)
     pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
     wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
     deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
@@ -118,9 +116,9 @@ def simulate_labelled(
     rows_flat = rows.ravel()
     spare = reps * horizon
     # The logarithms of the exploration function and of K·n, by table look-up (a speculated
-    # state's round and counts stay below horizon + _MAX_WINDOW).
-    table_size = horizon + _MAX_WINDOW + 1
-    log_horizons = portable_log_many(policy._horizon.many(np.arange(1, table_size + 1)))
+    # state's round and counts stay below horizon + MAX_WINDOW).
+    table_size = horizon + MAX_WINDOW + 1
+    log_horizons = portable_log_many(EffectiveHorizon(policy.discount).many(np.arange(1, table_size + 1)))
     log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
     count_logs = log_counts.tolist()
 
@@ -143,7 +141,7 @@ def simulate_labelled(
     memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
     strict_memo: dict[tuple[int, int, int, float], float] = {}
     active = np.arange(reps)
-    window = _FIRST_WINDOW
+    window = FIRST_WINDOW
 
     def bounds_of(m: int, plus: int, minus: int, value: float) -> tuple[float, float]:
         """Memoised :func:`e_bounds` of a pair's counts at the label level ``value`` (its
@@ -232,7 +230,7 @@ def simulate_labelled(
         limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
         # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
         typical = _upper_quartile(limit.tolist())
-        width = max(1, min(window, _MAX_WINDOW, _MAX_STATES // n_active, typical))
+        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active, typical))
         n_states = n_active * width
         offset = np.arange(width)[:, None]
         # Each state's label evidence: the labels requested before the window that arrive within it
@@ -335,12 +333,7 @@ def simulate_labelled(
         for r, asked_round in zip(active[column].tolist(), (start[column] + position).tolist()):
             waiting[r].append(asked_round)
         guess[active] = np.where(first == 0, new_depth, depth)
-        possible = np.minimum(limit, width).sum()
-        accepted = accept.sum() / possible
-        if accepted > 0.9:
-            window = min(2 * width, _MAX_WINDOW)
-        elif accepted < 0.6:
-            window = max(2, width // 2)
+        window = next_window(width, accept.sum() / np.minimum(limit, width).sum(), window)
         if on_progress is not None:
             on_progress(int(accept.sum()))
         active = active[t[active] <= horizon]

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +68,6 @@ from uss_stream.label_replay import LabelledRun, simulate_labelled
 from uss_stream.learning_state import verdict_name
 from uss_stream.memory import check_replay_memory
 from uss_stream.policies.base import Policy
-from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.replay_log import (
     SAMPLING_MODES,
     _check_labels_overlap,
@@ -97,7 +96,6 @@ __all__ = [
     "replay",
     "replay_piecewise",
     "sample_rows",
-    "simulate",
 ]
 
 #: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
@@ -316,8 +314,8 @@ def replay(
     error_rates
         ``γ_1..γ_K`` to use for the regret instead of (or without) the labels' error rates.
     stage_costs
-        Per-stage costs ``c_j`` of the regret; by default those of the policies, which must then
-        agree (policies built without costs, e.g. ``FixedDepth(2)``, are not consulted).
+        Per-stage costs ``c_j`` of the regret; by default those of the policies, which must agree
+        (those built without costs, e.g. ``FixedDepth(2)``, are not consulted).
     progress
         Show a tqdm progress bar (on stderr).
     label_delay
@@ -335,70 +333,35 @@ def replay(
     Raises
     ------
     ValueError
-        On a bad parameter or a malformed log: missing outputs (naming their rows), stage columns
-        of numbers next to columns of text (``'1' != 1``: they would never agree), labels that
-        share no value with the outputs (every stage would always be wrong), or a run too large
-        for the memory available (:func:`uss_stream.memory.check_replay_memory`).
+        On a bad parameter or a malformed log (missing outputs, naming their rows; stage columns of
+        numbers next to text; labels sharing no value with the outputs), or a run too large for the
+        memory available (:func:`uss_stream.memory.check_replay_memory`).
 
     """
-    horizon = _positive_int(horizon, "horizon")
-    reps = _positive_int(reps, "reps")
-    if sampling not in SAMPLING_MODES:
-        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
-    check_column_kinds(outputs)
-    codes, label_codes = encode_log(outputs, labels)
-    _check_labels_overlap(codes, label_codes, "labels")
+    horizon, reps = _positive_int(horizon, "horizon"), _positive_int(reps, "reps")
+    _check_sampling(sampling)
+    codes, label_codes = _encoded(outputs, labels, "labels")
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
     check_replay_memory(horizon, reps, len(templates))
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     wrong = None if label_codes is None else codes != label_codes[:, None]
-    if error_rates is not None:
-        gamma = np.asarray(error_rates, dtype=float)
-        if gamma.shape != (n_stages,):
-            raise ValueError(
-                f"error_rates must hold {n_stages} rates (one per stage), got shape {gamma.shape}"
-            )
-    else:
-        gamma = None if wrong is None else wrong.mean(axis=0)
-    if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
-        raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
-    if isinstance(label_cost, bool) or not isinstance(label_cost, (int, float)) or not label_cost >= 0:
-        raise ValueError(f"label_cost must be a number >= 0, got {label_cost!r}")
-    for name, policy in templates.items():
-        asks = getattr(policy, "asks_for_labels", False)
-        if (asks or isinstance(policy, SupervisedUCB)) and wrong is None:
-            raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
-    instance = Instance(
-        cumulative_costs=cumulative,
-        error_rates=gamma,
-        disagreement=_disagreement(codes),
-        sd_violation=None if wrong is None else _sd_violation(wrong),
-    )
+    gamma = _error_rates(error_rates, wrong, n_stages)
+    _check_labels_arguments(label_delay, label_cost, templates, wrong)
     rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
     pairs = pair_indicators(codes)
-    asking = {name: p for name, p in templates.items() if getattr(p, "asks_for_labels", False)}
+    asking = {name: p for name, p in templates.items() if p.asks_for_labels}
     others = {name: p for name, p in templates.items() if name not in asking}
     depths = _run_policies(others, rows, pairs, wrong, progress) if others else {}
     labelled = {
         name: simulate_labelled(policy, rows, pairs, wrong, int(label_delay))
         for name, policy in asking.items()
     }
-    labels_used: dict[str, np.ndarray] = {}
-    curves: dict[str, np.ndarray] = {}
-    for name, policy in templates.items():
-        if name in labelled:
-            curves[name] = np.cumsum(labelled[name].requests, axis=1)
-            labels_used[name] = curves[name][:, -1].copy()
-        elif isinstance(policy, SupervisedUCB):
-            curves[name] = np.broadcast_to(np.arange(1, horizon + 1), (reps, horizon))
-            labels_used[name] = np.full(reps, horizon, dtype=np.int64)
-        else:
-            labels_used[name] = np.zeros(reps, dtype=np.int64)
+    labels_used, curves = _labels_used(templates, labelled, horizon, reps)
     return ReplayResult(
         depths={name: labelled[name].depths if name in labelled else depths[name] for name in templates},
         rows=rows,
-        instance=instance,
+        instance=_log_instance(cumulative, gamma, codes, wrong),
         wrong=wrong,
         horizon=horizon,
         reps=reps,
@@ -412,6 +375,91 @@ def replay(
             name: _wd_reports(asking[name], run, horizon, int(label_delay)) for name, run in labelled.items()
         },
     )
+
+
+def _error_rates(error_rates: Sequence[float] | None, wrong: np.ndarray | None, n_stages: int) -> Any:
+    """``γ_1..γ_K``: those given, else the log's (``None`` without labels)."""
+    if error_rates is None:
+        return None if wrong is None else wrong.mean(axis=0)
+    gamma = np.asarray(error_rates, dtype=float)
+    if gamma.shape != (n_stages,):
+        raise ValueError(f"error_rates must hold {n_stages} rates (one per stage), got shape {gamma.shape}")
+    return gamma
+
+
+def _encoded(outputs: Any, labels: Any, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`encode_log` of a log whose columns and labels are checked (``what``: the labels' name)."""
+    check_column_kinds(outputs)
+    codes, label_codes = encode_log(outputs, labels)
+    _check_labels_overlap(codes, label_codes, what)
+    return codes, label_codes
+
+
+def _log_instance(
+    cumulative: np.ndarray, gamma: np.ndarray | None, codes: np.ndarray, wrong: np.ndarray | None
+) -> Instance:
+    """The log as an :class:`~uss_stream.instances.Instance` (its disagreement and SD-violation rates)."""
+    return Instance(
+        cumulative_costs=cumulative,
+        error_rates=gamma,
+        disagreement=_disagreement(codes),
+        sd_violation=None if wrong is None else _sd_violation(wrong),
+    )
+
+
+def _check_labels_arguments(
+    label_delay: Any, label_cost: Any, templates: dict[str, Policy], wrong: np.ndarray | None
+) -> None:
+    """The label delay and cost, and labels for every policy that learns from them."""
+    for name, policy in templates.items():
+        if (policy.asks_for_labels or policy.supervised) and wrong is None:
+            raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
+    if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
+        raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
+    if isinstance(label_cost, bool) or not isinstance(label_cost, (int, float)) or not label_cost >= 0:
+        raise ValueError(f"label_cost must be a number >= 0, got {label_cost!r}")
+
+
+def _labels_used(
+    templates: dict[str, Policy], labelled: dict[str, LabelledRun], horizon: int, reps: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per policy, the labels each repetition used, and the curve of labels used by round (label-asking
+    policies: their requests; SupervisedUCB: one per round; label-free ones: none, no curve)."""
+    labels_used: dict[str, np.ndarray] = {}
+    curves: dict[str, np.ndarray] = {}
+    for name, policy in templates.items():
+        if name in labelled:
+            curves[name] = np.cumsum(labelled[name].requests, axis=1)
+            labels_used[name] = curves[name][:, -1].copy()
+        elif policy.supervised:
+            curves[name] = np.broadcast_to(np.arange(1, horizon + 1), (reps, horizon))
+            labels_used[name] = np.full(reps, horizon, dtype=np.int64)
+        else:
+            labels_used[name] = np.zeros(reps, dtype=np.int64)
+    return labels_used, curves
+
+
+def _encoded_segments(segments: Any, horizons: Any) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
+    """The encoded ``(codes, label codes)`` of each segment's log, and the checked horizons."""
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
+        raise ValueError("segments must be a non-empty sequence of (outputs, labels) logs")
+    if (
+        isinstance(horizons, (str, bytes))
+        or not isinstance(horizons, Sequence)
+        or len(horizons) != len(segments)
+    ):
+        raise ValueError(f"horizons must hold one horizon per segment ({len(segments)}), got {horizons!r}")
+    lengths = [_positive_int(h, f"horizons[{k}]") for k, h in enumerate(horizons)]
+    encoded = []
+    for k, segment in enumerate(segments):
+        if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
+            raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        encoded.append(_encoded(*segment, f"the labels of segments[{k}]"))
+    n_stages = encoded[0][0].shape[1]
+    for k, (codes, _) in enumerate(encoded):
+        if codes.shape[1] != n_stages:
+            raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
+    return encoded, lengths
 
 
 def _wd_reports(policy: Policy, run: LabelledRun, horizon: int, label_delay: int) -> list[Any]:
@@ -468,9 +516,9 @@ def _run_policies(
         for name, template in templates.items():
             bar.set_description(name)
             policy = template.clone()
-            errors = wrong if policy._supervised else None
+            errors = wrong if policy.supervised else None
             streams = template.stream_keys(reps)
-            depths[name] = simulate(policy, rows, pairs, errors, bar.update, streams=streams)
+            depths[name] = speculate(policy, rows, pairs, errors, bar.update, streams=streams)
     return depths
 
 
@@ -589,31 +637,12 @@ def replay_piecewise(
 
     """
     reps = _positive_int(reps, "reps")
-    if sampling not in SAMPLING_MODES:
-        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
-    if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
-        raise ValueError("segments must be a non-empty sequence of (outputs, labels) logs")
-    if (
-        isinstance(horizons, (str, bytes))
-        or not isinstance(horizons, Sequence)
-        or len(horizons) != len(segments)
-    ):
-        raise ValueError(f"horizons must hold one horizon per segment ({len(segments)}), got {horizons!r}")
-    lengths = [_positive_int(h, f"horizons[{k}]") for k, h in enumerate(horizons)]
-    encoded = []
-    for k, segment in enumerate(segments):
-        if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
-            raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
-        check_column_kinds(segment[0])
-        encoded.append(encode_log(*segment))
-        _check_labels_overlap(*encoded[-1], f"the labels of segments[{k}]")
+    _check_sampling(sampling)
+    encoded, lengths = _encoded_segments(segments, horizons)
     n_stages = encoded[0][0].shape[1]
-    for k, (codes, _) in enumerate(encoded):
-        if codes.shape[1] != n_stages:
-            raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
     templates = _check_policies(policies, n_stages)
     for name, policy in templates.items():
-        if getattr(policy, "asks_for_labels", False):
+        if policy.asks_for_labels:
             raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
@@ -621,14 +650,7 @@ def replay_piecewise(
     children = np.random.SeedSequence(seed).spawn(len(segments))
     for (codes, label_codes), length, child in zip(encoded, lengths, children):
         wrong = codes != label_codes[:, None]
-        instances.append(
-            Instance(
-                cumulative_costs=cumulative,
-                error_rates=wrong.mean(axis=0),
-                disagreement=_disagreement(codes),
-                sd_violation=_sd_violation(wrong),
-            )
-        )
+        instances.append(_log_instance(cumulative, wrong.mean(axis=0), codes, wrong))
         rows = sample_rows(codes.shape[0], horizon=length, reps=reps, seed=child, sampling=sampling)
         row_blocks.append(rows + offset)
         offset += codes.shape[0]
@@ -647,44 +669,6 @@ def replay_piecewise(
         seed=seed,
         sampling=sampling,
     )
-
-
-def simulate(
-    policy: Policy,
-    rows: np.ndarray,
-    pairs: np.ndarray,
-    wrong: np.ndarray | None = None,
-    on_progress: Callable[[int], Any] | None = None,
-    *,
-    streams: np.ndarray | None = None,
-) -> np.ndarray:
-    """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
-
-    Parameters
-    ----------
-    policy
-        Evaluated through :meth:`~Policy.decide_many` only; its own counts are not used. Its
-        ``discount`` (if any) is applied to the counts as the streaming statistics do.
-    rows
-        ``(reps, horizon)`` indices into the log.
-    pairs
-        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
-        :func:`pair_order` (``P = K(K-1)/2``).
-    wrong
-        ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
-    on_progress
-        Called with the number of rounds decided at each step.
-    streams
-        ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
-        passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
-        for deterministic policies (then ``streams`` is not passed at all).
-
-    Notes
-    -----
-    The speculative loop of :func:`uss_stream.kernel.speculate`, from zero counts.
-
-    """
-    return speculate(policy, rows, pairs, wrong, on_progress, streams=streams)
 
 
 def pair_indicators(codes: np.ndarray) -> np.ndarray:
@@ -720,6 +704,11 @@ def _positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
+def _check_sampling(sampling: Any) -> None:
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+
+
 def _check_policies(policies: Any, n_stages: int) -> dict[str, Policy]:
     if not isinstance(policies, Mapping) or not policies:
         raise ValueError("policies must be a non-empty mapping name -> Policy")
@@ -729,6 +718,11 @@ def _check_policies(policies: Any, n_stages: int) -> dict[str, Policy]:
             raise ValueError(f"policy names must be non-empty strings, got {name!r}")
         if not isinstance(policy, Policy):
             raise ValueError(f"policy {name!r} must be a Policy, got {type(policy).__name__}")
+        if policy.sequential:
+            raise ValueError(
+                f"policy {name!r} ({type(policy).__name__}) decides stage by stage on the stages' "
+                "confidences: replay it with uss_stream.replay_sequential.replay_sequential"
+            )
         if policy.n_stages > n_stages or (policy.n_stages < n_stages and policy.stage_costs is not None):
             raise ValueError(
                 f"policy {name!r} has {policy.n_stages} stage cost(s) "

@@ -18,7 +18,7 @@ objective per event: cost plus error). The comparators, all computed from labels
 
 :func:`replay_sequential` runs policies on rows drawn from the log, as :func:`uss_stream.replay.replay`
 does: fixed-depth policies through the same vectorised engine
-(:func:`uss_stream.replay.simulate`), sequential ones (``policy.sequential``) event by event on each
+(:func:`uss_stream.kernel.speculate`), sequential ones (``policy.sequential``) event by event on each
 repetition's rows, with the repetition's random stream (``for_repetition``). The regret of a round
 is ``v_{d_t}(row_t)`` minus the comparator's ``v`` on the same row, against the best fixed depth and
 against the best stopping rule of the whole log.
@@ -59,8 +59,9 @@ import numpy as np
 import pandas as pd
 
 from uss_stream.instances import Instance
+from uss_stream.kernel import speculate
 from uss_stream.policies.base import Policy
-from uss_stream.replay import encode_log, pair_indicators, sample_rows, simulate
+from uss_stream.replay import encode_log, pair_indicators, sample_rows
 from uss_stream.validation import check_stage_costs
 
 __all__ = [
@@ -475,7 +476,7 @@ def replay_sequential(
             )
         else:
             streams = template.stream_keys(reps)
-            depths[name] = simulate(template.clone(), rows, pairs, streams=streams)
+            depths[name] = speculate(template.clone(), rows, pairs, streams=streams)
     return SequentialReplayResult(
         depths=depths,
         rows=rows,

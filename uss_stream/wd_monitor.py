@@ -128,35 +128,9 @@ def wd_report(
     """
     costs = [float(c) for c in cumulative_costs]
     k = len(costs)
-    level = label_level(t)
-    n_pairs = k * (k - 1) // 2
     if evidence.n_stages != k:
         raise ValueError(f"evidence has {evidence.n_stages} stages, the costs {k}")
-    point: dict[tuple[int, int], float] = {}
-    lower: dict[tuple[int, int], float] = {}
-    upper: dict[tuple[int, int], float] = {}
-    p_bounds: dict[tuple[int, int], tuple[float, float]] = {}
-    for j in range(1, k):
-        for i in range(j):
-            n = queried[j]
-            pair = j * (j - 1) // 2 + i
-            if not n > 0:
-                point[i, j], lower[i, j], upper[i, j] = math.inf, -math.inf, math.inf
-                p_bounds[i, j] = (0.0, math.inf)
-                continue
-            d = disagreements[i][j]
-            p_hat = d / n
-            radius = math.sqrt(pair_level(level, n, k) / (2.0 * n))
-            p_bounds[i, j] = (p_hat - radius, p_hat + radius)
-            m = evidence.labelled[pair]
-            if m:
-                plus, minus = evidence.deeper_right[pair], evidence.shallower_right[pair]
-                e_low, e_high = e_bounds(m, plus, minus, pair_level(level, m, k))
-                lower[i, j], upper[i, j] = delta_bounds(d, n, e_low, e_high, level, k)
-                point[i, j] = p_hat * (plus - minus) / m
-            else:
-                point[i, j], lower[i, j], upper[i, j] = p_hat, -(p_hat + radius), p_hat + radius
-    assert len(point) == n_pairs
+    point, lower, upper, p_bounds = _pair_bounds(queried, disagreements, evidence, label_level(t))
 
     def gap(i: int, j: int) -> float:
         return costs[j] - costs[i]
@@ -187,6 +161,44 @@ def wd_report(
         agrees=None if label_free_depth is None else label_free_depth == best + 1,
         verdict=verdict,
     )
+
+
+_Pairs = dict[tuple[int, int], float]
+
+
+def _pair_bounds(
+    queried: Sequence[float], disagreements: Sequence[Sequence[float]], evidence: LabelEvidence, level: float
+) -> tuple[_Pairs, _Pairs, _Pairs, dict[tuple[int, int], tuple[float, float]]]:
+    """Per pair ``(i, j)``: the point estimate ``δ̂``, the bounds ``δ^L``, ``δ^U`` and ``(p^L, p^U)``."""
+    k = evidence.n_stages
+    n_pairs = k * (k - 1) // 2
+    point: _Pairs = {}
+    lower: _Pairs = {}
+    upper: _Pairs = {}
+    p_bounds: dict[tuple[int, int], tuple[float, float]] = {}
+    for j in range(1, k):
+        for i in range(j):
+            n = queried[j]
+            pair = j * (j - 1) // 2 + i
+            if not n > 0:
+                point[i, j], lower[i, j], upper[i, j] = math.inf, -math.inf, math.inf
+                p_bounds[i, j] = (0.0, math.inf)
+                continue
+            d = disagreements[i][j]
+            p_hat = d / n
+            radius = math.sqrt(pair_level(level, n, k) / (2.0 * n))
+            p_bounds[i, j] = (p_hat - radius, p_hat + radius)
+            m = evidence.labelled[pair]
+            if m:
+                plus, minus = evidence.deeper_right[pair], evidence.shallower_right[pair]
+                e_low, e_high = e_bounds(m, plus, minus, pair_level(level, m, k))
+                lower[i, j], upper[i, j] = delta_bounds(d, n, e_low, e_high, level, k)
+                point[i, j] = p_hat * (plus - minus) / m
+            else:
+                point[i, j], lower[i, j], upper[i, j] = p_hat, -(p_hat + radius), p_hat + radius
+    assert len(point) == n_pairs
+
+    return point, lower, upper, p_bounds
 
 
 class WDMonitor:

@@ -474,14 +474,19 @@ def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tup
     """
     parsed = parse_spec(spec)
     policy = parsed.build(list(stage_costs))
-    asks = getattr(policy, "asks_for_labels", False)
-    if policy._supervised and mode == "orchestration":
+    asks = policy.asks_for_labels
+    if policy.sequential:
+        raise ValueError(
+            f"--policy {parsed.text!r}: {type(policy).__name__} decides stage by stage on the stages' "
+            f"confidences; {mode} decides a depth up front (run it in a CascadeClassifier, features mode)"
+        )
+    if policy.supervised and mode == "orchestration":
         raise ValueError(
             f"--policy {parsed.text!r}: {type(policy).__name__} learns from every event's label; "
             "orchestration has only the labels a label-asking policy asks for (use a label-free "
             "or a label-asking one, e.g. audited)"
         )
-    if (asks and mode != "orchestration") or policy._supervised:
+    if (asks and mode != "orchestration") or policy.supervised:
         needs = "asks for labels" if asks else "learns from labels"
         raise ValueError(
             f"--policy {parsed.text!r}: {type(policy).__name__} {needs}; {mode} has none "

@@ -184,7 +184,7 @@ def test_bad_input_raises_value_error_naming_the_parameter(cls: type[Policy], pa
     with pytest.raises(ValueError, match="outputs"):
         _update(policy, [0] * (depth + 1), label=0)
     with pytest.raises(ValueError, match="no parameter"):
-        policy.clone(not_a_parameter=1)
+        policy.clone({"not_a_parameter": 1})
 
 
 def test_every_exported_policy_is_checked() -> None:
@@ -451,7 +451,7 @@ def test_sequential_clone_and_repr_round_trip(cls, params) -> None:
     assert _step_through(rebuilt, outputs, confidences)[0] == _step_through(fresh, outputs, confidences)[0]
     assert rebuilt.state_dict() == fresh.state_dict()
     with pytest.raises(ValueError, match="no parameter"):
-        policy.clone(not_a_parameter=1)
+        policy.clone({"not_a_parameter": 1})
 
 
 @pytest.mark.parametrize(("cls", "params"), SEQUENTIAL_CASES)

@@ -292,7 +292,7 @@ def test_unit_test_params_build_clone_and_repr(params):
     twin = policy.clone()
     assert repr(twin) == repr(policy)
     assert twin.context_stats.decisions == 0
-    assert policy.clone(n_bins=3).n_bins == 3
+    assert policy.clone({"n_bins": 3}).n_bins == 3
     rng = np.random.default_rng(0)
     outputs = rng.integers(0, 2, (50, policy.n_stages))
     depths = policy.run(outputs, rng.random((50, policy.n_stages)))

@@ -101,3 +101,36 @@ def test_the_replay_reads_its_specs_with_the_same_parser():
         assert (name, repr(policy)) == (parsed.name(len(COSTS)), repr(parsed.build(COSTS)))
     with pytest.raises(ValueError, match="--policy 'uss-ucb:beta=1': unknown parameter"):
         parse_policy("uss-ucb:beta=1", COSTS, [0.3, 0.2, 0.1])
+
+
+def test_every_policy_class_has_a_spec_that_builds_it():
+    import uss_stream.policies as policies
+    from uss_stream.policies.specs import POLICY_NAMES
+
+    classes = {getattr(policies, name) for name in policies.__all__} - {policies.Policy}
+    built = {
+        type(parse_spec(name).build(COSTS, error_rates=[0.3, 0.2, 0.1]))
+        for name in POLICY_NAMES
+        if name != "fixed"
+    }
+    assert classes == built | {FixedDepth}
+
+
+def test_the_sequential_spec_builds_sequential_kl_ucb_and_depth_first_commands_refuse_it():
+    import numpy as np
+
+    from uss_stream.commands.replay import DEFAULT_POLICIES
+    from uss_stream.policies import SequentialKLUCB
+    from uss_stream.replay import replay
+    from uss_stream_kafka.processing import label_free_policy
+
+    spec = "sequential-kl-ucb:n_bins=2,explore=0.5"
+    policy = parse_spec(spec).build(COSTS)
+    assert repr(policy) == repr(SequentialKLUCB(COSTS, n_bins=2, explore=0.5))
+    assert parse_spec(spec_of(policy)).build(COSTS).n_bins == 2
+    outputs = np.array([[0, 1, 1], [1, 1, 1]])
+    with pytest.raises(ValueError, match=r"decides stage by stage.*replay_sequential"):
+        replay(outputs, np.array([1, 1]), policies={"s": policy}, horizon=5, reps=1)
+    with pytest.raises(ValueError, match=r"decides stage by stage.*features mode"):
+        label_free_policy(spec, COSTS, "outputs mode")
+    assert DEFAULT_POLICY in DEFAULT_POLICIES

@@ -128,10 +128,10 @@ def test_cancel_withdraws_the_pending_decision():
 
 
 def test_clone_with_new_parameters():
-    clone = USSUCB(stage_costs=[0.0, 0.1], alpha=0.7).clone(stage_costs=[0.0, 0.2, 0.3])
+    clone = USSUCB(stage_costs=[0.0, 0.1], alpha=0.7).clone({"stage_costs": [0.0, 0.2, 0.3]})
     assert (clone.n_stages, clone.alpha) == (3, 0.7)
     with pytest.raises(ValueError, match="no parameter"):
-        USSUCB(stage_costs=[0.0]).clone(beta=1)
+        USSUCB(stage_costs=[0.0]).clone({"beta": 1})
 
 
 def test_inlined_set_test_equals_the_generic_lazy_one() -> None:

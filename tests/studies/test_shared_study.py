@@ -7,8 +7,9 @@ import pytest
 
 from studies.shared_study import shared_figure, shared_markdown, shared_study
 from uss_stream.datasets.paper import PAPER_CASES
+from uss_stream.kernel import speculate
 from uss_stream.policies import USSUCB
-from uss_stream.replay import encode_log, pair_order, sample_rows, simulate
+from uss_stream.replay import encode_log, pair_order, sample_rows
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_pooled_is_one_learner_over_the_interleaved_events(frame):
     rows = sample_rows(len(codes), horizon=900, reps=4, seed=0).reshape(4, 3, 300)
     interleaved = rows.transpose(0, 2, 1).reshape(4, 900)
     assert interleaved[0, :3].tolist() == rows[0, :, 0].tolist()
-    depths = simulate(USSUCB(case.stage_costs), interleaved, codes[:, upper_i] != codes[:, upper_j])
+    depths = speculate(USSUCB(case.stage_costs), interleaved, codes[:, upper_i] != codes[:, upper_j])
     want = case.instance().gaps[depths.astype(np.int64) - 1].sum(axis=1).mean()
     got = frame.query("case == 'bsc-1' and workers == 3 and setting == 'pooled'")["regret"].item()
     assert got == pytest.approx(want)

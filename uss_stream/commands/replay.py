@@ -46,14 +46,15 @@ from uss_stream.datasets.paper import PAPER_CASES, paper_case
 from uss_stream.io import matrix_layout, read_table
 from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import Policy
-from uss_stream.policies.specs import parse_spec
+from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
 from uss_stream.replay import SAMPLING_MODES, encode_log, replay
 
 __all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
 
 DEFAULT_CASE = "pima-1"
-#: The policies replayed when no ``--policy`` is given (``supervised`` only when labels exist).
-DEFAULT_POLICIES = ("uss-ucb:alpha=0.51", "alg2", "fixed:depth=-1")
+#: The policies replayed when no ``--policy`` is given (``supervised`` only when labels exist): the
+#: library's default (:data:`~uss_stream.policies.specs.DEFAULT_POLICY`) first, then the paper's.
+DEFAULT_POLICIES = (DEFAULT_POLICY, "uss-ucb:alpha=0.51", "alg2", "fixed:depth=-1")
 _SUPERVISED_DEFAULT = "supervised:alpha=0.51"
 _OUTPUT_FILES = ("summary.csv", "regret.png")
 
@@ -92,8 +93,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="uss-ucb[:alpha=A] | alg2 | fixed:depth=D | supervised[:alpha=A] | oracle | uss-ts[:seed=S] | "
         "uss-kl-ucb[:alpha=A] | uee-ucb[:alpha=A] | audited[:label_budget=C,alpha=A]; learning policies "
         "but audited also take discount=G; repeatable "
-        "(default: uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and supervised:alpha=0.51 "
-        "when labels are given)",
+        "(default: uss-kl-ucb, uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and "
+        "supervised:alpha=0.51 when labels are given)",
     )
     run_group.add_argument("--horizon", type=int, default=10_000, help="rounds per repetition (10000)")
     run_group.add_argument("--reps", type=int, default=100, help="repetitions (100)")

@@ -19,6 +19,7 @@ from uss_stream.policies._audit_relations import (
     stage_columns,
 )
 from uss_stream.policies._label_budget import LabelBudget, contested_many
+from uss_stream.policies.base import CountStates
 from uss_stream.policies.confidence import kl_beats_many, portable_log_many
 from uss_stream.policies.label_evidence import (
     LabelEvidence,
@@ -201,7 +202,7 @@ class AuditedUSS(USSKLUCB):
         self, rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray
     ) -> np.ndarray:
         """:meth:`label_free_depth` for ``M`` states (USS-KL-UCB's vectorised rule)."""
-        return USSKLUCB.decide_many(self, rounds, queried, disagreements)
+        return USSKLUCB._decide_many(self, CountStates(rounds, queried, disagreements))
 
     def label_free_depth(self) -> int:
         """The depth USS-KL-UCB would choose next on the same counts (what the audit checks)."""
@@ -265,20 +266,10 @@ class AuditedUSS(USSKLUCB):
         return depths
 
     # -- the vectorised rule (replay) ------------------------------------------------------------
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-        evidence: np.ndarray | None = None,
-        requested: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """As USS-KL-UCB's, with ``evidence`` the ``M x 3 x P`` label counts ``(m, w⁺, w⁻)`` per pair
-        (``None``: no labels, which is USS-KL-UCB's rule) and ``requested`` the labels requested
-        before each state's round (``None``: none)."""
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        """As USS-KL-UCB's, with the states' label ``evidence`` (``None``: no labels, which is
+        USS-KL-UCB's rule) and ``requested`` labels (``None``: none)."""
+        rounds, queried, disagreements, _, _, evidence, requested = states
         upper_i, upper_j = self._columns
         pair_counts = np.asarray(disagreements, dtype=np.float64)[:, upper_i, upper_j]
         rounds = np.asarray(rounds)

@@ -4,7 +4,13 @@ A policy sees one event at a time: :meth:`Policy.select` returns how many stages
 :meth:`Policy.update` receives the outputs of those stages. Its learned state is a
 :class:`~uss_stream.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
 each policy also exposes :meth:`Policy.decide_many`, the same decision rule evaluated on many
-states at once; it must return exactly what :meth:`Policy.select` returns on each state.
+states at once (a :class:`CountStates`; a policy implements :meth:`Policy._decide_many`); it must
+return exactly what :meth:`Policy.select` returns on each state.
+
+What a policy needs is said by public capability flags, read instead of its class:
+:attr:`Policy.sequential` (decides stage by stage), :attr:`Policy.vectorised` (the batch decider
+may speculate), :attr:`Policy.asks_for_labels` (requests some labels) and :attr:`Policy.supervised`
+(learns from every label).
 
 A randomised policy keys its random numbers on a 64-bit *stream key* and the round number
 (:mod:`uss_stream.policies.counter_rng`), so its decision is still a function of the state:
@@ -16,9 +22,10 @@ repetition ``r``'s decisions. Deterministic policies return ``None`` and ignore 
 from __future__ import annotations
 
 import abc
+import copy
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,11 +33,51 @@ from uss_stream.forgetting import check_discount
 from uss_stream.stats import MAX_COUNT, DisagreementStats
 from uss_stream.validation import check_outputs, check_stage_costs
 
-__all__ = ["Policy"]
+__all__ = ["CountStates", "Policy"]
+
+
+class CountStates(NamedTuple):
+    """``M`` states of a policy, as :meth:`Policy.decide_many` takes them (one row per state).
+
+    Attributes
+    ----------
+    rounds
+        ``M`` round numbers ``t`` (``>= 1``).
+    queried
+        ``M x K`` counts ``n_j`` of the rounds before ``t`` (floats if discounted).
+    disagreements
+        ``M x K x K`` counts ``D_ij`` (only ``i < j`` read).
+    errors
+        ``M x K`` counts of rounds in which stage ``j`` was queried and wrong; read only by
+        policies that learn from labels (:attr:`Policy.supervised`).
+    streams
+        ``M`` ``uint64`` stream keys, read by randomised policies only (``None``: the policy's own
+        stream, the one :meth:`Policy.select` uses).
+    evidence
+        ``M x 3 x P`` label counts ``(m, w⁺, w⁻)`` per pair, read only by label-asking policies
+        (:attr:`Policy.asks_for_labels`; ``None``: no labels).
+    requested
+        ``M`` counts of the labels requested before each state's round, read only by label-asking
+        policies (``None``: none).
+    """
+
+    rounds: np.ndarray
+    queried: np.ndarray
+    disagreements: np.ndarray
+    errors: np.ndarray | None = None
+    streams: np.ndarray | None = None
+    evidence: np.ndarray | None = None
+    requested: np.ndarray | None = None
 
 
 class Policy(abc.ABC):
     """Base class of depth-selection policies over a cost-ordered cascade.
+
+    ``clone``, ``_get_params`` and ``_unit_test_params`` follow River's estimator conventions
+    (:class:`river.base.Base`), without importing River: the Kafka service's outputs mode starts
+    without it. Capability flags (:attr:`sequential`,
+    :attr:`vectorised`, :attr:`asks_for_labels`, :attr:`supervised`) say what a policy needs; read
+    them instead of checking its class.
 
     Parameters
     ----------
@@ -77,7 +124,7 @@ class Policy(abc.ABC):
         Capability flag read by the service's batch decider; ``False`` for sequential policies,
         policies that learn from labels and label-asking ones (they step event by event).
         """
-        return not (self.sequential or self._supervised)
+        return not (self.sequential or self.supervised)
 
     @property
     def asks_for_labels(self) -> bool:
@@ -150,10 +197,19 @@ class Policy(abc.ABC):
         self._pending_depth = None
 
     @property
-    def _supervised(self) -> bool:
-        """Whether the policy learns from labels (``update(outputs, label=y)``, the error counts of
-        ``decide_many``). A capability flag, as River's: read it instead of checking the class."""
+    def supervised(self) -> bool:
+        """Whether the policy learns from every event's label (``update(outputs, label=y)``, the
+        ``errors`` of :meth:`decide_many`).
+
+        Capability flag read by the cascade, the replay and the service; ``True`` only for
+        :class:`~uss_stream.policies.SupervisedUCB`.
+        """
         return False
+
+    @property
+    def _supervised(self) -> bool:
+        """River's name of :attr:`supervised` (``river.base.Estimator._supervised``)."""
+        return self.supervised
 
     # -- the streaming protocol ------------------------------------------------------------------
     def select(self) -> int:
@@ -202,7 +258,6 @@ class Policy(abc.ABC):
     def _decide(self, t: int) -> int:
         """The depth for round ``t`` given the counts of rounds ``1..t-1``."""
 
-    @abc.abstractmethod
     def decide_many(
         self,
         rounds: np.ndarray,
@@ -211,25 +266,29 @@ class Policy(abc.ABC):
         errors: np.ndarray | None = None,
         *,
         streams: np.ndarray | None = None,
+        evidence: np.ndarray | None = None,
+        requested: np.ndarray | None = None,
     ) -> np.ndarray:
         """The depths :meth:`select` would return for ``M`` states at once.
 
-        Parameters
-        ----------
-        rounds
-            ``M`` round numbers ``t`` (``>= 1``).
-        queried
-            ``M x K`` counts ``n_j`` of the rounds before ``t`` (floats if discounted).
-        disagreements
-            ``M x K x K`` counts ``D_ij`` (only ``i < j`` read).
-        errors
-            ``M x K`` counts of rounds in which stage ``j`` was queried and wrong; only policies
-            that learn from labels read them.
-        streams
-            ``M`` ``uint64`` stream keys, read by randomised policies only (``None``: the policy's
-            own stream, the one :meth:`select` uses). Policies written before this keyword may
-            omit it; the replay engine passes it only when :meth:`stream_keys` is not ``None``.
+        The arguments are the fields of :class:`CountStates` (read there what each holds and which
+        policies read it); a policy implements :meth:`_decide_many` on them.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> policy = USSUCB([0.0, 0.3])
+        >>> policy.decide_many(np.array([1, 50]), np.array([[0, 0], [49, 49]]),
+        ...                    np.array([[[0, 0], [0, 0]], [[0, 1], [0, 0]]])).tolist()
+        [2, 1]
         """
+        return self._decide_many(
+            CountStates(rounds, queried, disagreements, errors, streams, evidence, requested)
+        )
+
+    @abc.abstractmethod
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        """The ``M`` depths of :meth:`decide_many` for ``states``."""
 
     def stream_keys(self, reps: int) -> np.ndarray | None:
         """The ``uint64`` stream key of each of ``reps`` replay repetitions; ``None`` if deterministic."""
@@ -281,6 +340,29 @@ class Policy(abc.ABC):
             )
         return stats
 
+    def clone(self, new_params: dict[str, Any] | None = None, include_attributes: bool = False) -> Policy:
+        """A fresh, untrained policy with the same parameters, except those in ``new_params``.
+
+        River's signature (:meth:`river.base.Base.clone`); names that are no parameter are refused.
+        With ``include_attributes`` the other attributes (the learned state) are deep-copied too.
+
+        >>> from uss_stream.policies import USSUCB
+        >>> USSUCB(stage_costs=[0.0, 1.0], alpha=0.7).clone({"stage_costs": [0.0, 0.5, 0.5]})
+        USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None, discount=None)
+
+        """
+        params = self._get_params()
+        unknown = set(new_params or {}) - set(params)
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no parameter(s) {sorted(unknown)}")
+        params.update(new_params or {})
+        clone = type(self)(**params)
+        if include_attributes:
+            for name, value in vars(self).items():
+                if name not in params:
+                    setattr(clone, name, copy.deepcopy(value))
+        return clone
+
     def _get_params(self) -> dict[str, Any]:
         """The constructor arguments, read back from the attributes stored under their names."""
         signature = inspect.signature(type(self).__init__)
@@ -289,21 +371,6 @@ class Policy(abc.ABC):
             for name, param in signature.parameters.items()
             if name != "self" and param.kind not in (param.VAR_POSITIONAL, param.VAR_KEYWORD)
         }
-
-    def clone(self, **new_params: Any) -> Policy:
-        """A fresh, untrained policy with the same parameters, except those given.
-
-        >>> from uss_stream.policies import USSUCB
-        >>> USSUCB(stage_costs=[0.0, 1.0], alpha=0.7).clone(stage_costs=[0.0, 0.5, 0.5])
-        USSUCB(stage_costs=[0.0, 0.5, 0.5], alpha=0.7, f=None, discount=None)
-
-        """
-        params = self._get_params()
-        unknown = set(new_params) - set(params)
-        if unknown:
-            raise ValueError(f"{type(self).__name__} has no parameter(s) {sorted(unknown)}")
-        params.update(new_params)
-        return type(self)(**params)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self._get_params().items())

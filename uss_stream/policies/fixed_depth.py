@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 
 __all__ = ["FixedDepth"]
 
@@ -42,15 +42,8 @@ class FixedDepth(Policy):
     def _decide(self, t: int) -> int:
         return self.depth
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds = states.rounds
         return np.full(len(rounds), self.depth, dtype=np.int64)
 
     @classmethod

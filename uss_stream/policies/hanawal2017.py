@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
 
@@ -54,15 +54,8 @@ class Hanawal2017WD(Policy):
         bound = disagreement_bound(stats.queried, stats.disagreements, EXPLORATION * self._log_f(t))
         return select_depth(self._costs, bound, strict=False, check_lower=False)
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, disagreements = states.rounds, states.queried, states.disagreements
         scale = EXPLORATION * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
         return select_depth_many(self._gaps, upper, strict=False, check_lower=False)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from uss_stream.context_stats import CELL_EDGES, ContextStats
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.stats import DisagreementStats
 from uss_stream.validation import check_positive
@@ -241,7 +241,7 @@ class SequentialKLUCB(Policy):
     def _decide(self, t: int) -> int:
         raise TypeError(f"{type(self).__name__} is sequential: it has no depth before the first stage")
 
-    def decide_many(self, rounds, queried, disagreements, errors=None, *, streams=None) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
         raise TypeError(
             f"{type(self).__name__} is sequential: replay it with uss_stream.replay_sequential, not replay()"
         )

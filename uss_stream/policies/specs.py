@@ -6,23 +6,29 @@ and the value types (no stage costs needed); :meth:`PolicySpec.build` builds the
 cascade. ``uss-stream replay --policy`` and every ``uss-stream kafka`` mode read ``--policy`` with
 these two functions, so a spec means the same policy everywhere.
 
-=============  =====================================  ============================================
-name           parameters (default)                   policy
-=============  =====================================  ============================================
-uss-kl-ucb     alpha (1), discount                    :class:`~uss_stream.policies.USSKLUCB`,
-                                                      the library's default (:data:`DEFAULT_POLICY`)
-uss-ucb        alpha (0.51), discount                 :class:`~uss_stream.policies.USSUCB`
-uss-ts         seed (0), discount                     :class:`~uss_stream.policies.USSTS`
-uee-ucb        alpha (1), discount                    :class:`~uss_stream.policies.UEEUCB`
-alg2           discount                               :class:`~uss_stream.policies.Hanawal2017WD`
-fixed          depth (required; -1: the deepest)      :class:`~uss_stream.policies.FixedDepth`
-audited        alpha (1), label_budget (2),           :class:`~uss_stream.policies.AuditedUSS`
-               label_allotment (300)                  (asks for labels; alias ``audited-uss``)
-supervised     alpha (0.51), discount                 :class:`~uss_stream.policies.SupervisedUCB`
-                                                      (learns from every label)
-oracle         --                                     :class:`~uss_stream.policies.Oracle`
-                                                      (needs the stages' error rates)
-=============  =====================================  ============================================
+=================  =====================================  ============================================
+name               parameters (default)                   policy
+=================  =====================================  ============================================
+uss-kl-ucb         alpha (1), discount                    :class:`~uss_stream.policies.USSKLUCB`,
+                                                          the library's default (:data:`DEFAULT_POLICY`)
+uss-ucb            alpha (0.51), discount                 :class:`~uss_stream.policies.USSUCB`
+uss-ts             seed (0), discount                     :class:`~uss_stream.policies.USSTS`
+uee-ucb            alpha (1), discount                    :class:`~uss_stream.policies.UEEUCB`
+alg2               discount                               :class:`~uss_stream.policies.Hanawal2017WD`
+fixed              depth (required; -1: the deepest)      :class:`~uss_stream.policies.FixedDepth`
+audited            alpha (1), label_budget (2),           :class:`~uss_stream.policies.AuditedUSS`
+                   label_allotment (300)                  (asks for labels; alias ``audited-uss``)
+supervised         alpha (0.51), discount                 :class:`~uss_stream.policies.SupervisedUCB`
+                                                          (learns from every label)
+oracle             --                                     :class:`~uss_stream.policies.Oracle`
+                                                          (needs the stages' error rates)
+sequential-kl-ucb  n_bins (4), alpha (1), explore (1),    :class:`~uss_stream.policies.SequentialKLUCB`
+                   discount                               (decides stage by stage on the stages'
+                                                          confidences: a ``CascadeClassifier`` or
+                                                          :func:`~uss_stream.replay_sequential.replay_sequential`
+                                                          runs it; commands that decide a depth up
+                                                          front refuse it)
+=================  =====================================  ============================================
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from uss_stream.policies.base import Policy
 from uss_stream.policies.fixed_depth import FixedDepth
 from uss_stream.policies.hanawal2017 import Hanawal2017WD
 from uss_stream.policies.oracle import Oracle
+from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
 from uss_stream.policies.supervised_ucb import SupervisedUCB
 from uss_stream.policies.uee_ucb import UEEUCB
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
@@ -65,6 +72,9 @@ _FAMILIES: dict[str, _Family] = {
     "audited": _Family(AuditedUSS, {"alpha": float, "label_budget": float, "label_allotment": float}, {}),
     "supervised": _Family(SupervisedUCB, {"alpha": float, "discount": float}, {"alpha": "0.51"}),
     "oracle": _Family(Oracle, {}, {}),
+    "sequential-kl-ucb": _Family(
+        SequentialKLUCB, {"n_bins": int, "alpha": float, "explore": float, "discount": float}, {}
+    ),
 }
 _ALIASES = {"audited-uss": "audited"}
 

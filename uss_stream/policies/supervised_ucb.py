@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.policies.base import CountStates
 from uss_stream.policies.selection_rule import select_depth, select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
 from uss_stream.validation import check_label, check_outputs
@@ -59,7 +60,7 @@ class SupervisedUCB(USSUCB):
         self._errors: list[Any] = [0 if self.discount is None else 0.0] * self.n_stages
 
     @property
-    def _supervised(self) -> bool:
+    def supervised(self) -> bool:
         return True
 
     @property
@@ -128,15 +129,8 @@ class SupervisedUCB(USSUCB):
 
         return bound
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, errors = states.rounds, states.queried, states.errors
         if errors is None:
             raise ValueError("SupervisedUCB.decide_many needs the error counts (labels)")
         scale = self.alpha * self._log_f.many(rounds)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.confidence import portable_log, portable_log_many
 from uss_stream.validation import check_positive
 
@@ -79,15 +79,8 @@ class UEEUCB(Policy):
                 best, best_index = j, index
         return best + 1
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, disagreements = states.rounds, states.queried, states.disagreements
         n = np.asarray(queried, dtype=np.float64)
         observed = n[:, -1] > 0.0
         safe = np.where(n > 0.0, n, 1.0)

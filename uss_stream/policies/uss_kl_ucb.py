@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from uss_stream.forgetting import EffectiveHorizon
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.confidence import (
     kl_beats,
     kl_beats_many,
@@ -141,15 +141,8 @@ class USSKLUCB(Policy):
             cached = self._divergences[pair] = (d, n, value)
         return cached[2]
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, disagreements = states.rounds, states.queried, states.disagreements
         log_horizon = portable_log_many(self._horizon.many(np.asarray(rounds)))
         upper_i, upper_j = self._columns
         n = np.asarray(queried, dtype=np.float64)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.counter_rng import (
     pair_uniform,
     pair_uniform_many,
@@ -116,15 +116,8 @@ class USSTS(Policy):
 
         return select_depth_by(self.n_stages, beats, check_lower=False)
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, disagreements, _, streams = states[:5]
         rounds = np.asarray(rounds)
         keys = np.full(rounds.shape, self._key, dtype=np.uint64) if streams is None else streams
         uniforms = pair_uniform_many(round_seed_many(keys, rounds)[:, None], np.arange(len(self._pairs)))

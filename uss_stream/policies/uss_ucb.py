@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from uss_stream.policies.base import Policy
+from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.policies.selection_rule import cost_gaps, select_depth_many
 from uss_stream.validation import check_positive
@@ -85,15 +85,8 @@ class USSUCB(Policy):
         log_f = math.log(t) if self._log_t else self._log_f(t)  # math.log(float(t)) is the same float
         return _select_depth(self._costs, stats.queried, stats.disagreements, self.alpha * log_f)
 
-    def decide_many(
-        self,
-        rounds: np.ndarray,
-        queried: np.ndarray,
-        disagreements: np.ndarray,
-        errors: np.ndarray | None = None,
-        *,
-        streams: np.ndarray | None = None,
-    ) -> np.ndarray:
+    def _decide_many(self, states: CountStates) -> np.ndarray:
+        rounds, queried, disagreements = states.rounds, states.queried, states.disagreements
         scale = self.alpha * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
         return select_depth_many(self._gaps, upper)
