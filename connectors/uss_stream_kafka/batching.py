@@ -36,15 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.kernel import Counts, pair_order, speculate
+from uss_stream.kernel import FIRST_WINDOW, MAX_WINDOW, Counts, pair_order, speculate
 from uss_stream.policies.base import Policy
 
 __all__ = ["MIN_BATCH", "decide_batch", "next_window"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
-#: Bounds of :func:`next_window` (the kernel's first and largest windows).
-MIN_WINDOW, MAX_WINDOW = 8, 4096
 
 
 def decide_batch(
@@ -150,7 +148,7 @@ def next_window(events: int, steps: int) -> int | None:
     """
     if not steps:
         return None
-    return max(MIN_WINDOW, min(MAX_WINDOW, 2 * events // steps))
+    return max(FIRST_WINDOW, min(MAX_WINDOW, 2 * events // steps))
 
 
 def _speculate(

@@ -14,9 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from uss_stream.kernel import FIRST_WINDOW, MAX_WINDOW
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB
 from uss_stream_kafka import OutputsProcessor
-from uss_stream_kafka.batching import MAX_WINDOW, MIN_WINDOW, decide_batch, next_window
+from uss_stream_kafka.batching import decide_batch, next_window
 
 COSTS = [0.0, 0.15, 0.2]
 POLICIES = {
@@ -70,6 +71,6 @@ def test_the_learner_carries_its_window_across_batches_exactly(sizes, seed, name
 
 def test_next_window_is_twice_the_events_per_step_within_the_kernels_bounds():
     assert next_window(1000, 10) == 200
-    assert next_window(1000, 1000) == MIN_WINDOW
+    assert next_window(1000, 1000) == FIRST_WINDOW
     assert next_window(10**7, 1) == MAX_WINDOW
     assert next_window(0, 0) is None
