@@ -10,7 +10,7 @@ from uss_stream_kafka import clients
 
 
 def test_an_unknown_client_is_refused_by_name():
-    with pytest.raises(ValueError, match="client: must be one of kafka-python, confluent, got 'rdkafka'"):
+    with pytest.raises(ValueError, match="client: must be one of auto, kafka-python, confluent, got 'rdkafka'"):
         clients.consumer("rdkafka", bootstrap_servers="127.0.0.1:1")
 
 
