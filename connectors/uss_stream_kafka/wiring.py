@@ -69,7 +69,7 @@ def wire(
     labels_log = None
     if topics.labels is not None and app.rebuild_models and processor.mode == "features":
         labels_log = LabelsLog(app.client.kafka_kwargs("labels-reader"), app.max_input_bytes, library=library)
-    sharing = SharedLearning(context, store) if app.shared_learning else None
+    sharing = SharedLearning(context, store, partitions[topics.input]) if app.shared_learning else None
     dispatcher = Dispatcher(context, committer, app.max_input_bytes, dead_letter_bytes)
     recovery = Recovery(
         context,
@@ -81,6 +81,7 @@ def wire(
         auto_offset_reset=app.auto_offset_reset,
         n_output=partitions[topics.output],
         n_dlq=partitions[topics.dead_letter],
+        max_ahead=app.max_poll_records,
     )
     subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
     settings = {
