@@ -367,7 +367,7 @@ class FeaturesLearner:
             decision = cascade.decide_one(features)
         except Exception as error:
             raise InvalidEvent(
-                "processing_error", f"cascade failed: {type(error).__name__}: {error}"
+                "processing_error", f"cascade failed on event {event_id!r}: {type(error).__name__}: {error}"
             ) from error
         try:
             return self._codec.encode(event_id, decision), int(decision.depth)
