@@ -134,6 +134,36 @@ def test_configuration_errors_are_one_line_and_a_distinct_code(
     assert needle in last_line(stderr)
 
 
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            ("--kafka-option", "retry_backoff_ms=xyz"),
+            "'retry_backoff_ms' must be an integer in 0..2147483647, got 'xyz'",
+        ),
+        (
+            ("--producer-option", "linger_ms=abc"),
+            "'linger_ms' must be an integer in 0..2147483647, got 'abc'",
+        ),
+        (
+            ("--consumer-option", "fetch_max_wait_ms=-1"),
+            "'fetch_max_wait_ms' must be an integer in 0..2147483647",
+        ),
+        (("--session-timeout-ms", "10000000000"), "'session_timeout_ms' must be an integer in 0..2147483647"),
+        (("--consumer-option", "check_crcs=1"), "'check_crcs' must be true or false, got 1"),
+    ],
+)
+def test_client_option_values_of_the_wrong_type_or_range_exit_2_naming_the_option(
+    kafka_client, bootstrap_servers, extra, needle
+):
+    exit_code, stderr = run_to_exit(
+        command(bootstrap_servers, _Names, *extra, "--client", kafka_client, "--metrics-port", "-1"),
+        timeout=60,
+    )
+    assert exit_code == 2, stderr[-3000:]
+    assert needle in last_line(stderr)
+
+
 def test_metrics_port_in_use_exits_4(bootstrap_servers, make_topics):
     topics = make_topics()
     with socket.socket() as taken:
