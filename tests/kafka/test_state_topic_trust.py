@@ -101,27 +101,27 @@ def test_a_forged_checkpoint_is_ignored_and_every_event_is_decided_as_without_it
     assert "checkpoint" in warnings and ("invalid" in warnings or "not trusted" in warnings)
 
 
-def test_a_checkpoint_ahead_by_at_most_a_batch_is_trusted(
-    kafka_client, bootstrap_servers, make_topics, caplog
-):
-    """A crash between a checkpoint and its commit: the records between were decided, not again."""
+def _rerun_committed_at(bootstrap_servers, topics, group, client, committed):
+    """Move the group's committed offset to ``committed`` (the checkpoint stays @FIRST) and run again."""
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(committed, "", -1)})
+    admin.close()
+    app = new_app(bootstrap_servers, topics, group, max_poll_records=BATCH, client_library=client)
+    return run_app(app, _processor(), timeout=60)
+
+
+def test_a_checkpoint_ahead_by_at_most_a_batch_is_trusted(
+    kafka_client, bootstrap_servers, make_topics, caplog
+):
+    """A crash between a checkpoint and its commit: the records between were decided, not again."""
     topics = make_topics()
     group, outputs, _ = _first_run(bootstrap_servers, topics, kafka_client)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    admin.alter_group_offsets(
-        group, {TopicPartition(topics.input, 0): OffsetAndMetadata(FIRST - BATCH, "", -1)}
-    )
-    admin.close()
     with caplog.at_level(logging.WARNING):
-        summary = run_app(
-            new_app(bootstrap_servers, topics, group, max_poll_records=BATCH, client_library=kafka_client),
-            _processor(),
-            timeout=60,
-        )
+        summary = _rerun_committed_at(bootstrap_servers, topics, group, kafka_client, FIRST - BATCH)
     assert summary.restored == [
         f"{topics.input}/0: checkpoint @{FIRST}, committed @{FIRST - BATCH}, start @{FIRST}"
     ]
@@ -135,22 +135,11 @@ def test_a_checkpoint_ahead_by_more_than_a_batch_is_not_trusted(
     kafka_client, bootstrap_servers, make_topics, caplog
 ):
     """One record more than a batch ahead: every record from the committed offset is decided again."""
-    from kafka import TopicPartition
-    from kafka.admin import KafkaAdminClient
-    from kafka.structs import OffsetAndMetadata
-
     topics = make_topics()
     group, outputs, _ = _first_run(bootstrap_servers, topics, kafka_client)
     committed = FIRST - BATCH - 1
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(committed, "", -1)})
-    admin.close()
     with caplog.at_level(logging.WARNING):
-        summary = run_app(
-            new_app(bootstrap_servers, topics, group, max_poll_records=BATCH, client_library=kafka_client),
-            _processor(),
-            timeout=60,
-        )
+        summary = _rerun_committed_at(bootstrap_servers, topics, group, kafka_client, committed)
     assert summary.restored == [
         f"{topics.input}/0: no checkpoint, committed @{committed}, start @0, replay to @{committed}"
     ]
