@@ -193,3 +193,18 @@ def test_a_checkpoint_of_another_group_exits_5(bootstrap_servers, make_topics):
     code, stderr = run_to_exit(command(bootstrap_servers, topics, "--metrics-port", "-1"))
     assert code == 5
     assert "written by group 'someone-else'" in last_line(stderr)
+
+
+def test_create_topics_checks_tls_first_and_exits_7_in_one_line(bootstrap_servers):
+    """TLS against the plaintext listener: one round trip, not the admin client's retries."""
+    arguments = [
+        sys.executable, "-m", "uss_stream.cli", "kafka", "create-topics",
+        "--bootstrap-servers", bootstrap_servers, "--input-topic", "never-in", "--output-topic", "never-out",
+        "--dlq-topic", "never-dlq", "--state-topic", "never-state", "--security-protocol", "SSL",
+    ]  # fmt: skip
+    code, stderr = run_to_exit(arguments, timeout=60)
+    lines = [
+        line for line in stderr.splitlines() if line.startswith("uss-stream kafka create-topics: error:")
+    ]
+    assert code == 7 and "Traceback" not in stderr, stderr[-3000:]
+    assert len(lines) == 1 and "TLS handshake failed" in lines[0]
