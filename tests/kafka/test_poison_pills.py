@@ -88,7 +88,7 @@ def test_nested_json_labels_are_dead_lettered(kafka_client, bootstrap_servers, m
     assert (summary.decisions, summary.labels) == (2, 3)
 
 
-def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
+def test_a_nested_state_record_is_ignored_and_the_learner_rebuilt_from_the_log(
     kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics()
@@ -107,7 +107,8 @@ def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
         OutputsProcessor(COSTS, alpha=0.51),
     )
 
-    assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
+    # The key's last record is invalid: as without a checkpoint, the first 20 events replayed.
+    assert summary.restored == [f"{topics.input}/0: no checkpoint, committed @20, start @0, replay to @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
 
@@ -139,7 +140,7 @@ def orchestrator(bootstrap: str, topics: OrchestrationTopics, group: str, **sett
     return orchestration_service(bootstrap, topics, group, COSTS, **settings)
 
 
-def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_checkpoint(
+def test_orchestrate_dead_letters_nested_requests_reports_and_ignores_a_nested_checkpoint(
     bootstrap_servers, make_orchestration_topics
 ):
     topics = make_orchestration_topics()
@@ -151,8 +152,9 @@ def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_che
     send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
     produce(bootstrap_servers, topics.reports, [NESTED, b'{"id": 1, "outputs": [1, 1, 1]}'])
     second = orchestrator(bootstrap_servers, topics, group).run()
-    # The nested checkpoint was skipped: decision 1 is still pending from the first run's checkpoint.
-    assert second.restored and second.applied == 1 and second.requests == 0
+    # The nested checkpoint was ignored: the requests log replayed (nothing produced), so decision 1
+    # is pending again and its report applies.
+    assert not second.restored and second.applied == 1 and second.decisions == 0
     reasons = Counter(letter.reason for letter in letters_of(bootstrap_servers, topics.dead_letter))
     assert reasons == Counter({"invalid_json": 2})
 
