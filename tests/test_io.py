@@ -107,3 +107,17 @@ def test_matrix_layout_is_stages_then_label() -> None:
     assert matrix_layout(["exit1", "exit2", "exit3", "y"]) == (["exit1", "exit2", "exit3"], "y")
     with pytest.raises(ValueError, match="give --stages"):
         matrix_layout(["only"])
+
+
+def test_a_header_only_file_has_no_rows(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_text("cheap,dear,y\n")
+    with pytest.raises(ValueError, match=r"has no rows \(only the header: cheap, dear, y\)"):
+        read_table(path)
+
+
+def test_a_jsonl_cell_nested_3000_deep_is_a_clear_error(tmp_path):
+    path = tmp_path / "log.jsonl"
+    path.write_text('{"cheap": ' + "[" * 3000 + "]" * 3000 + ', "y": 1}\n')
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_table(path)

@@ -118,3 +118,32 @@ def test_ids_are_single_use():
     book.decide("x")
     with pytest.raises(ValueError, match="already used"):
         book.decide("x")
+
+
+@pytest.mark.parametrize(
+    ("outputs", "label", "applied"),
+    [
+        ([1, 0], "1", False),
+        ([1, 0], True, False),
+        (["cat", "dog"], 1, False),
+        ([1, 0], 1, True),
+        ([1, 0], 0.0, True),  # a JSON number, as the outputs
+    ],
+)
+def test_a_label_of_another_json_type_than_the_outputs_is_refused_as_invalid(outputs, label, applied):
+    from uss_stream.policies import AuditedUSS
+
+    book = PendingDecisions(AuditedUSS(stage_costs=[0.0, 0.5]))
+    book.decide("e1")
+    book.report("e1", outputs)  # the stages disagree: the label is asked for
+    assert book.label_requested("e1")
+    if applied:
+        book.report_label("e1", label)
+        assert book.label_counters["applied"] == 1
+        return
+    before = book.policy.state_dict()
+    with pytest.raises(RejectedReport, match="could never equal one") as caught:
+        book.report_label("e1", label)
+    assert caught.value.reason == "invalid" and book.label_counters["applied"] == 0
+    assert book.policy.state_dict() == before
+    assert book.label_requested("e1")  # still awaited: the right label can still come

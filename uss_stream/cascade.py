@@ -333,7 +333,9 @@ class CascadeClassifier(base.Classifier):
     def decide_one(self, x: dict[Hashable, Any]) -> Decision:
         """Decide the depth for event ``x``, query stages ``1..depth``, step the policy once.
 
-        During the warm-up every stage is queried and the policy is not stepped.
+        During the warm-up every stage is queried and the policy is not stepped. A queried stage
+        whose probabilities are not finite (NaN, infinite) raises ``ValueError``, the policy not
+        stepped: a broken model's answer is not counted, whichever stage gave it.
         """
         decision = self._step(x)
         self._last_x = x.copy() if type(x) is dict else x
@@ -631,6 +633,8 @@ def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[A
     except NotImplementedError:
         label = model.predict_one(view)
         return label, ({} if label is None else {label: 1.0})
+    if not all(map(math.isfinite, proba.values())):
+        raise ValueError(f"a stage answered probabilities that are not finite: {proba!r}")
     return _argmax(proba), proba
 
 

@@ -78,6 +78,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
     else:
         table = _read_text(path, _OPENERS.get(suffix, open))
     table.columns = [str(c) for c in table.columns]
+    if table.empty:
+        raise ValueError(
+            f"{path} has no rows"
+            + (f" (only the header: {', '.join(table.columns)})" if len(table.columns) else "")
+        )
     return table
 
 
@@ -91,6 +96,8 @@ def _read_json(path: Path, *, lines: bool) -> pd.DataFrame:
         )
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON{' Lines' if lines else ''}: {error}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: a value is nested too deeply to read (a log holds flat rows)") from None
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise ValueError(f"{path}: expected one JSON object per row")
     return pd.DataFrame.from_records(records)

@@ -41,6 +41,19 @@ __all__ = ["PendingDecisions", "RejectedReport", "STATE_FORMAT"]
 STATE_FORMAT = "uss-stream/pending-decisions/v1"
 
 
+def _json_kind(value: Any) -> str:
+    """The JSON type of a label or output: ``"1"``, ``1`` and ``true`` never equal one another.
+
+    >>> _json_kind("1"), _json_kind(1), _json_kind(1.0), _json_kind(True)
+    ('string', 'number', 'number', 'boolean')
+    """
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "string" if isinstance(value, str) else type(value).__name__
+
+
 class RejectedReport(ValueError):
     """A report that cannot be applied; ``reason`` is one of ``unknown``, ``duplicate``,
     ``expired``, ``too_many_outputs``, ``invalid`` (and ``not_requested`` for a label)."""
@@ -319,6 +332,13 @@ class PendingDecisions:
                 self._reject_label("not_requested", f"decision {decision_id!r} did not ask for its label")
             self._reject_label("unknown", f"decision {decision_id!r} is unknown")
         values, request, _ = entry
+        kinds = {_json_kind(value) for value in values}
+        if _json_kind(label) not in kinds:
+            self._reject_label(
+                "invalid",
+                f"label of {decision_id!r} is a JSON {_json_kind(label)}, the outputs "
+                f"{' and '.join(sorted(kinds))}: it could never equal one (is it coded like the outputs?)",
+            )
         try:
             self.policy.learn_label(values, label, request)
         except ValueError as error:

@@ -12,16 +12,20 @@ decisions and dead letters of every record below ``o`` were flushed (acknowledge
 consumer is positioned at ``o``, whatever the committed offset ``c`` says:
 
 * ``c <= o`` (the checkpoint is ahead, e.g. a crash between checkpoint and commit): records in
-  ``[c, o)`` are skipped; their decisions were flushed before the checkpoint was written.
+  ``[c, o)`` are skipped; their decisions were flushed before the checkpoint was written. Ahead by
+  more than a batch, the checkpoint is not trusted (only a forged or misplaced one gets there):
+  the learner is rebuilt from the log as without a checkpoint, and ``[c, o)`` decided again.
 * ``c > o`` (the checkpoint lags, e.g. checkpoints less frequent than commits): records in
   ``[o, c)`` are *replayed*: the learner processes them again, with its decisions suppressed,
   because they were flushed before ``c`` was committed. The learner counts each record once.
 * records from ``max(o, c)`` on are decided normally; those the previous run had already decided
   but not committed yield duplicate decisions (at-least-once), with the same depths.
 
-Without a checkpoint the learner starts empty at the partition's first offset and replays up to the
-committed offset (rebuilding the state from the log); without either, it starts at the position
-``auto_offset_reset`` gives.
+An invalid checkpoint (not JSON, a key given twice, fields of the wrong type, counts the learner
+refuses or with no room left to count on) is ignored with a warning: its partition restores as
+without a checkpoint. Without a checkpoint the learner starts empty at the partition's first offset
+and replays up to the committed offset (rebuilding the state from the log); without either, it
+starts at the position ``auto_offset_reset`` gives.
 
 **Features mode** adds the position ``labels_offset`` in the co-partitioned labels partition up to
 which the learner's stage models have learned: the state is then the learner after the input records
@@ -36,7 +40,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from uss_stream_kafka.clients.base import ClientError
@@ -54,6 +58,10 @@ __all__ = [
 ]
 
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
+
+#: The largest number a restored learner state may hold: ``2**52``, half of the largest exact count
+#: (:data:`uss_stream.stats.MAX_COUNT`), so that a restored learner has as much left to count on.
+MAX_LOADED_COUNT = 2**52
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +121,7 @@ class Checkpoint:
     def from_record(cls, key: bytes | None, value: bytes) -> Checkpoint:
         """Parse and check a checkpoint record; raises ``ValueError`` naming the problem."""
         try:
-            document = json.loads(value)
+            document = json.loads(value, object_pairs_hook=_unique_keys)
         except ValueError as error:
             raise ValueError(f"checkpoint is not JSON: {error}") from None
         except RecursionError:
@@ -136,6 +144,12 @@ class Checkpoint:
         state = document.get("state")
         if not isinstance(state, dict):
             raise ValueError("checkpoint 'state' must be a JSON object")
+        largest = _largest_number(state)
+        if largest > MAX_LOADED_COUNT:
+            raise ValueError(
+                f"checkpoint 'state' holds the number {largest!r}, above 2**52: no room left to count on "
+                "(counts stay exact up to 2**53)"
+            )
         processor = document.get("processor") or {}
         written_at = document.get("written_at", 0.0)
         if not isinstance(processor, dict):
@@ -184,6 +198,41 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's ``object_pairs_hook`` refusing a key given twice (which one would count?).
+
+    >>> json.loads('{"offset": 1, "offset": 9}', object_pairs_hook=_unique_keys)
+    Traceback (most recent call last):
+    ...
+    ValueError: key 'offset' given twice
+    """
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise ValueError(f"key {twice!r} given twice")
+    return document
+
+
+def _largest_number(document: Any) -> float:
+    """The largest number anywhere in a JSON ``document`` (``0`` if none); NaN counts as infinite.
+
+    >>> _largest_number({"stats": {"decisions": 7, "queried": [7, 3.5]}, "name": "x", "on": True})
+    7
+    """
+    largest: float = 0
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, (int, float)) and not isinstance(item, bool):
+            largest = max(largest, item if item == item else float("inf"))
+    return largest
+
+
 @dataclass(frozen=True)
 class RestorePlan:
     """Where a restored learner starts.
@@ -216,6 +265,7 @@ def plan_restore(
     log_start: int,
     log_end: int,
     auto_offset_reset: str = "earliest",
+    max_ahead: int | None = None,
 ) -> RestorePlan:
     """Decide where a learner restored for one partition starts (see the module docstring).
 
@@ -231,6 +281,11 @@ def plan_restore(
         Where to resume when retention deleted the records at the committed offset (and at the
         checkpoint's): ``"earliest"`` (the partition's first offset) or ``"latest"`` (its end).
         The warning says which records were skipped without a decision.
+    max_ahead
+        A checkpoint more than this many records ahead of the committed offset is not trusted
+        (a crash between a checkpoint and its commit leaves it ahead by about a batch; more is
+        what a forged or misplaced checkpoint does): the plan is then that without a checkpoint,
+        and the records from the committed offset on are decided again. ``None``: no bound.
 
     Examples
     --------
@@ -263,7 +318,25 @@ def plan_restore(
     >>> plan_restore(None, committed=10, log_start=60, log_end=100, auto_offset_reset="latest").seek
     100
 
+    A checkpoint further ahead than ``max_ahead``: rebuilt from the log, decided from the commit on.
+
+    >>> plan_restore(checkpoint=4050, committed=4000, log_start=0, log_end=9000, max_ahead=50).seek
+    4050
+    >>> plan = plan_restore(checkpoint=4051, committed=4000, log_start=0, log_end=9000, max_ahead=50)
+    >>> plan.use_checkpoint, plan.seek, plan.replay_until
+    (False, 0, 4000)
+    >>> plan.warning.split(": ")[0]
+    'checkpoint @4051 is 51 records ahead of the committed offset 4000, more than a batch (50)'
+
     """
+    ahead = None if checkpoint is None or committed is None else checkpoint - committed
+    if max_ahead is not None and ahead is not None and ahead > max_ahead:
+        plan = plan_restore(None, committed, log_start, log_end, auto_offset_reset)
+        warning = (
+            f"checkpoint @{checkpoint} is {ahead} records ahead of the committed offset {committed}, "
+            f"more than a batch ({max_ahead}): not trusted, the records from {committed} on are decided again"
+        )
+        return replace(plan, warning=warning + (f"; {plan.warning}" if plan.warning else ""))
     committed_offset = -1 if committed is None else committed
     lost = max(checkpoint or 0, committed_offset)  # the first record not covered by either
     covered = checkpoint is not None or committed is not None
@@ -389,8 +462,10 @@ class CheckpointStore:
                 log.warning("ignoring a record without key at %s/%d@%d", self.topic, partition, offset)
                 continue
             self._newer.pop(key, None)
+            # The last record of a key is its checkpoint (compaction keeps no other): an invalid
+            # one leaves the key without a checkpoint.
+            self._latest.pop(key, None)
             if value is None:
-                self._latest.pop(key, None)
                 continue
             try:
                 self._latest[key] = Checkpoint.from_record(key, value)
@@ -398,7 +473,8 @@ class CheckpointStore:
                 self._newer[key] = str(error)
             except ValueError as error:
                 log.warning(
-                    "ignoring an invalid checkpoint at %s/%d@%d (the previous one for its key stays): %s",
+                    "ignoring an invalid checkpoint at %s/%d@%d (its partition restores as without "
+                    "a checkpoint): %s",
                     self.topic,
                     partition,
                     offset,

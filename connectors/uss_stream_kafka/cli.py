@@ -420,10 +420,12 @@ def _add_create_topics(commands: argparse._SubParsersAction) -> None:
 def create_topics_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
     from uss_stream_kafka import clients
+    from uss_stream_kafka.security import check_security
     from uss_stream_kafka.topics import create_topics
 
     settings = KafkaSettings.from_args(args)
     topics = _topics(settings)
+    check_security(settings.client_config())  # TLS and SASL in one round trip, before the admin's retries
     admin = clients.admin(settings.client, **settings.client_config().kafka_kwargs("admin"))
     try:
         outcome = create_topics(

@@ -18,6 +18,7 @@ __all__ = [
     "SECURITY_PROTOCOLS",
     "ClientConfig",
     "check_client_options",
+    "check_option_value",
     "librdkafka_property",
     "client_kind",
     "merge_options",
@@ -96,11 +97,66 @@ def check_client_options(kind: str, options: Mapping[str, Any], name: str, librd
 
     """
     known = _client_settings()[kind]
-    for key in options:
-        if (librdkafka and librdkafka_property(key)) or key in known:
+    for key, value in options.items():
+        if librdkafka and librdkafka_property(key):
+            continue
+        if key in known:
+            check_option_value(key, value, name)
             continue
         hint = " (librdkafka's are dotted)" if librdkafka else ""
         raise ValueError(f"{name}: {key!r} is not a kafka-python {kind} setting{hint}")
+
+
+#: The largest value of an integer client setting: Kafka's and librdkafka's are 32-bit signed.
+MAX_INT_SETTING = 2**31 - 1
+
+
+def check_option_value(key: str, value: Any, name: str) -> None:
+    """Raise ``ValueError`` naming ``name`` and ``key`` if ``value`` does not fit setting ``key``.
+
+    The type is that of kafka-python's default (an integer setting takes ``0..2**31-1``, Kafka's
+    and librdkafka's 32-bit range); ``acks`` takes ``0``, ``1``, ``-1`` or ``"all"``; a setting
+    without default (``None``) is left to the client.
+
+    >>> check_option_value("linger_ms", 5, "producer_options")
+    >>> check_option_value("retry_backoff_ms", "xyz", "kafka_option")
+    Traceback (most recent call last):
+    ...
+    ValueError: kafka_option: 'retry_backoff_ms' must be an integer in 0..2147483647, got 'xyz'
+    >>> check_option_value("session_timeout_ms", 10**10, "consumer_options")
+    Traceback (most recent call last):
+    ...
+    ValueError: consumer_options: 'session_timeout_ms' must be an integer in 0..2147483647, got 10000000000
+    >>> check_option_value("check_crcs", 1, "consumer_options")
+    Traceback (most recent call last):
+    ...
+    ValueError: consumer_options: 'check_crcs' must be true or false, got 1
+    """
+    default = _client_defaults().get(key)
+    if key == "acks":
+        fits, kind = value in (0, 1, -1, "all") and not isinstance(value, bool), "0, 1, -1 or 'all'"
+    elif isinstance(default, bool):
+        fits, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, (int, float)):
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if isinstance(default, int):
+            fits = is_number and isinstance(value, int) and 0 <= value <= MAX_INT_SETTING
+            kind = f"an integer in 0..{MAX_INT_SETTING}"
+        else:  # retries, consumer_timeout_ms: infinite by default
+            fits, kind = is_number and value >= 0, "a number >= 0"
+    elif isinstance(default, str):
+        fits, kind = isinstance(value, str), "a string"
+    else:
+        return
+    if not fits:
+        raise ValueError(f"{name}: {key!r} must be {kind}, got {value!r}")
+
+
+def _client_defaults() -> dict[str, Any]:
+    """kafka-python's default of every client setting (the kinds agree where they share one)."""
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+
+    return {**KafkaAdminClient.DEFAULT_CONFIG, **KafkaConsumer.DEFAULT_CONFIG, **KafkaProducer.DEFAULT_CONFIG}
 
 
 @dataclass(frozen=True)
@@ -194,6 +250,8 @@ class ClientConfig:
         unknown = sorted(set(self.options) - known)
         if unknown:
             raise ValueError(f"options: {', '.join(map(repr, unknown))} is not a kafka-python client setting")
+        for key, value in self.options.items():
+            check_option_value(key, value, "options")
 
     def kafka_kwargs(self, role: str) -> dict[str, Any]:
         """Keyword arguments for a kafka-python client playing ``role`` (e.g. ``"producer"``).

@@ -65,6 +65,11 @@ REASONS = (
     "unknown_schema",  # a registry format: the registry has no schema of the record's id
 )
 
+#: The largest magnitude of a numeric feature (features mode): beyond it a value is refused, so that
+#: its square, and the sum of the squares of 10**8 such values, stay finite in a model's statistics
+#: (a double ends at 1.8e308: one label with a feature of 1e300 would make them infinite for good).
+MAX_FEATURE = 1e100
+
 _loads = json.loads
 _scan = json.scanner.make_scanner(json.JSONDecoder())
 _ID_TYPES = (str, int)
@@ -407,6 +412,10 @@ class FeaturesCodec:
     Traceback (most recent call last):
     ...
     uss_stream_kafka.events.InvalidEvent: wrong_type: 'features' must be an object, got array
+    >>> codec.decode_label(b'{"id": 7, "features": {"age": 1e300}, "label": true}')
+    Traceback (most recent call last):
+    ...
+    uss_stream_kafka.events.InvalidEvent: wrong_type: feature 'age' must be within ±1e100, got 1e+300
 
     """
 
@@ -445,6 +454,9 @@ class FeaturesCodec:
             kind = type(value)
             if kind is float and not math.isfinite(value):
                 raise InvalidEvent("wrong_type", f"feature {name!r} must be finite, got {value}")
+            if kind in (int, float) and not -MAX_FEATURE <= value <= MAX_FEATURE:
+                shown = f"{value:.3g}" if kind is float else f"an integer of {len(str(abs(value)))} digits"
+                raise InvalidEvent("wrong_type", f"feature {name!r} must be within ±1e100, got {shown}")
             if kind not in (int, float, str, bool):
                 raise InvalidEvent(
                     "wrong_type", f"feature {name!r} must be a number, string or boolean, got {_kind(value)}"

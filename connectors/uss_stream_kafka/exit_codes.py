@@ -66,7 +66,12 @@ def exit_code(error: BaseException) -> int | None:
     from kafka import errors
 
     from uss_stream_kafka.clients import ClientError
-    from uss_stream_kafka.exceptions import CheckpointError, DeliveryError, MetricsEndpointError
+    from uss_stream_kafka.exceptions import (
+        CheckpointError,
+        DeliveryError,
+        MetricsEndpointError,
+        SecurityCheckError,
+    )
 
     if isinstance(error, ClientError):  # the client seam's: judge the library's own error
         if isinstance(error.__cause__, Exception) and not isinstance(error.__cause__, ClientError):
@@ -82,7 +87,7 @@ def exit_code(error: BaseException) -> int | None:
         return EXIT_CODES["metrics"]
     if isinstance(error, DeliveryError):
         return EXIT_CODES["delivery"]
-    if isinstance(error, (ssl.SSLError, *_kafka_errors(_SECURITY))):
+    if isinstance(error, (ssl.SSLError, SecurityCheckError, *_kafka_errors(_SECURITY))):
         return EXIT_CODES["security"]
     if isinstance(error, _kafka_errors(_UNREACHABLE)):
         return EXIT_CODES["unreachable"]

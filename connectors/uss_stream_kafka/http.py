@@ -3,12 +3,18 @@
 ``/healthz`` answers 200 while the service is healthy (its poll loop is alive) and 503 otherwise,
 with a JSON body describing the state (assigned partitions, ages of the last poll, commit and
 checkpoint), so that it serves as a Kubernetes liveness and readiness probe.
+
+Clients cannot starve the probes: a connection that sends no complete request within
+:data:`READ_TIMEOUT` seconds is closed, at most :data:`MAX_HANDLERS` connections are served at
+once (more are closed at once, without a thread or a reply), and a client that disconnects before
+its reply is not an error (no traceback).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +29,44 @@ __all__ = ["HttpEndpoint", "health_details", "serve"]
 log = logging.getLogger("uss_stream_kafka")
 
 HealthCheck = Callable[[], tuple[bool, dict[str, Any]]]
+
+#: Seconds a connection may take to send its request (and to take its reply) before it is closed.
+READ_TIMEOUT = 5.0
+#: Connections served at once; more are closed on arrival.
+MAX_HANDLERS = 32
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server with at most :data:`MAX_HANDLERS` handler threads, quiet on hang-ups."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # over the cap: closed, the probes' slots stay free
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):  # a client that hung up or stalled
+            log.debug("http client %s: %r", client_address, error)
+            return
+        super().handle_error(request, client_address)
 
 
 class HttpEndpoint:
@@ -53,8 +97,7 @@ class HttpEndpoint:
     ):
         self._registry = registry
         self._health = health
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = _BoundedServer((host, port), self._handler_class())
         self._thread = threading.Thread(target=self._server.serve_forever, name="uss-kafka-http", daemon=True)
 
     @property
@@ -73,6 +116,8 @@ class HttpEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = READ_TIMEOUT
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":

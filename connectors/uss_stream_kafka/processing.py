@@ -185,8 +185,17 @@ class OutputsProcessor:
         Traceback (most recent call last):
         ...
         ValueError: it was written with --policy uss-ucb:alpha=0.51, this service runs --policy uss-kl-ucb...
+        >>> processor.check_checkpoint({"mode": "outputs", "stage_costs": [0, 0.1, 0.2]})
+        Traceback (most recent call last):
+        ...
+        ValueError: it is for stage costs [0, 0.1, 0.2], the service has [0.0, 0.15, 0.2]: ...
 
         """
+        if description.get("stage_costs", self.stage_costs) != self.stage_costs:
+            raise ValueError(
+                f"it is for stage costs {description.get('stage_costs')}, the service has "
+                f"{self.stage_costs}: a restart must keep --stage-costs (use a new state topic)"
+            )
         recorded = description.get("policy")
         if recorded is None and "alpha" in description:
             recorded = spec_of(parse_spec(f"uss-ucb:alpha={description['alpha']!r}").build(self.stage_costs))
@@ -338,7 +347,12 @@ class FeaturesProcessor:
         self.stage_costs = [float(c) for c in probe.stage_costs]
 
     def _build(self) -> Any:
-        cascade = self._factory()
+        try:
+            cascade = self._factory()
+        except (Exception, SystemExit) as error:  # a factory's exit() must not end the service with 0
+            raise ValueError(
+                f"cascade factory {self.factory_path} failed: {type(error).__name__}: {error}"
+            ) from error
         for method in ("decide_one", "learn_one"):
             if not callable(getattr(cascade, method, None)):
                 raise ValueError(
@@ -384,7 +398,7 @@ class FeaturesLearner:
             decision = cascade.decide_one(features)
         except Exception as error:
             raise InvalidEvent(
-                "processing_error", f"cascade failed: {type(error).__name__}: {error}"
+                "processing_error", f"cascade failed on event {event_id!r}: {type(error).__name__}: {error}"
             ) from error
         try:
             return self._codec.encode(event_id, decision), int(decision.depth)

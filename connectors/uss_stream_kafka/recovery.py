@@ -75,6 +75,8 @@ class Recovery:
     n_output, n_dlq
         Partition counts of the output and dead-letter topics (input partition ``p`` writes to
         ``p % n``).
+    max_ahead
+        A checkpoint further ahead of the committed offset is not trusted (a batch: ``max_poll_records``).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class Recovery:
         auto_offset_reset: str,
         n_output: int,
         n_dlq: int,
+        max_ahead: int | None = None,
     ) -> None:
         self.context = context
         self.committer = committer
@@ -99,6 +102,7 @@ class Recovery:
         self.auto_offset_reset = auto_offset_reset
         self.n_output = n_output
         self.n_dlq = n_dlq
+        self.max_ahead = max_ahead
         self.pending: set[Any] = set()  # assigned, not restored yet
         self.assigned_once = False  # exit_when_idle counts only from the first assignment
         self.rebalancing = False  # between a revocation and the next assignment
@@ -240,13 +244,6 @@ class Recovery:
         restored = []
         for tp in pending:
             checkpoint = store.get(tp.topic, tp.partition)
-            plan = plan_restore(
-                None if checkpoint is None else checkpoint.offset,
-                committed[tp],
-                starts[tp],
-                ends[tp],
-                self.auto_offset_reset,
-            )
             if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != context.group_id:
                 raise CheckpointError(
                     f"state topic {topics.state!r} holds a checkpoint of {tp.topic}/{tp.partition} "
@@ -254,15 +251,17 @@ class Recovery:
                     "(consumer group) needs its own state topic"
                 )
             learner = processor.new_learner()
-            if plan.use_checkpoint:
-                try:
-                    processor.check_checkpoint(checkpoint.processor)
-                    learner.load_state_dict(checkpoint.state)
-                except ValueError as error:
-                    raise CheckpointError(
-                        f"the checkpoint of {tp.topic}/{tp.partition} does not fit the configured processor "
-                        f"({processor.describe()}): {error}; use a new state topic or delete the key"
-                    ) from error
+            checkpoint = self._load(learner, checkpoint)
+            plan = plan_restore(
+                None if checkpoint is None else checkpoint.offset,
+                committed[tp],
+                starts[tp],
+                ends[tp],
+                self.auto_offset_reset,
+                self.max_ahead,
+            )
+            if not plan.use_checkpoint:
+                learner = processor.new_learner()
             if plan.warning:
                 log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
             labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
@@ -334,6 +333,32 @@ class Recovery:
         if self.sharing is not None:
             self.sharing.share()
         return set(pending)
+
+    def _load(self, learner: Any, checkpoint: Checkpoint | None) -> Checkpoint | None:
+        """Load ``checkpoint`` into ``learner``; ``None`` (with a warning) if its state is refused.
+
+        Raises :class:`CheckpointError` if it was written with another processor configuration.
+        """
+        if checkpoint is None:
+            return None
+        processor = self.context.processor
+        try:
+            processor.check_checkpoint(checkpoint.processor)
+        except ValueError as error:
+            raise CheckpointError(
+                f"the checkpoint of {checkpoint.key.decode()} does not fit the configured processor "
+                f"({processor.describe()}): {error}; use a new state topic or delete the key"
+            ) from error
+        try:
+            learner.load_state_dict(checkpoint.state)
+        except ValueError as error:  # the same configuration wrote it: its state is damaged or forged
+            log.warning(
+                "ignoring the invalid checkpoint of %s (its partition restores as without a checkpoint): %s",
+                checkpoint.key.decode(),
+                error,
+            )
+            return None
+        return checkpoint
 
     def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
         """Features mode: re-learn the labels the restored learner's stages had learned.

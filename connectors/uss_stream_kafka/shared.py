@@ -51,11 +51,15 @@ class SharedLearning:
         The run's shared state (its partitions, processor, summary and metrics).
     store
         The state topic's reader: the checkpoints of the partitions held elsewhere.
+    n_input
+        The input topic's partition count: checkpoints of other partitions (left behind when
+        the topic was recreated with fewer) are not shared (``None``: all are).
     """
 
-    def __init__(self, context: RunContext, store: CheckpointStore) -> None:
+    def __init__(self, context: RunContext, store: CheckpointStore, n_input: int | None = None) -> None:
         self.context = context
         self.store = store
+        self.n_input = n_input
         self._unshared: set[bytes] = set()  # checkpoint keys shared learning skips (warned once)
 
     def share(self) -> None:
@@ -87,6 +91,9 @@ class SharedLearning:
             remote = DisagreementStats(context.processor.n_stages)
             for checkpoint in store.checkpoints():
                 if checkpoint.topic != context.topics.input or checkpoint.partition in local:
+                    continue
+                if self.n_input is not None and checkpoint.partition >= self.n_input:
+                    self._not_shared(checkpoint, f"the input topic has no partition {checkpoint.partition}")
                     continue
                 if checkpoint.group_id != group_id or checkpoint.processor != description:
                     self._not_shared(

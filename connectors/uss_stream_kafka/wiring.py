@@ -76,7 +76,7 @@ def wire(
             library=library,
             max_labels=app.relearn_max_labels,
         )
-    sharing = SharedLearning(context, store) if app.shared_learning else None
+    sharing = SharedLearning(context, store, partitions[topics.input]) if app.shared_learning else None
     budget = getattr(processor, "max_state_bytes", None)
     if budget is not None and budget > limits.state - STATE_ENVELOPE_BYTES:
         # Orchestration: its checkpoints must fit the state topic's own limit, not the default one.
@@ -99,6 +99,7 @@ def wire(
         auto_offset_reset=app.auto_offset_reset,
         n_output=partitions[topics.output],
         n_dlq=partitions[topics.dead_letter],
+        max_ahead=app.max_poll_records,
     )
     subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
     settings = {

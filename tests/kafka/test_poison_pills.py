@@ -7,6 +7,7 @@ The service must dead-letter the record (or decide it) and go on with the rest o
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import uuid
@@ -87,7 +88,7 @@ def test_nested_json_labels_are_dead_lettered(kafka_client, bootstrap_servers, m
     assert (summary.decisions, summary.labels) == (2, 3)
 
 
-def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
+def test_a_nested_state_record_is_ignored_and_the_learner_rebuilt_from_the_log(
     kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics()
@@ -106,7 +107,8 @@ def test_a_nested_state_record_is_skipped_and_the_previous_checkpoint_used(
         OutputsProcessor(COSTS, alpha=0.51),
     )
 
-    assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
+    # The key's last record is invalid: as without a checkpoint, the first 20 events replayed.
+    assert summary.restored == [f"{topics.input}/0: no checkpoint, committed @20, start @0, replay to @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
     assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
 
@@ -138,7 +140,7 @@ def orchestrator(bootstrap: str, topics: OrchestrationTopics, group: str, **sett
     return orchestration_service(bootstrap, topics, group, COSTS, **settings)
 
 
-def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_checkpoint(
+def test_orchestrate_dead_letters_nested_requests_reports_and_ignores_a_nested_checkpoint(
     bootstrap_servers, make_orchestration_topics
 ):
     topics = make_orchestration_topics()
@@ -150,8 +152,9 @@ def test_orchestrate_dead_letters_nested_requests_reports_and_skips_a_nested_che
     send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.requests, 0), NESTED)
     produce(bootstrap_servers, topics.reports, [NESTED, b'{"id": 1, "outputs": [1, 1, 1]}'])
     second = orchestrator(bootstrap_servers, topics, group).run()
-    # The nested checkpoint was skipped: decision 1 is still pending from the first run's checkpoint.
-    assert second.restored and second.applied == 1 and second.requests == 0
+    # The nested checkpoint was ignored: the requests log replayed (nothing produced), so decision 1
+    # is pending again and its report applies.
+    assert not second.restored and second.applied == 1 and second.decisions == 0
     reasons = Counter(letter.reason for letter in letters_of(bootstrap_servers, topics.dead_letter))
     assert reasons == Counter({"invalid_json": 2})
 
@@ -228,8 +231,8 @@ def test_orchestrate_caps_an_800kb_dead_letter(bootstrap_servers, make_orchestra
 
 
 # -- item 6: features mode, NaN probabilities -------------------------------------------------------
-def nan_cascade() -> Any:
-    """Two stages; the second answers NaN probabilities for events with ``poison``."""
+def nan_cascade(nan_stage: int = 2) -> Any:
+    """Two stages; stage ``nan_stage`` answers NaN probabilities for events with ``poison``."""
     from river import base
 
     from uss_stream import CascadeClassifier, Stage
@@ -247,12 +250,17 @@ def nan_cascade() -> Any:
             return {0: 0.25, 1: 0.75} if x.get("a", 0) > 0 else {0: 0.75, 1: 0.25}
 
     return CascadeClassifier(
-        [Stage(Constant(), cost=0.0, features=["a"]), Stage(Constant(True), cost=1.0)], warm_up=0
+        [
+            Stage(Constant(nan_stage == 1), cost=0.0, features=["a", "poison"]),
+            Stage(Constant(nan_stage == 2), cost=1.0),
+        ],
+        warm_up=0,
     )
 
 
+@pytest.mark.parametrize("nan_stage", [2, 1], ids=["deciding stage", "stage that does not decide"])
 def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(
-    kafka_client, bootstrap_servers, make_topics
+    nan_stage, kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics()
     events = [{"id": i, "features": {"a": i % 3 - 1}} for i in range(12)]
@@ -260,7 +268,8 @@ def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(
     events.insert(0, {"id": "poison", "features": {"a": 1, "poison": 1}})
     produce(bootstrap_servers, topics.input, [json.dumps(e).encode() for e in events])
     summary = run_app(
-        new_app(bootstrap_servers, topics, client_library=kafka_client), FeaturesProcessor(nan_cascade)
+        new_app(bootstrap_servers, topics, client_library=kafka_client),
+        FeaturesProcessor(functools.partial(nan_cascade, nan_stage)),
     )
 
     (letter,) = letters_of(bootstrap_servers, topics.dead_letter, expected=1)
@@ -269,7 +278,7 @@ def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=12))
     assert [d["id"] for d in decisions] == [e["id"] for e in events if e["id"] != "poison"]
     # The learner is exactly one that never saw the poisoned event.
-    reference = nan_cascade()
+    reference = nan_cascade(nan_stage)
     for event in events:
         if event["id"] != "poison":
             reference.decide_one(event["features"])

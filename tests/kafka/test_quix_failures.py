@@ -4,7 +4,7 @@
   what was skipped;
 * #1146: a rebalance landing in the middle of a restore: never restored into a revoked partition,
   one decision per event;
-* a state record that is corrupt and oversized (skipped, the previous checkpoint used) or of a newer
+* a state record that is corrupt and oversized (ignored: the learner rebuilt from the log) or of a newer
   format version (refused, not silently rolled back).
 """
 
@@ -93,7 +93,7 @@ def _send(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
     producer.close()
 
 
-def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
+def test_a_corrupt_oversized_state_record_is_ignored_and_a_newer_format_refused(
     bootstrap_servers, make_topics, admin
 ):
     from kafka.admin import ConfigResource, ConfigResourceType
@@ -116,7 +116,7 @@ def test_a_corrupt_oversized_state_record_is_skipped_and_a_newer_format_refused(
     )
     produce(bootstrap_servers, topics.input, values[20:])
     summary = run_app(new_app(bootstrap_servers, topics, group), OutputsProcessor(COSTS, alpha=0.51))
-    assert summary.restored == [f"{topics.input}/0: checkpoint @20, committed @20, start @20"]
+    assert summary.restored == [f"{topics.input}/0: no checkpoint, committed @20, start @0, replay to @20"]
     depths = [json.loads(r.value)["depth"] for r in read_all(bootstrap_servers, topics.output)]
     assert depths == USSUCB(COSTS).run(outputs).tolist()
 

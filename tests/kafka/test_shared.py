@@ -95,10 +95,11 @@ def test_shared_learning_is_refused_in_features_mode(bootstrap_servers, make_top
         app.run(FeaturesProcessor("uss_stream_kafka.demo:pima_cascade"))
 
 
-def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
+def test_checkpoints_of_partitions_the_input_lacks_or_of_another_configuration_are_not_shared(
     kafka_client, bootstrap_servers, make_topics, caplog
 ):
-    """One instance holds both partitions; checkpoints of two more partitions are in the state topic."""
+    """One instance holds both partitions; checkpoints of two more partitions are in the state topic,
+    as left behind when the input topic was recreated with fewer partitions."""
     from kafka import KafkaProducer
 
     from uss_stream_kafka import Checkpoint
@@ -116,7 +117,7 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
             7,
             remote,
             OutputsProcessor(COSTS, alpha=0.51),
-        ),  # written by this group with this configuration: shared
+        ),  # written by this group with this configuration, of a partition the topic lacks: not shared
         (8, mismatched, OutputsProcessor(COSTS, alpha=1.0)),  # another configuration: not shared, warned
     ):
         checkpoint = Checkpoint(
@@ -146,9 +147,12 @@ def test_counts_of_partitions_held_elsewhere_come_from_their_checkpoints(
         json.loads(r.value)["depth"]
         for r in read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     ]
-    # Partition 0 decides as one learner that saw partition 7's 500 events first (partition 1 is empty).
-    assert depths == USSUCB(COSTS).run(np.concatenate([remote_outputs, outputs])).tolist()[500:]
-    assert depths != USSUCB(COSTS).run(outputs).tolist()  # what it would do without partition 7
+    # Partition 0 decides alone (partition 1 is empty): partition 7's 500 events are not merged in.
+    assert depths == USSUCB(COSTS).run(outputs).tolist()
+    assert depths != USSUCB(COSTS).run(np.concatenate([remote_outputs, outputs])).tolist()[500:]
+    assert (
+        f"not sharing the checkpoint of {topics.input}/7: the input topic has no partition 7" in caplog.text
+    )
     assert f"not sharing the checkpoint of {topics.input}/8" in caplog.text
     last = {
         c.partition: c.state["stats"]["decisions"] for c in checkpoints_of(bootstrap_servers, topics.state)

@@ -134,6 +134,36 @@ def test_configuration_errors_are_one_line_and_a_distinct_code(
     assert needle in last_line(stderr)
 
 
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            ("--kafka-option", "retry_backoff_ms=xyz"),
+            "'retry_backoff_ms' must be an integer in 0..2147483647, got 'xyz'",
+        ),
+        (
+            ("--producer-option", "linger_ms=abc"),
+            "'linger_ms' must be an integer in 0..2147483647, got 'abc'",
+        ),
+        (
+            ("--consumer-option", "fetch_max_wait_ms=-1"),
+            "'fetch_max_wait_ms' must be an integer in 0..2147483647",
+        ),
+        (("--session-timeout-ms", "10000000000"), "'session_timeout_ms' must be an integer in 0..2147483647"),
+        (("--consumer-option", "check_crcs=1"), "'check_crcs' must be true or false, got 1"),
+    ],
+)
+def test_client_option_values_of_the_wrong_type_or_range_exit_2_naming_the_option(
+    kafka_client, bootstrap_servers, extra, needle
+):
+    exit_code, stderr = run_to_exit(
+        command(bootstrap_servers, _Names, *extra, "--client", kafka_client, "--metrics-port", "-1"),
+        timeout=60,
+    )
+    assert exit_code == 2, stderr[-3000:]
+    assert needle in last_line(stderr)
+
+
 def test_metrics_port_in_use_exits_4(bootstrap_servers, make_topics):
     topics = make_topics()
     with socket.socket() as taken:
@@ -163,3 +193,18 @@ def test_a_checkpoint_of_another_group_exits_5(bootstrap_servers, make_topics):
     code, stderr = run_to_exit(command(bootstrap_servers, topics, "--metrics-port", "-1"))
     assert code == 5
     assert "written by group 'someone-else'" in last_line(stderr)
+
+
+def test_create_topics_checks_tls_first_and_exits_7_in_one_line(bootstrap_servers):
+    """TLS against the plaintext listener: one round trip, not the admin client's retries."""
+    arguments = [
+        sys.executable, "-m", "uss_stream.cli", "kafka", "create-topics",
+        "--bootstrap-servers", bootstrap_servers, "--input-topic", "never-in", "--output-topic", "never-out",
+        "--dlq-topic", "never-dlq", "--state-topic", "never-state", "--security-protocol", "SSL",
+    ]  # fmt: skip
+    code, stderr = run_to_exit(arguments, timeout=60)
+    lines = [
+        line for line in stderr.splitlines() if line.startswith("uss-stream kafka create-topics: error:")
+    ]
+    assert code == 7 and "Traceback" not in stderr, stderr[-3000:]
+    assert len(lines) == 1 and "TLS handshake failed" in lines[0]
