@@ -61,11 +61,11 @@ test: lint docs prometheus
 bench: setup
 	$(BIN)/python -m benchmarks
 
-# Outside CI (about half an hour): the fault soak of tests/kafka/test_soak.py at full size, on its
+# Outside CI (about half an hour): the fault soak of tests/test_uss_stream_kafka/broker/test_soak.py at full size, on its
 # own private broker. CI runs the same test reduced (its defaults).
 soak: setup
 	SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_TERMS=5 SOAK_BROKER_RESTARTS=3 SOAK_RATE=5000 SOAK_TIMEOUT=5400 SOAK_LOG_DIR=out/soak \
-		$(BIN)/python -m pytest tests/kafka/test_soak.py -s -p no:cacheprovider
+		$(BIN)/python -m pytest tests/test_uss_stream_kafka/broker/test_soak.py -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info site

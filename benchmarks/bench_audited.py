@@ -5,7 +5,7 @@ case 5's costs, where weak dominance fails and AuditedUSS asks for labels, and c
 holds); AuditedUSS gets its requested labels ``--label-delay`` rounds late. The figure of merit is
 the ratio of CPU times (``time.process_time``), target <= 2, each the best of ``--repeat`` runs
 with the two policies interleaved (on a shared machine one run's CPU time moves with the load). The
-replay is ``uss_stream.replay.replay`` with one policy at a time.
+replay is ``uss_stream.replay.engine.replay`` with one policy at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import partial
 
 from uss_stream.datasets.paper import paper_case
 from uss_stream.policies import USSKLUCB, AuditedUSS
-from uss_stream.replay import replay
+from uss_stream.replay.engine import replay
 
 
 def _cpu(function, *args, **kwargs):

@@ -2,7 +2,7 @@
 
 Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_features_durable``.
 
-The PIMA demo cascade (``uss_stream_kafka.demo:pima_cascade``) runs in the service; its input topic
+The PIMA demo cascade (``uss_stream_kafka.cli.demo:pima_cascade``) runs in the service; its input topic
 holds ``--events`` events and its labels topic ``--labels`` labelled events (one partition each),
 written once. Then, per round and in alternating order, on the same broker and the same topics:
 
@@ -29,9 +29,9 @@ import uuid
 from typing import Any
 
 from uss_stream_kafka import Application, ClientConfig, FeaturesProcessor, Topics, create_topics
-from uss_stream_kafka.demo import demo_records
+from uss_stream_kafka.cli.demo import demo_records
 
-FACTORY = "uss_stream_kafka.demo:pima_cascade"
+FACTORY = "uss_stream_kafka.cli.demo:pima_cascade"
 
 
 def _produce(bootstrap: str, topics: Topics, events: int, labels: int) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies import USSUCB
-from uss_stream_kafka.formats import EVENT_AVRO, PayloadFormat
+from uss_stream_kafka.processing.formats import EVENT_AVRO, PayloadFormat
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 CUMULATIVE = [0.0, 0.15, 0.35]
@@ -106,7 +106,7 @@ def _service_rate(
     _produce(bootstrap, topics["in"], _values(payloads, topics["in"], events))
     registry = ["--value-format", payloads.value_format, "--schema-registry-url", str(payloads.registry_url)]
     command = [
-        sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
+        sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
         "--input-topic", topics["in"], "--output-topic", topics["out"], "--dlq-topic", topics["dlq"],
         "--state-topic", topics["state"], "--group-id", f"bench-{topics['in']}",
         "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--alpha", "0.51", "--client", "confluent",

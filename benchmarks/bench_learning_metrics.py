@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks.bench_learning_metrics``.
 
-The service pays for the learning metrics in two places (:mod:`uss_stream_kafka.learning_metrics`):
+The service pays for the learning metrics in two places (:mod:`uss_stream_kafka.operations.learning_metrics`):
 per partition batch, the cost accounting (:meth:`LearningMetrics.add_costs` on the batch's depth
 counts), and once a second at most, :meth:`LearningMetrics.refresh` (every assigned learner's
 quantities). Measured in the same run, on learners that decided a K = 3 stream (USS-UCB, outputs
@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from uss_stream_kafka.learning_metrics import REFRESH_SECONDS, LearningMetrics
-from uss_stream_kafka.processing import OutputsProcessor
+from uss_stream_kafka.operations.learning_metrics import REFRESH_SECONDS, LearningMetrics
+from uss_stream_kafka.processing.processors import OutputsProcessor
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 

@@ -19,7 +19,7 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from uss_stream_kafka import Application, ClientConfig
-from uss_stream_kafka.orchestrating import (
+from uss_stream_kafka.processing.orchestration import (
     OrchestrationProcessor,
     OrchestrationTopics,
     create_orchestration_topics,

@@ -3,7 +3,7 @@
 Run: ``python -m benchmarks.bench_policies_beyond``. The streaming part times ``select`` +
 ``update`` per event on a stream where depth 1 is optimal (the state most events of a long stream
 are decided in), after a warm-up that imports scipy; the replay part times
-:func:`uss_stream.replay.replay` (100 repetitions of 10 000 rounds, the paper's protocol) on
+:func:`uss_stream.replay.engine.replay` (100 repetitions of 10 000 rounds, the paper's protocol) on
 paper cases. USS-UCB is the reference for both.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from uss_stream.datasets.paper import paper_case
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, Policy
-from uss_stream.replay import replay
+from uss_stream.replay.engine import replay
 
 #: The policies compared, built for given per-stage costs.
 POLICIES = {

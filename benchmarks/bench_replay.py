@@ -11,7 +11,7 @@ than absolute numbers:
   with the policy's own ``decide_many`` (one comparison per pair) and the counts stored
   repetition-innermost, as the engine does. It shows how much of the gain is the kernel and
   layout and how much is speculation;
-* **engine**: :func:`uss_stream.kernel.speculate`, the speculative engine behind ``replay``;
+* **engine**: :func:`uss_stream.policies.kernel.speculate`, the speculative engine behind ``replay``;
 * **replay()**: the whole public call (sampling, encoding, engine, regret);
 * **streaming loop**: the policy's own ``select``/``update`` loop, one repetition at a time.
 
@@ -32,9 +32,9 @@ import numpy as np
 
 from studies.reproduce import reproduce
 from uss_stream.datasets.paper import paper_case
-from uss_stream.kernel import speculate
 from uss_stream.policies import USSUCB, Policy
-from uss_stream.replay import encode_log, pair_order, replay, sample_rows
+from uss_stream.policies.kernel import speculate
+from uss_stream.replay.engine import encode_log, pair_order, replay, sample_rows
 
 #: The target of the issue: for K = 3, the engine at least this many times the baseline's decisions/s.
 TARGET_RATIO = 4.0

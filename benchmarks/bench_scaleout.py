@@ -56,7 +56,7 @@ import numpy as np
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import Topics, create_topics
-from uss_stream_kafka.app import CONSUMER_DEFAULTS
+from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 PARTITIONS = 4
@@ -87,7 +87,7 @@ class _Worker:
         self, bootstrap: str, topics: Topics, group: str, guarantee: str, instance: str, shared: bool
     ) -> None:
         command = [
-            sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
+            sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
             "--input-topic", topics.input, "--output-topic", topics.output,
             "--dlq-topic", topics.dead_letter, "--state-topic", topics.state, "--group-id", group,
             "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--alpha", "0.51", "--guarantee", guarantee,

@@ -6,10 +6,10 @@ A state topic is filled as a service of 16 input partitions fills it: each parti
 (outputs mode, USS-KL-UCB, K = 3) decides its events and is checkpointed ``--versions`` times along
 the way (compaction has not run yet, so the command reads every version and keeps the last). Then
 the command runs, per client, ``--repeats`` times as a person runs it: a new process
-(``python -m uss_stream.cli kafka status ... --json``), timed from its start to its exit, Python's
+(``python -m uss_stream kafka status ... --json``), timed from its start to its exit, Python's
 start and imports included. Reported: the median and the slowest, the median CPU seconds of the
 process (on a loaded machine the wall time is mostly waiting for a core), and the same for the
-in-process :func:`~uss_stream_kafka.status.group_status` (what the command spends besides starting
+in-process :func:`~uss_stream_kafka.operations.status.group_status` (what the command spends besides starting
 Python); the line above them gives the 1-minute load average.
 """
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from uss_stream_kafka import Checkpoint, ClientConfig, OutputsProcessor
 from uss_stream_kafka.clients import CLIENTS
-from uss_stream_kafka.status import group_status
+from uss_stream_kafka.operations.status import group_status
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 
@@ -70,7 +70,7 @@ def _command(bootstrap: str, topic: str, group: str, client: str) -> tuple[float
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "uss_stream.cli", "kafka", "status", "--bootstrap-servers", bootstrap,
+        [sys.executable, "-m", "uss_stream", "kafka", "status", "--bootstrap-servers", bootstrap,
          "--state-topic", topic, "--group-id", group, "--client", client, "--json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from uss_stream_kafka.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
 __all__ = ["KINDS", "Timing", "consumer_settings", "launch", "timed", "warm_bytecode"]
 
@@ -69,14 +69,14 @@ class Timing(NamedTuple):
 
 def consumer_settings(library: str) -> dict[str, Any]:
     """The service's default consumer settings for ``library`` (kafka-python names)."""
-    from uss_stream_kafka.startup import library_defaults
+    from uss_stream_kafka.runtime.startup import library_defaults
 
     return {**CONSUMER_DEFAULTS, **library_defaults(library)}
 
 
 #: What the contenders import (``uss-stream``'s parser imports every subcommand).
 _IMPORTS = (
-    "import uss_stream.cli as cli; cli.build_parser(); import uss_stream_kafka.app, kafka;"
+    "import uss_stream.commands.cli as cli; cli.build_parser(); import uss_stream_kafka.runtime.app, kafka;"
     "import uss_stream_kafka.clients.kafka_python, uss_stream_kafka.clients.confluent, confluent_kafka;"
     "import importlib.util as u; u.find_spec('quixstreams') and __import__('quixstreams')"
 )
@@ -101,7 +101,7 @@ def launch(kind: str, bootstrap: str, source: str, target: str, n: int, flags: S
     """Run contender ``kind`` as a new process until it is done; the wall-clock time it was launched."""
     if kind == "service":
         command = [
-            sys.executable, "-m", "uss_stream.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
+            sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
             "--input-topic", source, "--output-topic", target, "--dlq-topic", f"{target}-dlq",
             "--state-topic", f"{target}-state", "--group-id", f"bench-{uuid.uuid4().hex[:8]}",
             "--stage-costs", ",".join(map(str, STAGE_COSTS)),
@@ -201,7 +201,7 @@ def _passthrough_kafka_python(bootstrap: str, source: str, target: str, n: int) 
 
 def _decider(stage_costs: Sequence[float]) -> Any:
     """The per-event job of the Quix application: USS-KL-UCB ``select``, ``update`` on what it revealed."""
-    from uss_stream_kafka.processing import label_free_policy
+    from uss_stream_kafka.processing.processors import label_free_policy
 
     policy = label_free_policy(POLICY, stage_costs, "outputs")[0]
     cumulative = [round(sum(stage_costs[: k + 1]), 12) for k in range(len(stage_costs))]

@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Modules documented in the API reference, in the navigation's order.
 API_MODULES = (
     "uss_stream",
-    "uss_stream.cascade",
-    "uss_stream.active_cascade",
-    "uss_stream.cascade_summary",
-    "uss_stream.stage",
+    "uss_stream.cascade.classifier",
+    "uss_stream.cascade.active",
+    "uss_stream.cascade.summary",
+    "uss_stream.cascade.stage",
     "uss_stream.policies",
     "uss_stream.policies.base",
     "uss_stream.policies.uss_ucb",
@@ -34,21 +34,21 @@ API_MODULES = (
     "uss_stream.policies.audited_uss",
     "uss_stream.policies.uee_ucb",
     "uss_stream.policies.sequential_kl_ucb",
-    "uss_stream.stats",
-    "uss_stream.instances",
-    "uss_stream.replay",
-    "uss_stream.kernel",
-    "uss_stream.io",
-    "uss_stream.feedback_delay",
+    "uss_stream.core.stats",
+    "uss_stream.core.instances",
+    "uss_stream.replay.engine",
+    "uss_stream.policies.kernel",
+    "uss_stream.replay.io",
+    "uss_stream.replay.delayed",
     "uss_stream.pending",
-    "uss_stream.label_replay",
-    "uss_stream.wd_monitor",
-    "uss_stream.learning_state",
-    "uss_stream.context_stats",
-    "uss_stream.replay_sequential",
-    "uss_stream.shared_learning",
-    "uss_stream.forgetting",
-    "uss_stream.feature_costs",
+    "uss_stream.replay.labelled",
+    "uss_stream.labels.wd_monitor",
+    "uss_stream.policies.learning_state",
+    "uss_stream.core.context_stats",
+    "uss_stream.replay.sequential",
+    "uss_stream.replay.shared",
+    "uss_stream.core.forgetting",
+    "uss_stream.cascade.feature_costs",
     "uss_stream.datasets.bsc",
     "uss_stream.datasets.paper",
     "uss_stream_kafka",
@@ -57,7 +57,14 @@ API_MODULES = (
 )
 
 #: Links of the generated pages that point into the repository, and the site page they become.
-LINKS = {"docs/": "", "../docs/": "", "../deploy/README.md": "deploy.md", "deploy/README.md": "deploy.md"}
+LINKS = {
+    "docs/": "",
+    "../docs/": "",
+    "../deploy/README.md": "deploy.md",
+    "deploy/README.md": "deploy.md",
+    "CHANGELOG.md": "changelog.md",
+    "../CHANGELOG.md": "changelog.md",
+}
 
 
 def _rewrite(markdown: str) -> str:
@@ -80,6 +87,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     pages = {
         "index.md": _rewrite((ROOT / "README.md").read_text()),
         "deploy.md": _rewrite((ROOT / "deploy" / "README.md").read_text()),
+        "changelog.md": (ROOT / "CHANGELOG.md").read_text(),
     }
     for module in API_MODULES:
         pages[f"api/{module}.md"] = f"# `{module}`\n\n::: {module}\n"

@@ -23,8 +23,8 @@ import argparse
 from river import evaluate, linear_model, metrics, preprocessing, stream
 
 from uss_stream import CascadeClassifier, Stage
+from uss_stream.cascade.feature_costs import FeatureCosts
 from uss_stream.datasets.pima import load_pima, pima_feature_costs
-from uss_stream.feature_costs import FeatureCosts
 from uss_stream.policies import USSUCB, FixedDepth, Policy
 
 HISTORY = ("pregnancies", "blood_pressure", "skin_thickness", "bmi", "diabetes_pedigree", "age")

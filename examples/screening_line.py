@@ -1,8 +1,8 @@
 """A screening line on a real Kafka broker: requests, the orchestrator, and a simulated sensor service.
 
 Each event of the bundled BSC generator (case 2 costs) is a bag entering the line: its request goes
-to the requests topic; the service (:class:`~uss_stream_kafka.app.Application` running an
-:class:`~uss_stream_kafka.orchestrating.OrchestrationProcessor`) decides how many sensors scan
+to the requests topic; the service (:class:`~uss_stream_kafka.runtime.app.Application` running an
+:class:`~uss_stream_kafka.processing.orchestration.OrchestrationProcessor`) decides how many sensors scan
 it; a simulated sensor service (a thread) reads the decisions and, after a random delay, reports
 the first ``depth`` sensor outputs (1% of the reports are lost). At the end the script prints the
 depth distribution, the mean cost and the regret against the best fixed depth.
@@ -28,7 +28,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from uss_stream.datasets.bsc import bsc_instance, generate_bsc
 from uss_stream_kafka import Application, ClientConfig
-from uss_stream_kafka.orchestrating import (
+from uss_stream_kafka.processing.orchestration import (
     OrchestrationProcessor,
     OrchestrationSummary,
     OrchestrationTopics,

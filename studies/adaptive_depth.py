@@ -32,8 +32,8 @@ from uss_stream.datasets.heart import load_heart
 from uss_stream.datasets.paper import REAL_COSTS, REAL_STAGE_FEATURES
 from uss_stream.datasets.pima import load_pima
 from uss_stream.policies import USSKLUCB, SequentialKLUCB
-from uss_stream.replay import encode_log
-from uss_stream.replay_sequential import (
+from uss_stream.replay.engine import encode_log
+from uss_stream.replay.sequential import (
     best_fixed_depth,
     best_stopping_rule,
     confidence_bins,
@@ -60,7 +60,8 @@ Each stream is run once under progressive validation with online River stages: f
 each stage predicts (label and top-class probability, its *confidence*), then every stage learns the
 label. Because a `CascadeClassifier` trains every stage on every label whatever the depth, the
 stages' answers do not depend on the policy, so this log is exactly what any policy would see online
-(`tests/test_cascade_sequential.py` checks the equality on Phishing). The first 50 events are the
+(`tests/test_uss_stream/cascade/test_sequential_cascade.py` checks the equality on Phishing).
+The first 50 events are the
 cascade's warm-up (every stage queried) and are left out of every number. The policies then run
 over the log in stream order, one pass:
 
@@ -680,7 +681,7 @@ def markdown(results: dict[str, dict]) -> str:
         f"{REGRET_HORIZON} rounds, {REGRET_REPS} repetitions, mean regret). The best stopping rule "
         "and its contexts (confidence quartiles of the half-log) are computed on the rows drawn from. "
         "Growth is log2(R(T) / R(T/2)): 1 for linear regret, 0 for bounded. Per-context WD is checked "
-        "from labels (`uss_stream.replay_sequential.context_wd`: the context's rows as a USS instance "
+        "from labels (`uss_stream.replay.sequential.context_wd`: the context's rows as a USS instance "
         "on stages s..K).",
         "",
     ]
@@ -911,7 +912,7 @@ confidence axis has 16 fixed cells (finer towards 1), every cell keeps its own
 stage (then every 4096). A bin's counts are the sums of its cells' counts, so regrouping only
 re-sums them. State = the cells' counts, the grouping and its schedule: JSON, mergeable (cells add,
 the grouping is recomputed from the merged histogram), discountable (each cell forgets at the pace
-of its own events). `uss_stream/context_stats.py`.
+of its own events). `uss_stream/core/context_stats.py`.
 
 **Test.** In context (*s*, *b*) the policy runs USS-KL-UCB's set test (KL upper confidence bounds at
 level α·log₊(t / (K'·n_j)), *t* the context's own round, *K' = K − s + 1*) on stages *s..K* with

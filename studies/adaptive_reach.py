@@ -5,7 +5,7 @@ with the full cascade. Whether a target is within reach of *any* policy on a str
 stream's cascade and costs, not on the policy. This module scores the label-using hindsight
 references of :mod:`studies.adaptive_depth` (the best confidence-threshold cascade on a 20-quantile
 grid, the best stopping rule on confidence quartiles) and the most generous one,
-:func:`~uss_stream.replay_sequential.best_history_rule` on 20 bins (after each stage, the bins of
+:func:`~uss_stream.replay.sequential.best_history_rule` on 20 bins (after each stage, the bins of
 every stage so far and which outputs agree: hundreds of contexts, fitted to their labels), at every
 cost multiplier from 1/16 to 16, and under two cost rules:
 
@@ -45,7 +45,7 @@ import pandas as pd
 
 from studies.markdown import table as _table
 from uss_stream.policies import SequentialKLUCB
-from uss_stream.replay_sequential import (
+from uss_stream.replay.sequential import (
     best_fixed_depth,
     best_history_rule,
     headroom,
@@ -64,7 +64,7 @@ COMPUTE_MICROSECONDS = {
     "Agrawal (drift)": (1.5, 0.9, 82.0),
     "Hyperplane (drift)": (1.4, 0.9, 82.2),
 }
-#: Confidence bins of the most generous reference (:func:`~uss_stream.replay_sequential.best_history_rule`).
+#: Confidence bins of the most generous reference (:func:`~uss_stream.replay.sequential.best_history_rule`).
 HISTORY_BINS = 20
 #: Cost multipliers of C_K = 0.1 scanned for the references (the study's sweep and ×16).
 REACH_MULTIPLIERS = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
@@ -96,8 +96,8 @@ def reach(
 ) -> pd.DataFrame:
     """The Oracle's and the hindsight references' objectives per multiplier.
 
-    ``threshold`` and ``rule`` as in :func:`~uss_stream.replay_sequential.headroom` (``n_bins``);
-    ``history`` is :func:`~uss_stream.replay_sequential.best_history_rule` on ``history_bins``.
+    ``threshold`` and ``rule`` as in :func:`~uss_stream.replay.sequential.headroom` (``n_bins``);
+    ``history`` is :func:`~uss_stream.replay.sequential.best_history_rule` on ``history_bins``.
     ``best_ratio`` is the best reference's objective over the Oracle's: the least objective /
     Oracle a policy deciding on these confidences and agreements could reach with the labels in
     hand.
@@ -205,7 +205,7 @@ def reach_section(reaches: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
         "policy. Each cell is the best hindsight reference's objective over the Oracle's, at C_K = "
         "0.1 × m. The references choose with the labels of the events they are scored on: the best "
         "threshold cascade on the 20-quantile grid, the best stopping rule on quartiles "
-        "(`uss_stream.replay_sequential.headroom`), and the most generous, the best rule on "
+        "(`uss_stream.replay.sequential.headroom`), and the most generous, the best rule on "
         f"everything the stages said (`best_history_rule`: after each stage, {HISTORY_BINS} "
         "confidence bins of every stage so far and which of their outputs agree; on the short "
         "streams it fits contexts of a few events each). Two cost rules: "

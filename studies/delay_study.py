@@ -2,7 +2,7 @@
 
 For each weak-dominance case of the paper's suite (BSC, PIMA, Heart, Synthetic 1 and 2) the policy
 is replayed with the outputs of each decision reported ``D`` rounds later
-(:func:`uss_stream.feedback_delay.simulate_delayed`), all delays on the same sampled rows, and the
+(:func:`uss_stream.replay.delayed.simulate_delayed`), all delays on the same sampled rows, and the
 final regret is compared with ``D = 0``. For UCB-type policies the analysis of bandits with
 delayed feedback (e.g. Joulani, György, Szepesvári, ICML 2013) predicts an additive term that
 grows at most linearly with ``D``: the policy runs on counts that lack at most ``D`` rounds.
@@ -18,10 +18,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from uss_stream.datasets.paper import PAPER_CASES, wd_case_names
-from uss_stream.feedback_delay import feedback_delays, simulate_delayed
 from uss_stream.policies import USSUCB
 from uss_stream.policies.base import Policy
-from uss_stream.replay import sample_rows
+from uss_stream.replay.delayed import feedback_delays, simulate_delayed
+from uss_stream.replay.engine import sample_rows
 
 __all__ = ["DELAYS", "delay_study", "delay_figure", "delay_markdown"]
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from studies.safety_net import replay_parser, replay_settings, run_jobs
 from uss_stream.policies import USSKLUCB, AuditedUSS, SupervisedUCB
-from uss_stream.replay import replay
+from uss_stream.replay.engine import replay
 
 __all__ = ["audited_name", "cascades", "main", "run_instance", "summarise"]
 

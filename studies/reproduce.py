@@ -2,7 +2,7 @@
 
 :func:`reproduce` rebuilds every problem instance of the paper (:mod:`uss_stream.datasets.paper`),
 recomputes Tables 1-4 (optimal classifier, weak dominance) from our data, replays the policies with
-:func:`uss_stream.replay.replay` (uniform sampling with replacement, as in the paper) and writes
+:func:`uss_stream.replay.engine.replay` (uniform sampling with replacement, as in the paper) and writes
 ``results.md`` and ``figures/*.png`` into the output folder:
 
 * Fig. 2: cumulative regret of USS-UCB (``α = 0.51``) for every case of every dataset;
@@ -15,7 +15,7 @@ recomputes Tables 1-4 (optimal classifier, weak dominance) from our data, replay
   datasets, as in the appendix);
 * "Beyond the paper": USS-TS, USS-KL-UCB and the drift-aware (discounted) USS-KL-UCB against
   USS-UCB and Algorithm 2 on every instance, and on a piecewise-stationary BSC stream whose optimal
-  depth changes at ``T/2`` (:func:`uss_stream.replay.replay_piecewise`), in both directions.
+  depth changes at ``T/2`` (:func:`uss_stream.replay.engine.replay_piecewise`), in both directions.
 
 The text of ``results.md`` states what matches the paper and what does not from the numbers of the
 run itself. Files are staged in a temporary folder and moved into place at the end, so a failed
@@ -46,6 +46,8 @@ from tqdm.auto import tqdm
 from studies.delay_study import delay_figure, delay_markdown, delay_study
 from studies.shared_study import shared_figure, shared_markdown, shared_study
 from uss_stream import __version__
+from uss_stream.core.forgetting import DRIFT_DISCOUNT
+from uss_stream.core.instances import Instance
 from uss_stream.datasets.heart import heart_feature_costs
 from uss_stream.datasets.paper import (
     BSC_LOG_ROWS,
@@ -59,10 +61,8 @@ from uss_stream.datasets.paper import (
     dataset_log,
 )
 from uss_stream.datasets.pima import pima_feature_costs
-from uss_stream.forgetting import DRIFT_DISCOUNT
-from uss_stream.instances import Instance
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, Policy, SupervisedUCB
-from uss_stream.replay import Z_95, ReplayResult, replay, replay_piecewise
+from uss_stream.replay.engine import Z_95, ReplayResult, replay, replay_piecewise
 
 __all__ = ["Reproduction", "reproduce"]
 
@@ -413,8 +413,8 @@ def _run_river(events: int) -> _RiverRun:
     from river import linear_model, preprocessing, tree
     from river.datasets import synth
 
-    from uss_stream.cascade import CascadeClassifier
-    from uss_stream.stage import Stage
+    from uss_stream.cascade.classifier import CascadeClassifier
+    from uss_stream.cascade.stage import Stage
 
     def stages() -> list[Stage]:
         return [
@@ -941,7 +941,7 @@ def _beyond_section(
             f"- **{USS_TS}** (`USSTS(costs, seed={TS_SEED})`): Thompson sampling as in Verma, Hanawal & "
             "Hemachandra (ACML 2020): p̃_ij ~ Beta(1 + D_ij, 1 + n_j − D_ij), depth = the first i with "
             "C_j − C_i > p̃_ij for all j > i. Its random numbers are counter-based (SplitMix64 of the seed, "
-            "the round and the pair; `uss_stream.policies.counter_rng`) and the draw is the inverse "
+            "the round and the pair; `uss_stream.rules.counter_rng`) and the draw is the inverse "
             "regularised incomplete beta of that uniform, so a decision is a function of (seed, t, counts): "
             "the replay is exact against the streaming loop (tested), and repetition r replays the stream "
             f"of `USSTS(costs, seed={TS_SEED}).for_repetition(r)`.\n"
@@ -962,7 +962,7 @@ def _beyond_section(
             "variant: every count is multiplied by γ at each round before the round's indicators are "
             "added (memory ≈ 1/(1 − γ) = "
             f"{1 / (1 - DRIFT_DISCOUNT):.0f} rounds), and t is replaced by the discounted number of "
-            "rounds τ_t = (1 − γ^t)/(1 − γ) (`uss_stream.forgetting`; every policy takes `discount=`)."
+            "rounds τ_t = (1 − γ^t)/(1 − γ) (`uss_stream.core.forgetting`; every policy takes `discount=`)."
         ),
         f"![Beyond the paper]({images['fig5_beyond_regret.png']})",
         _table(
@@ -1003,7 +1003,8 @@ def _beyond_section(
         ),
         "### Piecewise-stationary stream",
         (
-            "`uss_stream.replay.replay_piecewise`: each repetition plays T/2 rounds sampled from one log, "
+            "`uss_stream.replay.engine.replay_piecewise`: each repetition plays T/2 rounds sampled "
+            "from one log, "
             "then T/2 from another, with one policy state throughout; the regret of a round is measured "
             "against the optimal depth of its own segment. The logs are the BSC log with case 2 costs "
             "(C = 0, 0.15, 0.35; i* = 2) and the same events after stage 1 has improved (it outputs "
@@ -1122,7 +1123,8 @@ def _markdown(
             f"uniformly with replacement; {reps} repetitions (seed {seed}; all policies of an instance see "
             "the same rows); pseudo-regret with c(j) = C_j + γ_j and γ_j the error rate of classifier j on "
             "the whole log; bands and ± are 95% confidence intervals of the mean, ±1.96·s/√reps. USS-UCB "
-            "uses f(t) = t. Run by `uss_stream.replay.replay`, whose depth sequences are identical to the "
+            "uses f(t) = t. Run by `uss_stream.replay.engine.replay`, whose depth sequences are "
+            "identical to the "
             "streaming `select`/`update` loop (tested)."
         ),
         "## 1. Data, classifiers and error rates",

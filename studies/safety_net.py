@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.instances import Instance
 from uss_stream.datasets.paper import PAPER_CASES
-from uss_stream.instances import Instance
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, SupervisedUCB
-from uss_stream.replay import Z_95, replay
+from uss_stream.replay.engine import Z_95, replay
 
 POLICIES = ("USS-UCB", "USS-KL-UCB", "USS-TS", "UEE-UCB", "Supervised UCB", "AuditedUSS")
 #: Cumulative costs of the chance-level cascade; its error rates are CHANCE_ERRORS.

@@ -2,7 +2,7 @@
 
 The Kafka service runs W learners, one per input partition. With shared learning each decides on
 its own counts plus the other partitions' counts as last published; the snapshot is refreshed every
-``S`` rounds (:func:`uss_stream.shared_learning.simulate_shared`). For each weak-dominance case of
+``S`` rounds (:func:`uss_stream.replay.shared.simulate_shared`). For each weak-dominance case of
 the paper's suite the W workers are replayed on the same rows for every ``S``, and against two
 baselines on those rows: ``pooled``, one learner over all ``W·T`` events interleaved round-robin
 (the counts are shared after every single event), and ``isolated``, W learners that never share.
@@ -19,11 +19,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from uss_stream.datasets.paper import PAPER_CASES, wd_case_names
-from uss_stream.kernel import speculate
 from uss_stream.policies import USSUCB
 from uss_stream.policies.base import Policy
-from uss_stream.replay import Z_95, sample_rows
-from uss_stream.shared_learning import simulate_shared_many
+from uss_stream.policies.kernel import speculate
+from uss_stream.replay.engine import Z_95, sample_rows
+from uss_stream.replay.shared import simulate_shared_many
 
 __all__ = ["SYNC_EVERY", "WORKERS", "shared_figure", "shared_markdown", "shared_study"]
 
@@ -215,7 +215,7 @@ def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
             "The Kafka service runs W workers, one learner per input partition. With shared learning each "
             "decides on its own counts (always up to date) plus the other partitions' counts as last "
             "published: disagreement counts add up, so the merged counts are those of all the streams "
-            "but for what the snapshot lacks. `uss_stream.shared_learning.simulate_shared` replays this: "
+            "but for what the snapshot lacks. `uss_stream.replay.shared.simulate_shared` replays this: "
             "in round t every worker takes its t-th event, and a snapshot of every worker's counts is "
             "taken after every S-th round. USS-UCB (α = 0.51) on every WD case of the suite, "
             f"{horizon} events per worker, {reps} repetitions (the same rows for every setting of a W). "

@@ -20,35 +20,35 @@ from pathlib import PurePosixPath
 import pytest
 
 LONGEST_FIRST = (
-    "tests/kafka/test_long_outage.py",
-    "tests/kafka/test_scale_out.py",
-    "tests/kafka/test_exactly_once.py",
-    "tests/kafka/test_broker_restart_confluent.py",
-    "tests/kafka/test_soak.py",
-    "tests/kafka/test_compression.py",
-    "tests/kafka/test_service.py",
-    "tests/kafka/test_policies.py",
-    "tests/kafka/test_long_outage_confluent.py",
-    "tests/kafka/test_broker_restart.py",
-    "tests/test_state_fuzz.py",
-    "tests/kafka/test_logic.py",
-    "tests/kafka/test_secured.py",
-    "tests/kafka/test_poison_pills.py",
-    "tests/test_outputs_codec_batch.py",
-    "tests/kafka/test_crash_restart.py",
-    "tests/kafka/test_prometheus.py",
-    "tests/kafka/test_startup_errors.py",
-    "tests/kafka/test_features_durable.py",
+    "tests/test_uss_stream_kafka/broker/test_long_outage.py",
+    "tests/test_uss_stream_kafka/broker/test_scale_out.py",
+    "tests/test_uss_stream_kafka/broker/test_exactly_once.py",
+    "tests/test_uss_stream_kafka/broker/test_broker_restart_confluent.py",
+    "tests/test_uss_stream_kafka/broker/test_soak.py",
+    "tests/test_uss_stream_kafka/broker/test_compression.py",
+    "tests/test_uss_stream_kafka/broker/test_service.py",
+    "tests/test_uss_stream_kafka/broker/test_policies.py",
+    "tests/test_uss_stream_kafka/broker/test_long_outage_confluent.py",
+    "tests/test_uss_stream_kafka/broker/test_broker_restart.py",
+    "tests/test_uss_stream/core/test_state_fuzz.py",
+    "tests/test_uss_stream_kafka/runtime/test_logic.py",
+    "tests/test_uss_stream_kafka/broker/test_secured.py",
+    "tests/test_uss_stream_kafka/broker/test_poison_pills.py",
+    "tests/test_uss_stream_kafka/processing/test_events.py",
+    "tests/test_uss_stream_kafka/broker/test_crash_restart.py",
+    "tests/test_uss_stream_kafka/broker/test_prometheus.py",
+    "tests/test_uss_stream_kafka/broker/test_startup_errors.py",
+    "tests/test_uss_stream_kafka/broker/test_features_durable.py",
     "tests/studies/test_reproduce.py",
-    "tests/kafka/test_clients_secured.py",
-    "tests/test_replay.py",
-    "tests/kafka/test_fuzz_parsers.py",
-    "tests/kafka/test_clients.py",
-    "tests/kafka/test_settings.py",
-    "tests/kafka/test_orchestration_crash.py",
-    "tests/kafka/test_quix_failures.py",
-    "tests/test_river_checks.py",
-    "tests/kafka/test_cli.py",
+    "tests/test_uss_stream_kafka/broker/test_clients_secured.py",
+    "tests/test_uss_stream/replay/test_engine.py",
+    "tests/test_uss_stream_kafka/processing/test_fuzz_parsers.py",
+    "tests/test_uss_stream_kafka/broker/test_clients.py",
+    "tests/test_uss_stream_kafka/broker/test_settings.py",
+    "tests/test_uss_stream_kafka/broker/test_orchestration_crash.py",
+    "tests/test_uss_stream_kafka/broker/test_quix_failures.py",
+    "tests/test_uss_stream/cascade/test_river_checks.py",
+    "tests/test_uss_stream_kafka/broker/test_cli.py",
 )
 _RANK = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
 
@@ -56,7 +56,9 @@ _RANK = {path: rank for rank, path in enumerate(LONGEST_FIRST)}
 def rank(relative_path: str) -> int:
     """Where a file goes in the queue: its place in :data:`LONGEST_FIRST`, else after all of them.
 
-    >>> rank("tests/kafka/test_long_outage.py"), rank("tests/test_stats.py") == len(LONGEST_FIRST)
+    >>> first = "tests/test_uss_stream_kafka/broker/test_long_outage.py"
+    >>> stats = "tests/test_uss_stream/core/test_stats.py"
+    >>> rank(first), rank(stats) == len(LONGEST_FIRST)
     (0, True)
     """
     return _RANK.get(str(PurePosixPath(relative_path)), len(LONGEST_FIRST))

@@ -6,9 +6,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from uss_stream.active_cascade import ActiveCascadeClassifier
-    from uss_stream.cascade import CascadeClassifier
-    from uss_stream.stage import Stage
+    from uss_stream.cascade.active import ActiveCascadeClassifier
+    from uss_stream.cascade.classifier import CascadeClassifier
+    from uss_stream.cascade.stage import Stage
 
 __version__ = "0.1.0"
 
@@ -17,9 +17,9 @@ __all__ = ["ActiveCascadeClassifier", "CascadeClassifier", "Stage", "__version__
 # The River estimators are imported on first use, so that `import uss_stream.policies` (the Kafka
 # service, the replay CLI) does not pay for importing River's model modules.
 _LAZY = {
-    "ActiveCascadeClassifier": "uss_stream.active_cascade",
-    "CascadeClassifier": "uss_stream.cascade",
-    "Stage": "uss_stream.stage",
+    "ActiveCascadeClassifier": "uss_stream.cascade.active",
+    "CascadeClassifier": "uss_stream.cascade.classifier",
+    "Stage": "uss_stream.cascade.stage",
 }
 
 

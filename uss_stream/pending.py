@@ -31,10 +31,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from uss_stream.learning_state import learning_state
+from uss_stream.core.stats import MAX_COUNT
+from uss_stream.core.validation import check_outputs
 from uss_stream.policies.base import Policy
-from uss_stream.stats import MAX_COUNT
-from uss_stream.validation import check_outputs
+from uss_stream.policies.learning_state import learning_state
 
 __all__ = ["PendingDecisions", "RejectedReport", "STATE_FORMAT"]
 
@@ -217,7 +217,7 @@ class PendingDecisions:
     def summary(self) -> dict[str, Any]:
         """What the book has learned and awaits, under the names of the service's metrics.
 
-        :func:`~uss_stream.learning_state.learning_state` of the policy (``policy_round``,
+        :func:`~uss_stream.policies.learning_state.learning_state` of the policy (``policy_round``,
         ``chosen_depth``, ``depth_mix``, ``disagreement_ratio``, ``wd_verdict``), plus
         ``pending_decisions`` and, for a label-asking policy, ``labels_requested_total``,
         ``labels_answered_total`` and ``labels_expired_total`` (``docs/metrics.md``).

@@ -12,51 +12,56 @@ processing function)::
     )
     app.run(OutputsProcessor(stage_costs=[0, 0.15, 0.2], alpha=0.51))
 
-One module per concept: :mod:`~uss_stream_kafka.app` (the service loop over the layers
-:mod:`~uss_stream_kafka.wiring` builds: :mod:`~uss_stream_kafka.checkpointing`,
-:mod:`~uss_stream_kafka.recovery`, :mod:`~uss_stream_kafka.dispatch` and
-:mod:`~uss_stream_kafka.shared`), :mod:`~uss_stream_kafka.settings` (every setting, as a flag and an
-environment variable), :mod:`~uss_stream_kafka.clients` (the kafka-python and confluent-kafka
-seam), :mod:`~uss_stream_kafka.exceptions`,
-:mod:`~uss_stream_kafka.topics`, :mod:`~uss_stream_kafka.config` (connection, security),
-:mod:`~uss_stream_kafka.processing` (processors and learners),
-:mod:`~uss_stream_kafka.orchestrating` (the orchestration processor), :mod:`~uss_stream_kafka.events`
-(wire formats), :mod:`~uss_stream_kafka.deadletter`, :mod:`~uss_stream_kafka.checkpoint`,
-:mod:`~uss_stream_kafka.metrics`, :mod:`~uss_stream_kafka.http`, :mod:`~uss_stream_kafka.demo` and
-:mod:`~uss_stream_kafka.cli` (``uss-stream kafka ...``). See ``docs/kafka.md``.
+The package is in layers, each a subpackage; imports run from the command line down:
+
+- :mod:`~uss_stream_kafka.cli`: ``uss-stream kafka ...``, its one settings table (every setting as
+  a flag and an environment variable), the demo cascade and the exit codes;
+- :mod:`~uss_stream_kafka.operations`: Prometheus metrics (records and learning), ``/healthz``,
+  ``kafka status`` and the dashboard generator;
+- :mod:`~uss_stream_kafka.runtime`: the :class:`Application` loop and what it delegates to:
+  commits and transactions, checkpoints and recovery, dispatch, shared learning;
+- :mod:`~uss_stream_kafka.processing`: processors and learners, wire formats and Schema Registry
+  payloads, orchestration, dead letters;
+- :mod:`~uss_stream_kafka.clients`: the kafka-python and confluent-kafka seam, connection and
+  security settings, topics and their record limits;
+- :mod:`~uss_stream_kafka.exceptions`: every exception of the service.
+
+The names below are imported on first use, so ``uss-stream kafka status`` does not pay for the
+runtime. See ``docs/kafka.md``.
 """
 
 from __future__ import annotations
 
-from uss_stream_kafka.app import Application, DeliveryError, RunSummary
-from uss_stream_kafka.checkpoint import Checkpoint, CheckpointError, RestorePlan, plan_restore
-from uss_stream_kafka.config import ClientConfig
-from uss_stream_kafka.deadletter import DeadLetter
-from uss_stream_kafka.events import REASONS, InvalidEvent
-from uss_stream_kafka.orchestrating import OrchestrationProcessor, OrchestrationTopics
-from uss_stream_kafka.processing import FeaturesProcessor, Learner, OutputsProcessor, Processor
-from uss_stream_kafka.settings import KafkaSettings
-from uss_stream_kafka.topics import Topics, create_topics
+import importlib
+from typing import Any
 
-__all__ = [
-    "REASONS",
-    "Application",
-    "Checkpoint",
-    "CheckpointError",
-    "ClientConfig",
-    "DeadLetter",
-    "DeliveryError",
-    "FeaturesProcessor",
-    "InvalidEvent",
-    "KafkaSettings",
-    "Learner",
-    "OrchestrationProcessor",
-    "OrchestrationTopics",
-    "OutputsProcessor",
-    "Processor",
-    "RestorePlan",
-    "RunSummary",
-    "Topics",
-    "create_topics",
-    "plan_restore",
-]
+_HOMES = {
+    "REASONS": "uss_stream_kafka.processing.events",
+    "InvalidEvent": "uss_stream_kafka.processing.events",
+    "Application": "uss_stream_kafka.runtime.app",
+    "RunSummary": "uss_stream_kafka.runtime.app",
+    "Checkpoint": "uss_stream_kafka.runtime.checkpoint",
+    "RestorePlan": "uss_stream_kafka.runtime.checkpoint",
+    "plan_restore": "uss_stream_kafka.runtime.checkpoint",
+    "CheckpointError": "uss_stream_kafka.exceptions",
+    "DeliveryError": "uss_stream_kafka.exceptions",
+    "ClientConfig": "uss_stream_kafka.clients.config",
+    "Topics": "uss_stream_kafka.clients.topics",
+    "create_topics": "uss_stream_kafka.clients.topics",
+    "DeadLetter": "uss_stream_kafka.processing.deadletter",
+    "OrchestrationProcessor": "uss_stream_kafka.processing.orchestration",
+    "OrchestrationTopics": "uss_stream_kafka.processing.orchestration",
+    "FeaturesProcessor": "uss_stream_kafka.processing.processors",
+    "Learner": "uss_stream_kafka.processing.processors",
+    "OutputsProcessor": "uss_stream_kafka.processing.processors",
+    "Processor": "uss_stream_kafka.processing.processors",
+    "KafkaSettings": "uss_stream_kafka.cli.settings",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'uss_stream_kafka' has no attribute {name!r}")

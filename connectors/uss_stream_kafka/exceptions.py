@@ -1,10 +1,10 @@
 """Every exception of the Kafka service, in one module.
 
-Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_kafka.exit_codes`):
+Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_kafka.cli.exit_codes`):
 
 - :class:`InvalidEvent`: an input record that cannot be decided; it is dead-lettered with one of
-  :data:`~uss_stream_kafka.events.REASONS` and the service keeps running (defined with the wire
-  formats in :mod:`uss_stream_kafka.events`, whose reasons it carries, and re-exported here);
+  :data:`~uss_stream_kafka.processing.events.REASONS` and the service keeps running (defined with the wire
+  formats in :mod:`uss_stream_kafka.processing.events`, whose reasons it carries, and re-exported here);
 - :class:`CheckpointError`: a checkpoint that does not fit the partition or the processor;
 - :class:`NewerFormatError`: a state record written in a newer format than this code reads;
 - :class:`DeliveryError`: the broker did not acknowledge some records, so nothing at or after them
@@ -13,7 +13,7 @@ Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_
 - :class:`SecurityCheckError`: TLS or SASL with the brokers failed;
 - :class:`StartupInterrupted`: a stop signal arrived while the service was starting.
 
-The modules that raise them re-export them under their former homes (``uss_stream_kafka.app``,
+The modules that raise them re-export them under their former homes (``uss_stream_kafka.runtime.app``,
 ``.checkpoint``, ``.security``, ``.exit_codes``).
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import signal
 
-from uss_stream_kafka.events import InvalidEvent
+from uss_stream_kafka.processing.events import InvalidEvent
 
 __all__ = [
     "CheckpointError",

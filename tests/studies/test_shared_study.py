@@ -7,9 +7,9 @@ import pytest
 
 from studies.shared_study import shared_figure, shared_markdown, shared_study
 from uss_stream.datasets.paper import PAPER_CASES
-from uss_stream.kernel import speculate
 from uss_stream.policies import USSUCB
-from uss_stream.replay import encode_log, pair_order, sample_rows
+from uss_stream.policies.kernel import speculate
+from uss_stream.replay.engine import encode_log, pair_order, sample_rows
 
 
 @pytest.fixture(scope="module")

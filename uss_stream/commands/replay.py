@@ -1,7 +1,7 @@
 """``uss-stream replay``: offline regret replay of depth-selection policies on a logged cascade.
 
 With ``--input`` it reads the user's log (CSV, TSV, space-separated, Parquet or JSON Lines, with or
-without a header: :func:`uss_stream.io.read_table`): ``--stages`` names the stage columns in cascade
+without a header: :func:`uss_stream.replay.io.read_table`): ``--stages`` names the stage columns in cascade
 order (default: every column but ``--label``), ``--costs`` (or ``--cumulative-costs``) their costs,
 ``--label`` the ground truth (or ``--error-rates`` the stages' error rates, if there are no labels).
 With none of ``--stages``, ``--label`` and ``--error-rates`` the log is a prediction matrix: the stage
@@ -17,7 +17,7 @@ columns, then the label column. Without ``--input`` it replays a bundled case of
 used and, for ``audited``, the WD monitor's verdict.
 
 Every learning policy (all but ``fixed`` and ``oracle``) also takes ``discount=G`` (``0 < G < 1``):
-discounted, drift-aware counts (:mod:`uss_stream.forgetting`), e.g. ``uss-kl-ucb:discount=0.999``.
+discounted, drift-aware counts (:mod:`uss_stream.core.forgetting`), e.g. ``uss-kl-ucb:discount=0.999``.
 ``uss-ts`` without ``seed`` uses seed 0, so that replays are reproducible.
 
 Before the run it refuses a log it would misread (stage columns of numbers next to columns read as
@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from uss_stream._extras import require
+from uss_stream.core.extras import require
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
-from uss_stream.io import matrix_layout, read_table
-from uss_stream.memory import check_replay_memory, replay_memory_estimate
 from uss_stream.policies import Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
-from uss_stream.replay import SAMPLING_MODES, encode_log, replay
+from uss_stream.replay.engine import SAMPLING_MODES, encode_log, replay
+from uss_stream.replay.io import matrix_layout, read_table
+from uss_stream.replay.memory import check_replay_memory, replay_memory_estimate
 
 __all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from uss_stream.instances import Instance
+from uss_stream.core.instances import Instance
 
 __all__ = ["BSC_CASES", "ERROR_RATES", "bsc_instance", "bsc_probabilities", "generate_bsc"]
 

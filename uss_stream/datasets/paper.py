@@ -42,7 +42,8 @@ from functools import cache
 
 import numpy as np
 
-from uss_stream._extras import require
+from uss_stream.core.extras import require
+from uss_stream.core.instances import Instance
 from uss_stream.datasets.bsc import BSC_CASES, TABLE1_OPTIMAL, TABLE1_WD, generate_bsc
 from uss_stream.datasets.heart import load_heart
 from uss_stream.datasets.pima import load_pima
@@ -53,7 +54,6 @@ from uss_stream.datasets.synthetic import (
     TABLE_WD,
     synthetic_cascade,
 )
-from uss_stream.instances import Instance
 
 __all__ = [
     "BSC_LOG_ROWS",
@@ -174,7 +174,7 @@ class PaperCase:
         (3, 3)
 
         """
-        from uss_stream.replay import encode_log, pair_indicators
+        from uss_stream.replay.engine import encode_log, pair_indicators
 
         outputs, labels = self.log()
         codes, _ = encode_log(outputs, labels)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from uss_stream._extras import require
+from uss_stream.core.extras import require
 
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression

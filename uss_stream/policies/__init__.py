@@ -7,7 +7,7 @@ stream, ``decide_many`` evaluates the same rule on many states (used by the repl
 The paper's USS-UCB and Hanawal et al.'s Algorithm 2; beyond the paper, USS-TS (Thompson sampling,
 counter-based randomness), USS-KL-UCB (KL confidence bounds, the River cascade's default) and the
 sequential SequentialKLUCB (stop or continue after each stage, by context: ``policy.sequential``). Every
-learning policy takes ``discount=`` for drift-aware counts (:mod:`uss_stream.forgetting`).
+learning policy takes ``discount=`` for drift-aware counts (:mod:`uss_stream.core.forgetting`).
 Command lines name them by spec (``uss-kl-ucb``, ``uss-ucb:alpha=0.51``, ``fixed:depth=2``, ...):
 :mod:`uss_stream.policies.specs`, one parser for ``uss-stream replay`` and the Kafka service.
 """

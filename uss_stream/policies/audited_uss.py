@@ -7,7 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.policies._audit_relations import (
+from uss_stream.core.validation import check_outputs
+from uss_stream.labels.budget import LabelBudget, contested_many
+from uss_stream.labels.evidence import (
+    LabelEvidence,
+    e_bounds,
+    e_upper,
+    label_level,
+    label_level_many,
+    pair_level,
+)
+from uss_stream.labels.relations import (
     ManyRelations,
     PairBounds,
     PairMasks,
@@ -18,19 +28,9 @@ from uss_stream.policies._audit_relations import (
     plausible_many,
     stage_columns,
 )
-from uss_stream.policies._label_budget import LabelBudget, contested_many
 from uss_stream.policies.base import CountStates
-from uss_stream.policies.confidence import kl_beats_many, portable_log_many
-from uss_stream.policies.label_evidence import (
-    LabelEvidence,
-    e_bounds,
-    e_upper,
-    label_level,
-    label_level_many,
-    pair_level,
-)
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
-from uss_stream.validation import check_outputs
+from uss_stream.rules.confidence import kl_beats_many, portable_log_many
 
 __all__ = ["AuditedUSS"]
 
@@ -41,7 +41,7 @@ class AuditedUSS(USSKLUCB):
     **Deciding.** Stage ``i`` *beats* a deeper stage ``j`` when USS-KL-UCB says so (``C_j - C_i``
     above the KL upper bound of ``p_ij``) **or** when the labels say so: ``C_j - C_i > δ^U_ij``,
     the upper confidence bound of ``δ_ij = γ_i - γ_j`` from the pair's labelled disagreement rounds
-    (:mod:`~uss_stream.policies.label_evidence`). The depth is the set test's
+    (:mod:`~uss_stream.labels.evidence`). The depth is the set test's
     ``min(B^l ∩ B^h ∪ {K})`` on that relation; without labels this is exactly USS-KL-UCB.
 
     **Asking: the value of a label to the decision.** The depth is a function of the pairs'

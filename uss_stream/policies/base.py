@@ -2,7 +2,7 @@
 
 A policy sees one event at a time: :meth:`Policy.select` returns how many stages to query,
 :meth:`Policy.update` receives the outputs of those stages. Its learned state is a
-:class:`~uss_stream.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
+:class:`~uss_stream.core.stats.DisagreementStats` (plain counts, JSON, mergeable). For the replay engine
 each policy also exposes :meth:`Policy.decide_many`, the same decision rule evaluated on many
 states at once (a :class:`CountStates`; a policy implements :meth:`Policy._decide_many`); it must
 return exactly what :meth:`Policy.select` returns on each state.
@@ -13,7 +13,7 @@ may speculate), :attr:`Policy.asks_for_labels` (requests some labels) and :attr:
 (learns from every label).
 
 A randomised policy keys its random numbers on a 64-bit *stream key* and the round number
-(:mod:`uss_stream.policies.counter_rng`), so its decision is still a function of the state:
+(:mod:`uss_stream.rules.counter_rng`), so its decision is still a function of the state:
 :meth:`Policy.stream_keys` gives the replay engine one key per repetition, passed to
 ``decide_many(..., streams=...)``, and :meth:`Policy.for_repetition` the streaming policy that makes
 repetition ``r``'s decisions. Deterministic policies return ``None`` and ignore ``streams``.
@@ -29,9 +29,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from uss_stream.forgetting import check_discount
-from uss_stream.stats import MAX_COUNT, DisagreementStats
-from uss_stream.validation import check_outputs, check_stage_costs
+from uss_stream.core.forgetting import check_discount
+from uss_stream.core.stats import MAX_COUNT, DisagreementStats
+from uss_stream.core.validation import check_outputs, check_stage_costs
 
 __all__ = ["CountStates", "Policy"]
 
@@ -85,7 +85,7 @@ class Policy(abc.ABC):
         Per-stage costs ``c_1..c_K >= 0``; querying depth ``d`` costs ``C_d = c_1 + ... + c_d``.
     discount
         ``None`` (plain counts) or the per-round discount ``0 < γ < 1`` of the learned counts
-        (:mod:`uss_stream.forgetting`); policies that learn expose it as a constructor parameter.
+        (:mod:`uss_stream.core.forgetting`); policies that learn expose it as a constructor parameter.
 
     """
 
@@ -118,7 +118,7 @@ class Policy(abc.ABC):
     @property
     def vectorised(self) -> bool:
         """Whether :meth:`decide_many` makes :meth:`select`'s decision from the round and the
-        label-free counts alone, so that the simulation kernel (:func:`uss_stream.kernel.speculate`)
+        label-free counts alone, so that the simulation kernel (:func:`uss_stream.policies.kernel.speculate`)
         can decide a stream's rounds in batches.
 
         Capability flag read by the service's batch decider; ``False`` for sequential policies,
@@ -154,14 +154,14 @@ class Policy(abc.ABC):
 
         The in-process way to hand counts to a policy (a batch decider, pooled workers' counts):
         no JSON document. The counts must have the policy's ``K`` and ``discount`` and lie in
-        ``0..2**53`` (:data:`~uss_stream.stats.MAX_COUNT`, the bound :meth:`load_state_dict`
+        ``0..2**53`` (:data:`~uss_stream.core.stats.MAX_COUNT`, the bound :meth:`load_state_dict`
         applies); a pending decision is dropped, as by :meth:`load_state_dict`. All or nothing:
         refused counts leave the policy as it was.
 
         Examples
         --------
         >>> from uss_stream.policies import USSUCB
-        >>> from uss_stream.stats import MAX_COUNT, DisagreementStats
+        >>> from uss_stream.core.stats import MAX_COUNT, DisagreementStats
         >>> stats = DisagreementStats(2)
         >>> stats.record([0, 1])
         >>> stats.decisions = 1

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
-from uss_stream.policies.selection_rule import cost_gaps, select_depth, select_depth_many
+from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
+from uss_stream.rules.selection_rule import cost_gaps, select_depth, select_depth_many
 
 __all__ = ["Hanawal2017WD"]
 
@@ -29,7 +29,7 @@ class Hanawal2017WD(Policy):
         Per-stage costs ``c_1..c_K >= 0``.
     discount
         ``None`` (plain counts) or ``0 < γ < 1``: discounted counts and ``log τ_t`` in place of
-        ``log t`` (:mod:`uss_stream.forgetting`).
+        ``log t`` (:mod:`uss_stream.core.forgetting`).
 
     Examples
     --------

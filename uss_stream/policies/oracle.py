@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from uss_stream.instances import Instance
+from uss_stream.core.instances import Instance
 from uss_stream.policies.fixed_depth import FixedDepth
 
 __all__ = ["Oracle"]

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uss_stream.context_stats import CELL_EDGES, ContextStats
+from uss_stream.core.context_stats import CELL_EDGES, ContextStats
+from uss_stream.core.stats import DisagreementStats
+from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
-from uss_stream.stats import DisagreementStats
-from uss_stream.validation import check_positive
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +30,7 @@ class SequentialKLUCB(Policy):
     An event is decided stage by stage: :meth:`begin`, then :meth:`step` with each queried stage's
     output and confidence (its largest class probability) until it returns ``False``. After stage
     ``s`` answered with confidence ``c``, the *context* is ``(s, b)`` with ``b`` the adaptive
-    confidence bin of ``c`` at stage ``s`` (:mod:`uss_stream.context_stats`). Each context keeps the
+    confidence bin of ``c`` at stage ``s`` (:mod:`uss_stream.core.context_stats`). Each context keeps the
     disagreement counts, observed without labels, between stage ``s`` and every deeper stage on the
     events of that context, and runs USS-KL-UCB's set test on stages ``s..K`` with them:
 
@@ -66,7 +66,7 @@ class SequentialKLUCB(Policy):
     stopping rules for ``K = 2`` and an upper bound otherwise. Two more caveats: the events
     reaching stage ``s > 1`` depend on the earlier contexts' decisions, so a deep context's
     sub-stream is stationary only once the shallower contexts have settled; and per-context WD is
-    an assumption, testable from labels (:func:`uss_stream.replay_sequential.context_wd`), not
+    an assumption, testable from labels (:func:`uss_stream.replay.sequential.context_wd`), not
     implied by global WD.
 
     Parameters
@@ -243,7 +243,7 @@ class SequentialKLUCB(Policy):
 
     def _decide_many(self, states: CountStates) -> np.ndarray:
         raise TypeError(
-            f"{type(self).__name__} is sequential: replay it with uss_stream.replay_sequential, not replay()"
+            f"{type(self).__name__} is sequential: replay it with uss_stream.replay.sequential, not replay()"
         )
 
     def run(self, outputs: Any, confidences: Any = None) -> np.ndarray:

@@ -25,7 +25,7 @@ oracle             --                                     :class:`~uss_stream.po
 sequential-kl-ucb  n_bins (4), alpha (1), explore (1),    :class:`~uss_stream.policies.SequentialKLUCB`
                    discount                               (decides stage by stage on the stages'
                                                           confidences: a ``CascadeClassifier`` or
-                                                          :func:`~uss_stream.replay_sequential.replay_sequential`
+                                                          :func:`~uss_stream.replay.sequential.replay_sequential`
                                                           runs it; commands that decide a depth up
                                                           front refuse it)
 =================  =====================================  ============================================

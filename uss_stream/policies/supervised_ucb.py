@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.validation import check_label, check_outputs
 from uss_stream.policies.base import CountStates
-from uss_stream.policies.selection_rule import select_depth, select_depth_many
 from uss_stream.policies.uss_ucb import USSUCB
-from uss_stream.validation import check_label, check_outputs
+from uss_stream.rules.selection_rule import select_depth, select_depth_many
 
 __all__ = ["SupervisedUCB"]
 
@@ -35,7 +35,7 @@ class SupervisedUCB(USSUCB):
         Exploration function, ``None`` for ``f(t) = t``.
     discount
         ``None`` or ``0 < γ < 1``: the disagreement and error counts are discounted alike
-        (:mod:`uss_stream.forgetting`).
+        (:mod:`uss_stream.core.forgetting`).
 
     Examples
     --------

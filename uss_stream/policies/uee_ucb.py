@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.policies.confidence import portable_log, portable_log_many
-from uss_stream.validation import check_positive
+from uss_stream.rules.confidence import portable_log, portable_log_many
 
 __all__ = ["UEEUCB"]
 
@@ -21,7 +21,7 @@ class UEEUCB(Policy):
 
     ``argmax_j  p̂_1j + C_1 - C_j + sqrt(α·log t / N_j)``
 
-    (logarithms by :func:`~uss_stream.policies.confidence.portable_log`, so that the replay agrees
+    (logarithms by :func:`~uss_stream.rules.confidence.portable_log`, so that the replay agrees
     with the streaming loop to the bit) with ``p̂_1j = D_1j / N_j`` the rate at which exit ``j``
     disagreed with exit 1 (``p̂_11 = 0``) and ``N_j`` the rounds in which exit ``j`` was observed
     (ties: the cheapest exit). Under strong dominance against the first exit (a deeper exit is
@@ -37,7 +37,7 @@ class UEEUCB(Policy):
     alpha
         Exploration scale ``α > 0``.
     discount
-        ``None`` or ``0 < γ < 1``: discounted counts (:mod:`uss_stream.forgetting`); ``t`` stays
+        ``None`` or ``0 < γ < 1``: discounted counts (:mod:`uss_stream.core.forgetting`); ``t`` stays
         the round number.
 
     Examples

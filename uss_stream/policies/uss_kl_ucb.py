@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from uss_stream.forgetting import EffectiveHorizon
+from uss_stream.core.forgetting import EffectiveHorizon
+from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.policies.confidence import (
+from uss_stream.rules.confidence import (
     kl_beats,
     kl_beats_many,
     kl_count,
@@ -16,8 +17,7 @@ from uss_stream.policies.confidence import (
     portable_log,
     portable_log_many,
 )
-from uss_stream.policies.selection_rule import select_depth_by, select_depth_many_by
-from uss_stream.validation import check_positive
+from uss_stream.rules.selection_rule import select_depth_by, select_depth_many_by
 
 __all__ = ["USSKLUCB"]
 
@@ -55,7 +55,7 @@ class USSKLUCB(Policy):
         the same with a larger constant; smaller: ``O(T^{1-α})``).
     discount
         ``None`` or ``0 < γ < 1``: discounted counts, and ``τ_t`` in place of ``t``
-        (:mod:`uss_stream.forgetting`).
+        (:mod:`uss_stream.core.forgetting`).
 
     Examples
     --------

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.policies.counter_rng import (
+from uss_stream.rules.counter_rng import (
     pair_uniform,
     pair_uniform_many,
     repetition_key,
@@ -17,7 +17,7 @@ from uss_stream.policies.counter_rng import (
     round_seed_many,
     seed_key,
 )
-from uss_stream.policies.selection_rule import pair_index, select_depth_by, select_depth_many_by
+from uss_stream.rules.selection_rule import pair_index, select_depth_by, select_depth_many_by
 
 __all__ = ["USSTS"]
 
@@ -45,7 +45,7 @@ class USSTS(Policy):
     **Randomness.** The draw of pair ``(i, j)`` in round ``t`` is the inverse-CDF transform
     ``p̃_ij = I⁻¹(1 + D_ij, 1 + n_j - D_ij; u)`` (``I`` the regularised incomplete beta function) of
     the counter-based uniform ``u`` of (stream key, ``t``, pair index ``j(j-1)/2 + i``)
-    (:mod:`~uss_stream.policies.counter_rng`). The decision therefore is a function of the seed,
+    (:mod:`~uss_stream.rules.counter_rng`). The decision therefore is a function of the seed,
     ``t`` and the counts, and the streaming loop and the vectorised replay agree to the bit. The
     comparison ``C_j - C_i > p̃_ij`` is evaluated as ``I(a, b; C_j - C_i) > u``, which is the same
     event (``I`` is increasing) and needs no inverse; :meth:`samples` returns the ``p̃_ij``
@@ -62,7 +62,7 @@ class USSTS(Policy):
         the stream of :meth:`for_repetition` ``(r)`` (repetition 0 is this policy's own stream).
     discount
         ``None`` or ``0 < γ < 1``: sample from the discounted counts (discounted Thompson
-        sampling; :mod:`uss_stream.forgetting`).
+        sampling; :mod:`uss_stream.core.forgetting`).
 
     Examples
     --------
@@ -131,7 +131,7 @@ class USSTS(Policy):
         """The ``K x K`` draws ``p̃_ij`` (``i < j``, else 0) that the next :meth:`select` compares.
 
         >>> policy = USSTS(stage_costs=[0.0, 0.3], seed=0)
-        >>> from uss_stream.policies.counter_rng import pair_uniform, repetition_key, round_seed, seed_key
+        >>> from uss_stream.rules.counter_rng import pair_uniform, repetition_key, round_seed, seed_key
         >>> u = pair_uniform(round_seed(repetition_key(seed_key(0), 0), 1), 0)
         >>> bool(policy.samples()[0, 1] == u)   # Beta(1, 1) is uniform: p̃ = u
         True

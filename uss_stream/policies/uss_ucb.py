@@ -7,10 +7,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.policies.confidence import LogExploration, disagreement_bound, upper_bounds_many
-from uss_stream.policies.selection_rule import cost_gaps, select_depth_many
-from uss_stream.validation import check_positive
+from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
+from uss_stream.rules.selection_rule import cost_gaps, select_depth_many
 
 __all__ = ["USSUCB"]
 
@@ -39,7 +39,7 @@ class USSUCB(Policy):
         Not part of the saved state: pass the same ``f`` when restoring.
     discount
         ``None`` (the paper's counts) or ``0 < γ < 1``: discounted counts and ``log f(τ_t)`` with
-        the effective horizon ``τ_t`` (discounted UCB; :mod:`uss_stream.forgetting`).
+        the effective horizon ``τ_t`` (discounted UCB; :mod:`uss_stream.core.forgetting`).
 
     Examples
     --------
@@ -118,8 +118,8 @@ def _select_depth(
 
     Examples
     --------
-    >>> from uss_stream.policies.confidence import disagreement_bound
-    >>> from uss_stream.policies.selection_rule import select_depth
+    >>> from uss_stream.rules.confidence import disagreement_bound
+    >>> from uss_stream.rules.selection_rule import select_depth
     >>> costs, queried, counts = [0.0, 0.01, 0.5], [50, 50, 50], [[0, 12, 14], [0, 0, 3], [0, 0, 0]]
     >>> _select_depth(costs, queried, counts, 2.0)
     2

@@ -172,7 +172,7 @@ class UndecodableError(ClientError):
         super().__init__(message, name="UNDECODABLE_BATCH")
         self.tp = tp
         self.offset = offset
-        #: :class:`uss_stream_kafka.undecodable.UndecodableBatch` (raw bytes, offsets) if known.
+        #: :class:`uss_stream_kafka.clients.undecodable.UndecodableBatch` (raw bytes, offsets) if known.
         self.batch = batch
 
 

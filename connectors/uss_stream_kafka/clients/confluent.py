@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, repeat
 from typing import Any
 
-from uss_stream._extras import require
+from uss_stream.core.extras import require
 
 from .base import (
     Admin,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from uss_stream._extras import require
+from uss_stream.core.extras import require
 
 from .base import (
     Admin,
@@ -185,7 +185,7 @@ class KafkaPythonConsumer(Consumer):
         try:
             fetched = self._consumer.poll(timeout_ms=int(timeout * 1000), max_records=max_records)
         except Exception as error:
-            from ..undecodable import undecodable_batch
+            from .undecodable import undecodable_batch
 
             batch = undecodable_batch(error)
             if batch is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from uss_stream_kafka.config import librdkafka_property
+from uss_stream_kafka.clients.config import librdkafka_property
 
 __all__ = ["kafka_python_name", "librdkafka_config"]
 

@@ -1,0 +1,525 @@
+"""``uss-stream kafka ...``: run the decision service, create its topics, stream the demo events.
+
+Every option of every subcommand is a setting of :class:`~uss_stream_kafka.cli.settings.KafkaSettings`,
+added here from its one table (:data:`~uss_stream_kafka.cli.settings.SETTINGS`): ``--foo-bar`` falls back
+to the variable ``USS_KAFKA_FOO_BAR`` (named in ``--help``, listed in :data:`ENVIRONMENT`), the
+variable to the default. Secrets (SASL and SSL key passwords) are best passed by environment only.
+
+::
+
+    uss-stream kafka create-topics --bootstrap-servers 127.0.0.1:9092 --input-topic IN \\
+        --output-topic OUT --dlq-topic DLQ --state-topic STATE --partitions 3
+    uss-stream kafka run --bootstrap-servers 127.0.0.1:9092 --input-topic IN --output-topic OUT \\
+        --dlq-topic DLQ --state-topic STATE --group-id G --stage-costs 0,0.15,0.2
+    uss-stream kafka demo-producer --bootstrap-servers 127.0.0.1:9092 --input-topic IN --events 10000
+    uss-stream kafka status --bootstrap-servers 127.0.0.1:9092 --state-topic STATE --group-id G [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import faulthandler
+import functools
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from uss_stream_kafka.cli.exit_codes import StartupInterrupted, one_line_errors
+from uss_stream_kafka.cli.settings import (
+    SETTINGS,
+    KafkaSettings,
+    Setting,
+    default,
+    deprecated,
+    env_name,
+)
+
+__all__ = ["ENVIRONMENT", "LEGACY_ENVIRONMENT", "env_name", "register"]
+
+#: Environment variable of each setting, by ``argparse`` destination (the naming rule, :func:`env_name`).
+ENVIRONMENT: dict[str, str] = {item.name: item.env for item in SETTINGS}
+
+#: Deprecated variables still read (with a warning) when the ruled one is not set, by destination.
+LEGACY_ENVIRONMENT: dict[str, tuple[str, ...]] = {
+    item.name: (*(env_name(alias) for alias in item.aliases), *filter(None, [item.legacy_env]))
+    for item in SETTINGS
+    if item.aliases or item.legacy_env
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``kafka`` command and its subcommands."""
+    parser = subparsers.add_parser(
+        "kafka",
+        help="Kafka decision service: run it, create its topics, stream demo events",
+        description="Consume events from Kafka, decide each event's depth, produce the decisions.",
+    )
+    commands = parser.add_subparsers(dest="kafka_command", required=True, metavar="SUBCOMMAND")
+    _add_run(commands)
+    _add_create_topics(commands)
+    _add_demo_producer(commands)
+    add_orchestrate(commands)
+    _add_status(commands)
+
+
+# -- options, from the settings table ---------------------------------------------------------------
+class _EnvText(str):
+    """The text of a variable, as an argparse default: converted (and checked) like a flag's text."""
+
+    source: str
+    old: bool
+
+
+def _environment(item: Setting, command: str) -> _EnvText | None:
+    """The text of the setting's variable; else of a deprecated one (aliases' variables, legacy)."""
+    olds = [env_name(alias) for alias, commands in item.aliases.items() if command in commands]
+    for name in [item.env, *olds, *filter(None, [item.legacy_env])]:
+        raw = os.environ.get(name)
+        if raw:
+            text = _EnvText(raw)
+            text.source, text.old = name, name != item.env
+            return text
+    return None
+
+
+def _typed(item: Setting) -> Callable[[str], Any]:
+    """argparse ``type`` of a setting: its conversion; an error names the variable it came from."""
+
+    def convert(text: str) -> Any:
+        if isinstance(text, _EnvText) and text.old:
+            deprecated(text.source, item)
+        try:
+            if item.choices is not None and text not in item.choices:
+                raise ValueError(f"must be one of {', '.join(item.choices)}, got {text!r}")
+            return item.convert(str(text))
+        except ValueError as error:
+            origin = f"from {text.source}" if isinstance(text, _EnvText) else f"env {item.env}"
+            raise argparse.ArgumentTypeError(f"{error} ({origin})") from None
+
+    convert.__name__ = item.name
+    return convert
+
+
+class _Deprecated(argparse.Action):
+    """A deprecated spelling of a flag (its setting is ``const``): stores the value and warns."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        deprecated(str(option_string), self.const)
+        setattr(namespace, self.dest, values)
+
+
+class _Append(argparse.Action):
+    """A repeatable flag; the flags replace the variable's items (a flag wins over its variable)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        current = getattr(namespace, self.dest)
+        items = [] if current is self.default else list(current)
+        setattr(namespace, self.dest, [*items, values])
+
+
+def add_settings(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the options of every setting ``command`` takes, in their ``--help`` sections."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for item in SETTINGS:
+        if command in item.commands:
+            if item.group not in groups:
+                groups[item.group] = parser.add_argument_group(item.group)
+            _add_setting(groups[item.group], item, command)
+
+
+def _add_setting(group: argparse._ArgumentGroup, item: Setting, command: str) -> None:
+    value = default(item.name, command)
+    text = _environment(item, command)
+    shown = f" (default {value})" if value not in (None, (), False) else ""
+    choices = f": {', '.join(item.choices)}" if item.choices else ""
+    help = f"{item.help}{choices}{shown} [env {item.env}]"
+    aliases = [alias for alias, commands in item.aliases.items() if command in commands]
+    if item.kind == "switch":
+        on = value if text is None else _parsed(item, text)
+        group.add_argument(item.flag, dest=item.name, action="store_true", default=on, help=help)
+    elif item.kind == "list":
+        items = [] if text is None else _parsed(item, text)
+        group.add_argument(
+            item.flag, dest=item.name, action=_Append, default=items, metavar="KEY=VALUE", help=help
+        )
+    else:
+        group.add_argument(
+            item.flag,
+            dest=item.name,
+            type=_typed(item),
+            default=value if text is None else text,
+            required=command in item.required and text is None and not aliases,
+            metavar=item.name.upper() if item.choices is None else "{" + ",".join(item.choices) + "}",
+            help=help,
+        )
+        for alias in aliases:
+            group.add_argument(
+                alias,
+                dest=item.name,
+                type=_typed(item),
+                action=_Deprecated,
+                const=item,
+                default=argparse.SUPPRESS,
+                help=argparse.SUPPRESS,
+            )
+
+
+def _parsed(item: Setting, text: _EnvText) -> Any:
+    """A switch's or a list's variable, converted; the text itself if wrong (the settings refuse it)."""
+    if text.old:
+        deprecated(text.source, item)
+    try:
+        return list(item.convert(str(text))) if item.kind == "list" else item.convert(str(text))
+    except ValueError:
+        return str(text)
+
+
+def _setup_logging(level: str) -> None:
+    """The service's log on stderr, and every thread's stack on stderr at ``SIGUSR1``.
+
+    The stacks (:mod:`faulthandler`, written without the interpreter's help, so a blocked main
+    thread does not stop them) show where a service that looks stuck waits; the service goes on.
+    """
+    logging.basicConfig(
+        level=getattr(logging, level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # The libraries' own logs: kafka-python's at WARNING, and the Schema Registry client's HTTP
+    # requests (httpx2, one line per request, INFO) too, unless DEBUG.
+    for library in ("kafka", "httpx2", "httpx"):
+        logging.getLogger(library).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    if hasattr(signal, "SIGUSR1"):  # POSIX
+        # A stderr without a file descriptor (a command called in-process with stderr captured)
+        # cannot take the dumps, and the command must still run.
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
+# -- run -------------------------------------------------------------------------------------------
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="run the decision service",
+        description="Consume events, decide each event's depth (--policy), produce decisions; "
+        "dead-letter invalid events; checkpoint the learners to the compacted state topic.",
+    )
+    add_settings(parser, "run")
+    parser.set_defaults(handler=run)
+
+
+@one_line_errors("run")
+def run(args: argparse.Namespace) -> int:
+    """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop.
+
+    Startup and configuration errors print one line and exit with the codes of
+    :mod:`uss_stream_kafka.cli.exit_codes`.
+    """
+    from uss_stream_kafka.processing.processors import FeaturesProcessor, OutputsProcessor
+    from uss_stream_kafka.runtime.app import Application
+    from uss_stream_kafka.runtime.startup import freeze_startup_heap
+
+    settings = KafkaSettings.from_args(args)
+    _setup_logging(settings.log_level)
+    if settings.mode == "outputs":
+        codec = functools.partial(
+            settings.payload_format().outputs_codec,
+            input_topic=settings.input_topic,
+            output_topic=settings.output_topic,
+        )
+        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec(), codec=codec)
+    else:
+        processor = FeaturesProcessor(settings.cascade_factory)
+    client = settings.client_config()
+    if not _security_checked(client):
+        return 7
+    app = Application(
+        client,
+        group_id=settings.group_id,
+        topics=_topics(settings),
+        commit_interval=settings.commit_interval,
+        commit_every=settings.commit_every,
+        checkpoint_interval=settings.checkpoint_interval,
+        checkpoint_every=settings.checkpoint_every,
+        max_input_bytes=settings.max_input_bytes,
+        max_poll_records=settings.max_poll_records,
+        auto_offset_reset=settings.auto_offset_reset,
+        group_instance_id=settings.group_instance_id,
+        guarantee=settings.guarantee,
+        shared_learning=settings.shared_learning,
+        rebuild_models=not settings.no_rebuild_models,
+        relearn_max_labels=settings.relearn_max_labels,
+        exit_when_idle=settings.exit_when_idle,
+        consumer_options=settings.consumer_options(),
+        producer_options=settings.producer_options(),
+        http_host=settings.metrics_host,
+        http_port=None if settings.metrics_port < 0 else settings.metrics_port,
+        client_library=settings.client,
+        propagate_headers=settings.propagate_header,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
+        logging.getLogger("uss_stream_kafka").info(
+            "%s: finishing the batch, then stopping", signal.Signals(signum).name
+        )
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    logging.getLogger("uss_stream_kafka").info("starting: connecting to %s", settings.bootstrap_servers)
+    freeze_startup_heap()
+    try:
+        summary = app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    dead = sum(summary.dead_letters.values())
+    print(
+        f"kafka run: {summary.events} events, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {dead} dead letters, {summary.replayed} replayed, "
+        f"{summary.checkpoints} checkpoints, {summary.commits} commits in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _topics(settings: KafkaSettings) -> Any:
+    from uss_stream_kafka.clients.topics import Topics
+
+    return Topics(
+        input=settings.input_topic,
+        output=settings.output_topic,
+        dead_letter=settings.dlq_topic,
+        state=settings.state_topic,
+        labels=settings.labels_topic,
+    )
+
+
+def _security_checked(client: Any) -> bool:
+    """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
+    from uss_stream_kafka.clients.security import SecurityCheckError, check_security
+
+    try:
+        check_security(client)
+    except SecurityCheckError as error:
+        print(f"uss-stream kafka run: error: {error}", file=sys.stderr)
+        return False
+    return True
+
+
+# -- orchestrate -----------------------------------------------------------------------------------
+def add_orchestrate(commands: argparse._SubParsersAction) -> None:
+    """Add ``orchestrate``: the same settings as ``run`` where they mean the same thing."""
+    parser = commands.add_parser(
+        "orchestrate",
+        help="orchestration mode: decide requests now, learn from the sensors' later reports",
+        description="Consume requests (--input-topic), produce decisions (depth, stages, cost) to "
+        "--output-topic, join the sensors' reports (--reports-topic, co-partitioned with the requests "
+        "by id) to the pending decisions by id.",
+    )
+    add_settings(parser, "orchestrate")
+    parser.set_defaults(handler=orchestrate)
+
+
+@one_line_errors("orchestrate")
+def orchestrate(args: argparse.Namespace) -> int:
+    """``uss-stream kafka orchestrate``: the runtime with an orchestration processor.
+
+    See ``docs/orchestration.md``; errors print one line, as :func:`run`'s.
+    """
+    from uss_stream_kafka.processing.orchestration import (
+        OrchestrationProcessor,
+        OrchestrationSummary,
+        OrchestrationTopics,
+    )
+    from uss_stream_kafka.runtime.app import Application
+    from uss_stream_kafka.runtime.startup import freeze_startup_heap
+
+    settings = KafkaSettings.from_args(args)
+    _setup_logging(settings.log_level)
+    processor = OrchestrationProcessor(
+        settings.stage_costs,
+        stage_names=settings.stage_names,
+        policy=settings.policy_spec(),
+        max_age_decisions=settings.max_age_decisions,
+        max_age_seconds=settings.max_age_seconds,
+    )
+    topics = OrchestrationTopics(
+        settings.input_topic,
+        settings.reports_topic,
+        settings.output_topic,
+        settings.dlq_topic,
+        settings.state_topic,
+    )
+    client = settings.client_config()
+    if not _security_checked(client):
+        return 7
+    app = Application(
+        client,
+        group_id=settings.group_id,
+        topics=topics.as_topics(),
+        # Commits only at the checkpoints: both cover the same offsets of both topics.
+        commit_interval=float("inf"),
+        checkpoint_interval=settings.checkpoint_interval,
+        checkpoint_every=settings.checkpoint_every,
+        max_input_bytes=settings.max_input_bytes,
+        max_poll_records=settings.max_poll_records,
+        auto_offset_reset=settings.auto_offset_reset,
+        group_instance_id=settings.group_instance_id,
+        guarantee=settings.guarantee,
+        exit_when_idle=settings.exit_when_idle,
+        consumer_options=settings.consumer_options(),
+        # A decision is awaited: linger 2 ms rather than the throughput default.
+        producer_options={"linger_ms": 2, **settings.producer_options()},
+        http_host=settings.metrics_host,
+        http_port=None if settings.metrics_port < 0 else settings.metrics_port,
+        client_library=settings.client,
+        propagate_headers=settings.propagate_header,
+    )
+
+    def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    freeze_startup_heap()
+    try:
+        app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    summary = OrchestrationSummary.of(app)
+    dead = {reason: n for reason, n in summary.dead_letters.items() if n}
+    print(
+        f"kafka orchestrate: {summary.requests} requests, {summary.decisions} decisions "
+        f"(depths {summary.depth_counts}), {summary.reports} reports, {summary.applied} applied, "
+        f"{summary.pending} pending, {summary.expired} expired, dead letters {dead}, "
+        f"{summary.checkpoints} checkpoints in {summary.seconds:.1f}s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- create-topics ---------------------------------------------------------------------------------
+def _add_create_topics(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "create-topics",
+        help="create the input, output, dead-letter (and labels) topics and the compacted state topic",
+    )
+    add_settings(parser, "create-topics")
+    parser.set_defaults(handler=create_topics_command)
+
+
+@one_line_errors("create-topics")
+def create_topics_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
+    from uss_stream_kafka import clients
+    from uss_stream_kafka.clients.security import check_security
+    from uss_stream_kafka.clients.topics import create_topics
+
+    settings = KafkaSettings.from_args(args)
+    topics = _topics(settings)
+    check_security(settings.client_config())  # TLS and SASL in one round trip, before the admin's retries
+    admin = clients.admin(settings.client, **settings.client_config().kafka_kwargs("admin"))
+    try:
+        outcome = create_topics(
+            admin,
+            topics,
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+            state_partitions=settings.state_partitions,
+        )
+    finally:
+        admin.close()
+    for name in topics.all():
+        print(f"{name}: {outcome[name]}")
+    return 0
+
+
+# -- demo-producer ---------------------------------------------------------------------------------
+def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "demo-producer",
+        help="stream the bundled PIMA events (stage outputs or features)",
+        description="Stream PIMA diabetes events. Outputs mode: the per-stage predictions of a "
+        "three-stage cascade trained offline (scikit-learn logistic regressions on growing, "
+        "cost-ordered feature subsets). Features mode: the features (and labels to --labels-topic).",
+    )
+    add_settings(parser, "demo-producer")
+    parser.set_defaults(handler=demo_producer_command)
+
+
+@one_line_errors("demo-producer")
+def demo_producer_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka demo-producer``."""
+    from uss_stream_kafka import clients
+    from uss_stream_kafka.cli.demo import pima_stage_costs, produce_demo
+
+    settings = KafkaSettings.from_args(args)
+    _setup_logging(settings.log_level)
+    producer = clients.producer(
+        settings.client, **settings.client_config().kafka_kwargs("demo-producer"), linger_ms=10
+    )
+    try:
+        sent = produce_demo(
+            producer,
+            settings.input_topic,
+            mode=settings.mode,
+            events=settings.events,
+            rate=settings.rate,
+            labels_topic=settings.labels_topic,
+            seed=settings.seed,
+        )
+    finally:
+        producer.close()
+    costs = ",".join(f"{c:.4g}" for c in pima_stage_costs())
+    print(
+        f"demo-producer: {sent} {settings.mode} events to {settings.input_topic} (PIMA stage costs {costs})",
+        file=sys.stderr,
+    )
+    return 0
+
+
+# -- status ----------------------------------------------------------------------------------------
+def _add_status(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "status",
+        help="what a group's learners have learned, from its last checkpoints in the state topic",
+        description="Per input partition with a checkpoint of --group-id in --state-topic: round, depth "
+        "mix, the depth it would choose now, disagreement rates, WD verdict, labels, pending decisions, "
+        "checkpoint age (docs/metrics.md). Works while the service runs and after it stopped; exits 5 "
+        "when the group has no checkpoint.",
+    )
+    add_settings(parser, "status")
+    parser.set_defaults(handler=status_command)
+
+
+@one_line_errors("status")
+def status_command(args: argparse.Namespace) -> int:
+    """``uss-stream kafka status``: a table (or ``--json``) on stdout; 5 without a checkpoint."""
+    import json
+
+    from uss_stream_kafka.cli.exit_codes import EXIT_CODES
+    from uss_stream_kafka.operations.status import format_table, group_status
+
+    settings = KafkaSettings.from_args(args)
+    rows = group_status(settings.client_config(), settings.state_topic, settings.group_id, settings.client)
+    if settings.json:
+        document = {"group_id": settings.group_id, "state_topic": settings.state_topic, "partitions": rows}
+        print(json.dumps(document, indent=2))
+    elif rows:
+        print(format_table(rows))
+    if not rows:
+        print(
+            f"uss-stream kafka status: group {settings.group_id!r} has no checkpoint in state topic "
+            f"{settings.state_topic!r} (not started yet, nothing checkpointed yet, or another state topic)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES["checkpoint"]
+    return 0

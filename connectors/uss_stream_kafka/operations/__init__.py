@@ -1,0 +1,1 @@
+"""Operations: Prometheus metrics and the health endpoint."""

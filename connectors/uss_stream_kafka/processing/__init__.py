@@ -1,0 +1,1 @@
+"""Per-batch processing: processors, event codecs, orchestration, dead letters."""

@@ -1,0 +1,1 @@
+"""The service's runtime: the application, commits and checkpoints, recovery, dispatch."""

@@ -1,0 +1,94 @@
+"""The client seam without a broker: choosing a client, the missing extra, settings translation."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from uss_stream_kafka import clients
+
+
+def test_an_unknown_client_is_refused_by_name():
+    with pytest.raises(
+        ValueError, match="client: must be one of auto, kafka-python, confluent, got 'rdkafka'"
+    ):
+        clients.consumer("rdkafka", bootstrap_servers="127.0.0.1:1")
+
+
+@pytest.mark.parametrize("make", [clients.consumer, clients.producer, clients.admin])
+def test_the_missing_confluent_extra_is_named(make, monkeypatch):
+    for name in [m for m in sys.modules if m == "confluent_kafka" or m.startswith("confluent_kafka.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)  # import fails: as if not installed
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'uss-stream\[confluent\]'"):
+        make("confluent", bootstrap_servers="127.0.0.1:1")
+
+
+def test_settings_are_translated_for_librdkafka():
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    from uss_stream_kafka.clients.librdkafka_config import librdkafka_config
+
+    config = librdkafka_config(
+        {
+            "bootstrap_servers": ["a:1", "b:2"],
+            "group_id": "g",
+            "isolation_level": "read_committed",
+            "partition_assignment_strategy": [RangePartitionAssignor()],
+            "acks": -1,
+            "compression_type": None,
+            "ssl_check_hostname": False,
+            "buffer_memory": 32 * 1024 * 1024,
+            "enable.partition.eof": False,
+        }
+    )
+    assert config == {
+        "bootstrap.servers": "a:1,b:2",
+        "group.id": "g",
+        "isolation.level": "read_committed",
+        "partition.assignment.strategy": "range",
+        "acks": "all",
+        "ssl.endpoint.identification.algorithm": "none",
+        "queue.buffering.max.kbytes": "32768",
+        "enable.partition.eof": False,
+    }
+    with pytest.raises(ValueError, match="'api_version' has no librdkafka equivalent"):
+        librdkafka_config({"api_version": (4, 0)})
+
+
+@pytest.mark.filterwarnings("ignore:Producer abort_transaction failed during close:RuntimeWarning")
+def test_unreachable_brokers_are_a_retriable_error():
+    """Nothing listens on port 1: kafka-python cannot bootstrap, librdkafka's first request times out."""
+    with pytest.raises(clients.ClientError, match="Unable to bootstrap") as caught:
+        clients.producer("kafka-python", bootstrap_servers="127.0.0.1:1", bootstrap_timeout_ms=500)
+    assert caught.value.retriable and caught.value.timeout and not caught.value.fatal
+
+    producer = clients.producer(
+        "confluent", bootstrap_servers="127.0.0.1:1", transactional_id="t-unreachable"
+    )
+    with pytest.raises(clients.ClientError) as caught:
+        producer.init_transactions(1.0)
+    assert caught.value.timeout and caught.value.retriable and not caught.value.fatal
+    producer.close(0)
+
+
+@pytest.mark.parametrize(
+    "name",
+    # Kafka's retriable coordinator errors (RetriableException in the Java client) and librdkafka's
+    # "waiting for coordinator": a commit right after a broker restart meets them.
+    ["_WAIT_COORD", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"],
+)
+def test_a_coordinator_not_found_yet_is_retriable_on_confluent(name):
+    ck = pytest.importorskip("confluent_kafka")
+    from uss_stream_kafka.clients.confluent import _error
+
+    error = _error(ck.KafkaException(ck.KafkaError(getattr(ck.KafkaError, name))), "commit")
+    assert error.retriable and not error.fatal and error.name == name
+
+
+def test_a_fenced_producer_is_not_retriable_on_confluent():
+    ck = pytest.importorskip("confluent_kafka")
+    from uss_stream_kafka.clients.confluent import _error
+
+    assert not _error(ck.KafkaException(ck.KafkaError(ck.KafkaError._FENCED)), "commit").retriable

@@ -1,0 +1,36 @@
+"""Refused at start with one clear error: a cascade factory that raises or exits, a restart of
+``kafka run`` with other stage costs than its checkpoints."""
+
+from __future__ import annotations
+
+import pytest
+
+from uss_stream_kafka.cli.exit_codes import exit_code
+from uss_stream_kafka.processing.processors import FeaturesProcessor, OutputsProcessor
+
+
+def _raising():
+    raise RuntimeError("no model file")
+
+
+def _exiting():
+    raise SystemExit(0)
+
+
+@pytest.mark.parametrize(
+    ("factory", "cause"), [(_raising, "RuntimeError: no model file"), (_exiting, "SystemExit")]
+)
+def test_a_cascade_factory_that_raises_or_exits_is_a_configuration_error(factory, cause):
+    with pytest.raises(ValueError, match=r"cascade factory .* failed") as caught:
+        FeaturesProcessor(factory)
+    assert cause in str(caught.value)
+    assert exit_code(caught.value) == 2  # one line and the configuration code, never 0 nor a traceback
+
+
+def test_a_restart_of_kafka_run_with_other_stage_costs_is_refused():
+    written = OutputsProcessor([0.0, 0.15, 0.2], alpha=0.51).describe()
+    OutputsProcessor([0.0, 0.15, 0.2], alpha=0.51).check_checkpoint(written)  # the same: restored
+    with pytest.raises(
+        ValueError, match=r"stage costs \[0.0, 0.15, 0.2\], the service has \[0.0, 0.15, 0.25\]"
+    ):
+        OutputsProcessor([0.0, 0.15, 0.25], alpha=0.51).check_checkpoint(written)

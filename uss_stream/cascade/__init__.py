@@ -1,0 +1,1 @@
+"""The River side: the cascade classifier, its stages, summaries and feature costs."""

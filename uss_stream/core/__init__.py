@@ -1,0 +1,1 @@
+"""Counts and checks: disagreement statistics, forgetting, instances, argument validation."""

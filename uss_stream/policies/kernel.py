@@ -1,0 +1,487 @@
+"""The simulation kernel: the decision loop that the replay and the service's batch decider share.
+
+Every simulator of the package steps a policy through many rounds of one or many streams and asks it
+for its decisions through :meth:`~uss_stream.policies.base.Policy.decide_many`. The kernel holds the
+one pair order (:func:`pair_order`), the one layout of the counts of many streams (:class:`Counts`:
+one row per count, the stream index innermost, decided on with :meth:`Counts.decide` and advanced
+by :class:`Reveal` steps through :meth:`Counts.record`) and the speculative, discount-aware loop
+(:func:`speculate`): the replay runs it from zero counts, ``uss_stream.policies.batch`` from a live
+policy's counts (:meth:`Counts.of_stats`, handed back with
+:meth:`~uss_stream.policies.base.Policy.load_stats`, no JSON round trip), and the per-round loops
+of :mod:`uss_stream.replay.delayed` and :mod:`uss_stream.replay.shared` keep their counts in
+:class:`Counts`, decide through :meth:`Counts.decide` and learn through :meth:`Counts.record`, with
+or without a discount.
+
+How :func:`speculate` steps: each step takes the ``A`` unfinished repetitions and a window of ``B``
+rounds (the same for all; it grows while nearly all speculations hold and shrinks when many fail). A
+repetition whose speculation fails after ``k > 0`` accepted rounds speculates its old depth again;
+one that fails at once speculates the new depth. The ``A x B`` speculated states are laid out with
+the state index innermost (arrays ``(K, B, A)``, passed to ``decide_many`` as transposed views), so
+every elementwise operation runs over long contiguous loops. Speculated decisions beyond the
+accepted ones are written too and are overwritten when those rounds are decided for real; rounds
+past the horizon write to a spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1}
+= γ·x_k + step_k`` one round of the window at a time (the operations of the streaming statistics),
+instead of cumulative sums.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from uss_stream.core.stats import DisagreementStats
+
+if TYPE_CHECKING:
+    from uss_stream.policies.base import Policy
+
+__all__ = [
+    "FIRST_WINDOW",
+    "MAX_STATES",
+    "MAX_WINDOW",
+    "Counts",
+    "Reveal",
+    "next_window",
+    "pair_order",
+    "speculate",
+]
+
+# Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
+# the speculated states are accepted and halves below 60% (:func:`next_window`); the states per
+# step are capped so that the working set stays in cache. Every speculating simulator uses these.
+FIRST_WINDOW = 8
+MAX_WINDOW = 4096
+MAX_STATES = 1 << 14
+
+
+def next_window(width: int, accepted: float, window: int) -> int:
+    """The next speculation window after a step of ``width`` rounds whose states were
+    ``accepted`` (a share in ``[0, 1]``): doubled above 90%, halved below 60%, else ``window``.
+
+    >>> next_window(8, 0.95, 8), next_window(8, 0.5, 8), next_window(8, 0.7, 8), next_window(4096, 1.0, 4096)
+    (16, 4, 8, 4096)
+    """
+    if accepted > 0.9:
+        return min(2 * width, MAX_WINDOW)
+    if accepted < 0.6:
+        return max(2, width // 2)
+    return window
+
+
+def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stage pairs ``(i, j)``, ``i < j`` (0-based), ordered by ``j`` then ``i``.
+
+    The pairs a depth-``d`` query observes (``j < d``) are then the first ``d(d-1)/2``.
+
+    Examples
+    --------
+    >>> [a.tolist() for a in pair_order(3)]
+    [[0, 0, 1], [1, 2, 2]]
+
+    """
+    upper_i = [i for j in range(n_stages) for i in range(j)]
+    upper_j = [j for j in range(n_stages) for _ in range(j)]
+    return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
+
+
+class Counts:
+    """The counts of ``reps`` independent streams in one ``(width, reps)`` array, stream index innermost.
+
+    Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
+    :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
+    counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
+    adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
+    Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
+
+    Examples
+    --------
+    >>> from uss_stream.core.stats import DisagreementStats
+    >>> stats = DisagreementStats(3)
+    >>> stats.record([0, 1, 1])
+    >>> stats.decisions = 1
+    >>> counts = Counts.of_stats(stats)
+    >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
+    [1, 1, 1, 1, 1, 0]
+    >>> counts.to_stats(0, discount=None) == stats
+    True
+    """
+
+    def __init__(
+        self, n_stages: int, rounds: np.ndarray, values: np.ndarray, *, errors: bool = False
+    ) -> None:
+        self.n_stages = n_stages
+        self.n_pairs = n_stages * (n_stages - 1) // 2
+        self.rounds = rounds
+        self.values = values
+        self.has_errors = errors
+        self._matrix = np.zeros((n_stages, n_stages, 0), dtype=values.dtype)
+
+    @property
+    def queried(self) -> np.ndarray:
+        """``(K, reps)`` counts ``n_j``."""
+        return self.values[: self.n_stages]
+
+    @property
+    def disagreements(self) -> np.ndarray:
+        """``(P, reps)`` counts ``D_ij``, pairs in :func:`pair_order`."""
+        return self.values[self.n_stages : self.n_stages + self.n_pairs]
+
+    @property
+    def errors(self) -> np.ndarray | None:
+        """``(K, reps)`` error counts, or ``None`` for counts without labels."""
+        return self.values[self.n_stages + self.n_pairs :] if self.has_errors else None
+
+    @staticmethod
+    def width(n_stages: int, *, errors: bool = False) -> int:
+        """Rows of :attr:`values`: ``K + P``, plus ``K`` with error counts."""
+        return n_stages + n_stages * (n_stages - 1) // 2 + (n_stages if errors else 0)
+
+    @classmethod
+    def zeros(cls, n_stages: int, reps: int, *, discount: float | None, errors: bool = False) -> Counts:
+        """Zero counts (round 0) for ``reps`` streams."""
+        dtype = np.int64 if discount is None else np.float64
+        values = np.zeros((cls.width(n_stages, errors=errors), reps), dtype=dtype)
+        return cls(n_stages, np.zeros(reps, dtype=np.int64), values, errors=errors)
+
+    @classmethod
+    def of_stats(cls, stats: DisagreementStats) -> Counts:
+        """One stream starting from ``stats`` (a policy's :attr:`~uss_stream.policies.base.Policy.stats`)."""
+        counts = cls.zeros(stats.n_stages, 1, discount=stats.discount)
+        upper_i, upper_j = pair_order(stats.n_stages)
+        matrix = np.array(stats.disagreements, dtype=counts.values.dtype).reshape(stats.n_stages, -1)
+        counts.rounds[0] = stats.decisions
+        counts.queried[:, 0] = stats.queried
+        counts.disagreements[:, 0] = matrix[upper_i, upper_j]
+        return counts
+
+    def to_stats(self, stream: int, *, discount: float | None) -> DisagreementStats:
+        """Stream ``stream``'s counts as a :class:`~uss_stream.core.stats.DisagreementStats`."""
+        stats = DisagreementStats(self.n_stages, discount=discount)
+        upper_i, upper_j = pair_order(self.n_stages)
+        matrix = np.zeros((self.n_stages, self.n_stages), dtype=self.values.dtype)
+        matrix[upper_i, upper_j] = self.disagreements[:, stream]
+        stats.decisions = int(self.rounds[stream])
+        stats.queried = self.queried[:, stream].tolist()
+        stats.disagreements = matrix.tolist()
+        return stats
+
+    def check(self, n_stages: int, reps: int, *, discount: float | None, errors: bool) -> None:
+        """Raise ``ValueError`` unless these are counts of ``reps`` streams of a ``K``-stage policy."""
+        shape = (self.width(n_stages, errors=errors), reps)
+        if self.n_stages != n_stages or self.has_errors != errors or self.values.shape != shape:
+            raise ValueError(
+                f"counts must be {shape[0]} x {reps} (K = {n_stages}, error counts: {errors}), got "
+                f"{self.values.shape[0]} x {self.values.shape[1]} (K = {self.n_stages}, "
+                f"error counts: {self.has_errors})"
+            )
+        if self.rounds.shape != (reps,):
+            raise ValueError(f"counts.rounds must have shape ({reps},), got {self.rounds.shape}")
+        dtype = np.int64 if discount is None else np.float64
+        if self.values.dtype != dtype:
+            raise ValueError(f"counts must be {np.dtype(dtype)} for discount={discount!r}")
+
+    def record(self, step: np.ndarray, *, discount: float | None, columns: np.ndarray | None = None) -> None:
+        """Count one more round on every stream, or on the streams ``columns``: the vectorised
+        :meth:`~uss_stream.core.stats.DisagreementStats.record`.
+
+        ``step`` holds one row of :class:`Reveal` indicators per stream (``(len(columns), width)``).
+        Plain counts add it (so the sum of several rounds' steps records them all at once); with
+        a discount ``γ`` every count of the stream becomes ``γ·x + step``, the floating-point
+        operations of the streaming statistics.
+
+        Examples
+        --------
+        >>> counts = Counts.zeros(2, 2, discount=0.5)
+        >>> counts.record(np.array([[1, 1, 1], [1, 0, 0]]), discount=0.5)
+        >>> counts.record(np.array([[1, 0, 0]]), discount=0.5, columns=np.array([0]))
+        >>> counts.values.T.tolist()  # stream 0 recorded twice, stream 1 once
+        [[1.5, 0.5, 0.5], [1.0, 0.0, 0.0]]
+        """
+        if columns is None:
+            if discount is None:
+                self.values += step.T
+            else:
+                self.values *= discount
+                self.values += step.T
+        elif discount is None:
+            self.values[:, columns] += step.T
+        else:
+            self.values[:, columns] = discount * self.values[:, columns] + step.T
+
+    def decide(self, policy: Policy, rounds: np.ndarray, *, streams: np.ndarray | None = None) -> np.ndarray:
+        """``policy.decide_many`` on every stream's counts, through views of this layout.
+
+        Only the ``K x K`` matrix of ``D_ij`` the policies read is filled (a reused buffer).
+        """
+        reps = self.values.shape[1]
+        if self._matrix.shape[2] != reps:
+            self._matrix = np.zeros((self.n_stages, self.n_stages, reps), dtype=self.values.dtype)
+        upper_i, upper_j = pair_order(self.n_stages)
+        self._matrix[upper_i, upper_j] = self.disagreements
+        errors = self.errors
+        return policy.decide_many(
+            rounds,
+            self.queried.T,
+            self._matrix.transpose(2, 0, 1),
+            None if errors is None else errors.T,
+            streams=streams,
+        )
+
+
+class Reveal:
+    """What querying a log row to depth ``d`` adds to the counts, as a vector of :class:`Counts` rows.
+
+    Parameters
+    ----------
+    n_stages
+        ``K``.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs in :func:`pair_order`.
+    wrong
+        ``N x K`` 0/1 error indicators, for counts with errors; else ``None``.
+
+    Examples
+    --------
+    >>> reveal = Reveal(3, np.array([[1, 1, 0]]))
+    >>> reveal.step(np.array([0, 0]), np.array([1, 2])).tolist()  # n_1..n_3, D_01, D_02, D_12
+    [[1, 0, 0, 0, 0, 0], [1, 1, 0, 1, 0, 0]]
+    """
+
+    def __init__(self, n_stages: int, pairs: np.ndarray, wrong: np.ndarray | None = None) -> None:
+        n_pairs = n_stages * (n_stages - 1) // 2
+        width = Counts.width(n_stages, errors=wrong is not None)
+        _, upper_j = pair_order(n_stages)
+        self.full = np.zeros((len(pairs), width), dtype=np.int8)  # all K stages queried
+        self.full[:, :n_stages] = 1
+        self.full[:, n_stages : n_stages + n_pairs] = pairs[:, :n_pairs]
+        self.seen = np.zeros((n_stages + 1, width), dtype=np.int8)  # what depth d reveals
+        for depth in range(1, n_stages + 1):
+            self.seen[depth, :n_stages] = np.arange(n_stages) < depth
+            self.seen[depth, n_stages : n_stages + n_pairs] = upper_j < depth
+        if wrong is not None:
+            self.full[:, n_stages + n_pairs :] = wrong[:, :n_stages]
+            self.seen[:, n_stages + n_pairs :] = self.seen[:, :n_stages]
+
+    def step(self, rows: np.ndarray, depths: np.ndarray) -> np.ndarray:
+        """``(len(rows), width)`` int8: the counts each row adds when queried to its depth."""
+        step = self.full.take(rows, axis=0)
+        step &= self.seen.take(depths, axis=0)
+        return step
+
+
+def speculate(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None = None,
+    on_progress: Callable[[int], Any] | None = None,
+    *,
+    streams: np.ndarray | None = None,
+    counts_of: Counts | None = None,
+    guess: int | None = None,
+    window: int | None = None,
+) -> np.ndarray:
+    """The ``(reps, horizon)`` depths ``policy`` chooses on each repetition's rows.
+
+    Parameters
+    ----------
+    policy
+        Evaluated through :meth:`~uss_stream.policies.base.Policy.decide_many` only; its own counts
+        are not used. Its ``discount`` (if any) is applied to the counts as the streaming
+        statistics do.
+    rows
+        ``(reps, horizon)`` indices into the log.
+    pairs
+        ``N x P`` 0/1 disagreement indicators of the log's rows, pairs ordered as
+        :func:`pair_order` (``P = K(K-1)/2``).
+    wrong
+        ``N x K`` 0/1 error indicators, for policies that learn from labels; else ``None``.
+    on_progress
+        Called with the number of rounds decided at each step.
+    streams
+        ``reps`` ``uint64`` stream keys for a randomised policy (:meth:`~Policy.stream_keys`),
+        passed to ``decide_many(..., streams=...)`` for the states of each repetition; ``None``
+        for deterministic policies.
+    counts_of
+        The counts each repetition starts from (default: zero counts at round 0); updated in place
+        to the counts after the last row.
+    guess
+        The depth speculated first (default ``K``); only speed depends on it.
+    window
+        The rounds speculated by the first step (default 8); only speed depends on it. A caller
+        continuing a stream whose decisions were stable may start wider than the default.
+
+    Notes
+    -----
+    See the module docstring for how the steps speculate.
+
+    """
+    reps, horizon = rows.shape
+    n_stages = policy.n_stages
+    n_pairs = n_stages * (n_stages - 1) // 2
+    planes = (
+        np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8),
+        None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8),
+    )
+    rows_flat, spare = rows.ravel(), reps * horizon
+    gamma = policy.discount
+    count_type = np.int64 if gamma is None else np.float64
+    if counts_of is None:
+        counts_of = Counts.zeros(n_stages, reps, discount=gamma, errors=wrong is not None)
+    counts_of.check(n_stages, reps, discount=gamma, errors=wrong is not None)
+    first_round = counts_of.rounds
+    t = np.ones(reps, dtype=np.int64)  # 1 + the rounds of `rows` decided so far
+    guess = np.full(reps, n_stages if guess is None else guess, dtype=np.int64)
+    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
+    counts = np.zeros((n_stages, n_stages, 0), dtype=count_type)
+    active = np.arange(reps)
+    window = FIRST_WINDOW if window is None else max(1, int(window))
+
+    while active.size:
+        n_active = active.size
+        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
+        n_states = n_active * width
+        offset = np.arange(width)[:, None]
+        start = t[active]
+        remaining = horizon - start + 1
+        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
+        row = rows_flat.take(flat, mode="clip")
+        depth = guess[active]
+        state_q, state_d, state_e = _speculated_counts(counts_of, active, row, depth, planes, gamma)
+        if counts.shape[2] < n_states:
+            counts = np.zeros((n_stages, n_stages, n_states), dtype=count_type)
+        keys = None if streams is None else np.tile(streams[active], width)
+        rounds = (first_round[active] + start + offset).ravel()
+        decided = _decide_window(policy, rounds, (state_q, state_d, state_e), counts, keys)
+        depths[flat] = decided
+
+        # Accept up to and including the first round whose decision differs from the guess.
+        first = np.where(decided != depth, offset, width).min(axis=0)
+        last = np.minimum(first, np.minimum(width, remaining) - 1)
+        column = np.arange(n_active)
+        new_depth = decided[last, column]
+        kept = [None if state is None else state[:, last, column] for state in (state_q, state_d, state_e)]
+        _count_round(counts_of, active, row[last, column], new_depth, kept, planes, gamma)
+        advanced = last + 1
+        t[active] += advanced
+        guess[active] = np.where(first == 0, new_depth, depth)
+        window = next_window(width, advanced.sum() / n_states, window)
+        if on_progress is not None:
+            on_progress(int(advanced.sum()))
+        active = active[t[active] <= horizon]
+    counts_of.rounds += horizon
+    return depths[:spare].reshape(reps, horizon)
+
+
+def _decide_window(
+    policy: Policy,
+    rounds: np.ndarray,
+    states: tuple[np.ndarray, np.ndarray, np.ndarray | None],
+    counts: np.ndarray,
+    streams: np.ndarray | None,
+) -> np.ndarray:
+    """``policy.decide_many`` on a window's ``(rows, B, A)`` counts (queried, disagreements per pair,
+    errors), the ``K x K`` disagreement matrices written into the buffer ``counts``; ``B x A`` depths."""
+    state_q, state_d, state_e = states
+    n_stages, width, n_active = state_q.shape
+    n_states = width * n_active
+    upper_i, upper_j = pair_order(n_stages)
+    for p in range(state_d.shape[0]):
+        counts[upper_i[p], upper_j[p], :n_states] = state_d[p].ravel()
+    return policy.decide_many(
+        rounds,
+        state_q.reshape(n_stages, n_states).T,
+        counts[:, :, :n_states].transpose(2, 0, 1),
+        None if state_e is None else state_e.reshape(n_stages, n_states).T,
+        streams=streams,
+    ).reshape(width, n_active)
+
+
+def _speculated_counts(
+    counts_of: Counts,
+    active: np.ndarray,
+    row: np.ndarray,
+    depth: np.ndarray,
+    planes: tuple[np.ndarray, np.ndarray | None],
+    gamma: float | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The counts ``n_j``, ``D_ij`` (and errors) before each round of a window (``(rows, B, A)``
+    arrays), the repetitions ``active`` querying ``depth`` on the window's log rows ``row``
+    (``B x A``) from their counts in ``counts_of``; ``planes``: the log's pair and error indicators,
+    ``gamma``: the discount."""
+    pair_planes, wrong_planes = planes
+    n_pairs = pair_planes.shape[0]
+    n_stages = counts_of.queried.shape[0]
+    width, n_active = row.shape
+    observed = np.arange(n_pairs)[:, None] < _pairs_below(n_stages)[depth - 1]
+    step = np.empty((n_pairs, width, n_active), dtype=np.int8)
+    for p in range(n_pairs):
+        np.multiply(pair_planes[p][row], observed[p], out=step[p])
+    asked = np.arange(n_stages)[:, None] < depth
+    step_e = None
+    if wrong_planes is not None:
+        step_e = np.empty((n_stages, width, n_active), dtype=np.int8)
+        for k in range(n_stages):
+            np.multiply(wrong_planes[k][row], asked[k], out=step_e[k])
+    errors = counts_of.errors
+    if gamma is None:
+        state_d = _before_each(step, counts_of.disagreements[:, active])
+        state_q = counts_of.queried[:, None, active] + np.arange(width)[:, None] * asked[:, None, :]
+        state_e = None if step_e is None else _before_each(step_e, errors[:, active])
+    else:
+        state_d = _discounted_before_each(step, counts_of.disagreements[:, active], gamma)
+        constant = np.broadcast_to(asked[:, None, :].astype(np.int8), (n_stages, width, n_active))
+        state_q = _discounted_before_each(constant, counts_of.queried[:, active], gamma)
+        state_e = None if step_e is None else _discounted_before_each(step_e, errors[:, active], gamma)
+    return state_q, state_d, state_e
+
+
+def _count_round(
+    counts_of: Counts,
+    active: np.ndarray,
+    last_row: np.ndarray,
+    depth: np.ndarray,
+    kept: list[np.ndarray | None],
+    planes: tuple[np.ndarray, np.ndarray | None],
+    gamma: float | None,
+) -> None:
+    """Set the ``active`` repetitions' counts to those after their last accepted round: the counts
+    ``kept`` before it (queried, disagreements, errors; discounted once by ``gamma``), plus that
+    round's log row ``last_row`` queried to ``depth``."""
+    pair_planes, wrong_planes = planes
+    n_stages = counts_of.queried.shape[0]
+    kept_q, kept_d, kept_e = kept
+    if gamma is not None:
+        kept_q, kept_d = gamma * kept_q, gamma * kept_d
+        kept_e = None if kept_e is None else gamma * kept_e
+    asked = np.arange(n_stages)[:, None] < depth
+    observed = np.arange(pair_planes.shape[0])[:, None] < _pairs_below(n_stages)[depth - 1]
+    counts_of.queried[:, active] = kept_q + asked
+    counts_of.disagreements[:, active] = kept_d + pair_planes[:, last_row] * observed
+    if counts_of.errors is not None:
+        counts_of.errors[:, active] = kept_e + wrong_planes[:, last_row] * asked
+
+
+def _pairs_below(n_stages: int) -> np.ndarray:
+    """Per depth ``d = index + 1``, the number of pairs ``(i, j)`` with ``j < d`` (pair order)."""
+    stage = np.arange(n_stages)
+    return stage * (stage + 1) // 2
+
+
+def _before_each(step: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Counts before each round of a window: ``start + step_0 + ... + step_{k-1}`` at offset ``k``."""
+    state = np.cumsum(step, axis=1, dtype=np.int64)
+    state -= step
+    state += start[:, None, :]
+    return state
+
+
+def _discounted_before_each(step: np.ndarray, start: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted counts before each round of a window: ``x_0 = start``, ``x_{k+1} = γ·x_k + step_k``."""
+    state = np.empty(step.shape, dtype=np.float64)
+    state[:, 0] = start
+    for k in range(1, step.shape[1]):
+        np.multiply(state[:, k - 1], gamma, out=state[:, k])
+        state[:, k] += step[:, k - 1]
+    return state

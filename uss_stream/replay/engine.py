@@ -1,0 +1,756 @@
+"""Offline regret replay: run depth-selection policies on a logged cascade, many repetitions at once.
+
+A *log* is an ``N x K`` table of the outputs of all ``K`` stages (cheapest first) for ``N`` past
+events, optionally with their ground-truth labels. Each repetition draws ``horizon`` rows from the
+log (uniformly with replacement, the paper's protocol, or by permutation or in log order) and feeds
+them to a fresh copy of each policy, revealing to the policy only the stages it queries. All
+policies see the same rows. The pseudo-regret of a round at depth ``j`` is
+``Δ_j = c(j) - min_k c(k)`` with ``c(j) = C_j + γ_j`` and ``γ_j`` the error rate of stage ``j`` on
+the whole log (Section 2 of the paper).
+
+The engine is vectorised across repetitions and exact: a policy's decision is a deterministic
+function of the round number and its counts, which :meth:`~uss_stream.policies.base.Policy.decide_many`
+evaluates for many states at once. Each repetition *speculates* that it queries a depth ``d`` for
+its next ``B`` rounds; the counts of all those rounds then follow in closed form (cumulative sums of
+per-row disagreement and error indicators, masked to the stages ``d`` queries), one call evaluates
+every speculated state, and each repetition accepts its rounds up to and including the first whose
+decision differs from ``d`` (that state is still exact). ``d`` is the last depth, except after a
+one-round deviation, when the repetition speculates that it returns to ``d`` (exploration rounds of
+the UCB policies are mostly single). ``B`` adapts to how many speculations hold. The depth
+sequences are identical to those of the streaming ``select``/``update`` loop on the same rows.
+
+Randomised policies (:class:`~uss_stream.policies.USSTS`) draw counter-based random numbers from a
+stream key and the round number, so their decisions are functions of the state too: repetition
+``r`` of a policy template uses the key ``template.stream_keys(reps)[r]`` (for USS-TS with seed
+``s``, ``repetition_key(seed_key(s), r)``), and ``template.for_repetition(r)`` is the streaming
+policy that makes the same decisions. Policies with a ``discount`` (:mod:`uss_stream.core.forgetting`)
+get their discounted counts by the same recursion ``γ·x + indicator`` as the streaming statistics,
+evaluated round by round inside each speculated window.
+
+:func:`replay_piecewise` replays a piecewise-stationary stream: consecutive segments drawn from
+different logs (for instance before and after a stage improved), with the regret of each round
+measured against the optimal depth of its own segment.
+
+Examples
+--------
+>>> import numpy as np
+>>> from uss_stream.datasets.bsc import generate_bsc
+>>> from uss_stream.policies import FixedDepth, USSUCB
+>>> from uss_stream.replay.engine import replay
+>>> outputs, labels = generate_bsc(2000, seed=1)
+>>> costs = [0.0, 0.6, 0.2]  # per-stage: C = (0, 0.6, 0.8), BSC case 1, stage 1 optimal
+>>> result = replay(outputs, labels=labels, horizon=2000, reps=8, seed=0,
+...                 policies={"USS-UCB": USSUCB(costs), "depth 3": FixedDepth(3, costs)})
+>>> result.depths["USS-UCB"].shape, result.cumulative_regret["depth 3"].shape
+((8, 2000), (8, 2000))
+>>> result.summary()[["policy", "regret_mean", "depth_1", "depth_2", "depth_3"]].round(2)
+    policy  regret_mean  depth_1  depth_2  depth_3
+0  USS-UCB        55.05     0.94      0.0     0.06
+1  depth 3       880.00     0.00      0.0     1.00
+
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from uss_stream.core.extras import require
+from uss_stream.core.instances import Instance
+from uss_stream.core.validation import check_stage_costs
+from uss_stream.policies.base import Policy
+from uss_stream.policies.kernel import pair_order, speculate
+from uss_stream.policies.learning_state import verdict_name
+from uss_stream.replay.labelled import LabelledRun, simulate_labelled
+from uss_stream.replay.log import (
+    SAMPLING_MODES,
+    _check_labels_overlap,
+    check_column_kinds,
+    encode_log,
+    sample_rows,
+)
+from uss_stream.replay.memory import check_replay_memory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: At most this many rounds (plus the last) are drawn by :meth:`ReplayResult.plot`.
+PLOT_POINTS = 2000
+
+__all__ = [
+    "PLOT_POINTS",
+    "SAMPLING_MODES",
+    "Z_95",
+    "PiecewiseReplayResult",
+    "ReplayResult",
+    "check_column_kinds",
+    "encode_log",
+    "pair_indicators",
+    "pair_order",
+    "replay",
+    "replay_piecewise",
+    "sample_rows",
+]
+
+#: Normal quantile of the two-sided 95% confidence intervals (mean ± Z_95·sd/√reps).
+Z_95 = 1.959963984540054
+
+
+class ReplayResult:
+    """What :func:`replay` measured: depth sequences, regret, and the log's instance.
+
+    Attributes
+    ----------
+    names
+        Policy names, in the order given.
+    depths
+        ``name -> (reps, horizon)`` small-integer array of the depths (``1..K``) chosen in each round.
+    rows
+        ``(reps, horizon)`` indices of the log rows fed to the policies (shared by all policies).
+    instance
+        The log as an :class:`~uss_stream.core.instances.Instance`: cumulative costs, the error rates
+        used for the regret (``None`` if unknown) and the disagreement probabilities of the log.
+    horizon, reps, seed, sampling
+        The replay parameters.
+    labels_used
+        ``name -> (reps,)`` labels each repetition consumed: the requests of a label-asking policy
+        (:class:`~uss_stream.policies.AuditedUSS`; a request counts when made, also if its label
+        would arrive after the horizon), one per round for
+        :class:`~uss_stream.policies.SupervisedUCB`, 0 for label-free policies.
+    label_delay, label_cost
+        Rounds between a request and its label; the cost ``λ`` added to the regret per label.
+    wd_reports
+        ``name -> [WDReport per repetition]`` (:mod:`uss_stream.labels.wd_monitor`) at the horizon, for
+        the label-asking policies.
+
+    """
+
+    def __init__(
+        self,
+        *,
+        depths: dict[str, np.ndarray],
+        rows: np.ndarray,
+        instance: Instance,
+        wrong: np.ndarray | None,
+        horizon: int,
+        reps: int,
+        seed: int | None,
+        sampling: str,
+        labels_used: dict[str, np.ndarray] | None = None,
+        label_curves: dict[str, np.ndarray] | None = None,
+        label_delay: int = 0,
+        label_cost: float = 0.0,
+        wd_reports: dict[str, list[Any]] | None = None,
+    ) -> None:
+        self.names = list(depths)
+        self.depths = depths
+        self.rows = rows
+        self.instance = instance
+        self._wrong = wrong
+        self.horizon = horizon
+        self.reps = reps
+        self.seed = seed
+        self.sampling = sampling
+        self.labels_used = labels_used or {name: np.zeros(reps, dtype=np.int64) for name in depths}
+        self._label_curves = label_curves or {}
+        self.label_delay = label_delay
+        self.label_cost = label_cost
+        self.wd_reports = wd_reports or {}
+        self._regret: dict[str, np.ndarray] | None = None
+
+    @property
+    def has_regret(self) -> bool:
+        """Whether error rates were known (from labels or given), so that regret is defined."""
+        return self.instance.error_rates is not None
+
+    @property
+    def cumulative_regret(self) -> dict[str, np.ndarray]:
+        """``name -> (reps, horizon)`` cumulative pseudo-regret ``Σ_{s<=t} Δ_{I_s}``, plus
+        ``λ`` times the labels requested up to ``t`` when ``label_cost=λ``."""
+        if not self.has_regret:
+            raise ValueError("regret needs error rates: pass labels= or error_rates= to replay()")
+        if self._regret is None:
+            gaps = self.instance.gaps
+            self._regret = {name: np.cumsum(gaps[d - 1], axis=1) for name, d in self.depths.items()}
+            if self.label_cost:
+                for name, curve in self._label_curves.items():
+                    self._regret[name] = self._regret[name] + self.label_cost * curve
+        return self._regret
+
+    def cumulative_labels(self, name: str) -> np.ndarray:
+        """``(reps, horizon)`` labels used up to each round (zeros for a label-free policy)."""
+        curve = self._label_curves.get(name)
+        if curve is None:
+            return np.zeros((self.reps, self.horizon), dtype=np.int64)
+        return np.asarray(curve)
+
+    def final_regret(self, name: str) -> tuple[float, float]:
+        """Mean over repetitions of the regret at the horizon, and the half-width of its 95% CI.
+
+        The half-width is ``Z_95 · s / √reps`` with ``s`` the sample standard deviation
+        (``ddof=1``); it is NaN for a single repetition.
+        """
+        final = self.cumulative_regret[name][:, -1]
+        return float(final.mean()), _ci_half_width(final)
+
+    def summary(self) -> pd.DataFrame:
+        """One row per policy.
+
+        Columns: ``policy``; ``regret_mean``, ``regret_ci_low``, ``regret_ci_high`` (the final
+        cumulative regret and its 95% CI, NaN without error rates); ``depth_1..depth_K`` (the
+        fraction of rounds at each depth); ``mean_cost`` (mean ``C_{I_t}``); ``cost_total`` and
+        ``full_cascade_cost_total`` (per repetition, the sum of ``C_{I_t}`` over the horizon and
+        ``horizon · C_K``: the quantities of the service's ``uss_kafka_cost_total`` and
+        ``uss_kafka_full_cascade_cost_total``, ``docs/metrics.md``); ``error_rate`` (fraction of
+        rounds whose chosen stage was wrong, NaN without labels); ``labels_mean`` (labels used per
+        repetition); ``wd_verdict`` and ``wd_best_depth`` (the most common WD monitor verdict,
+        ``holds``, ``violated`` or ``undecided``, and best depth over the repetitions, for the
+        label-asking policies).
+        """
+        costs = self.instance.cumulative_costs
+        n_stages = costs.size
+        records = []
+        for name, depths in self.depths.items():
+            row: dict[str, Any] = {"policy": name}
+            if self.has_regret:
+                mean, half = self.final_regret(name)
+                row.update(regret_mean=mean, regret_ci_low=mean - half, regret_ci_high=mean + half)
+            else:
+                row.update(regret_mean=math.nan, regret_ci_low=math.nan, regret_ci_high=math.nan)
+            counts = np.bincount(depths.ravel(), minlength=n_stages + 1)[1:]
+            for j, count in enumerate(counts, start=1):
+                row[f"depth_{j}"] = count / depths.size
+            row["mean_cost"] = float(counts @ costs / depths.size)
+            row["cost_total"] = float(counts @ costs / self.reps)
+            row["full_cascade_cost_total"] = float(self.horizon * costs[-1])
+            if self._wrong is None:
+                row["error_rate"] = math.nan
+            else:
+                row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
+            row["labels_mean"] = float(self.labels_used[name].mean())
+            reports = self.wd_reports.get(name)
+            row["wd_verdict"] = _most_common([verdict_name(r.verdict) for r in reports]) if reports else ""
+            row["wd_best_depth"] = _most_common([r.best_depth for r in reports]) if reports else ""
+            records.append(row)
+        return pd.DataFrame.from_records(records)
+
+    def plot(self, ax: Any = None, *, names: Sequence[str] | None = None, title: str | None = None) -> Figure:
+        """Mean cumulative regret against ``t`` with 95% confidence bands.
+
+        Draws on ``ax`` if given (and returns its figure), else on a new
+        :class:`matplotlib.figure.Figure` (no pyplot, hence no GUI backend needed). Long horizons
+        are drawn at :data:`PLOT_POINTS` evenly spaced rounds (and the last), far more than a
+        figure has pixels, so that the plot needs little memory whatever the horizon.
+        """
+        regret = self.cumulative_regret
+        if ax is None:
+            # imported on use: the CLI and services start faster, and a River install has no matplotlib
+            figure_class = require("matplotlib.figure", purpose="regret plots").Figure
+            figure = figure_class(figsize=(6.0, 4.0), layout="constrained")
+            ax = figure.subplots()
+        else:
+            figure = ax.figure
+        step = -(-self.horizon // PLOT_POINTS)
+        columns = np.unique(np.append(np.arange(step - 1, self.horizon, step), self.horizon - 1))
+        t = columns + 1
+        for name in self.names if names is None else names:
+            values = regret[name][:, columns]
+            mean = values.mean(axis=0)
+            (line,) = ax.plot(t, mean, label=name)
+            if self.reps > 1:
+                half = Z_95 * values.std(axis=0, ddof=1) / math.sqrt(self.reps)
+                ax.fill_between(t, mean - half, mean + half, color=line.get_color(), alpha=0.2, lw=0)
+        ax.set_xlabel("round t")
+        ax.set_ylabel("cumulative pseudo-regret")
+        if title is not None:
+            ax.set_title(title)
+        ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+        return figure
+
+
+def replay(
+    outputs: Any,
+    labels: Any = None,
+    *,
+    policies: Mapping[str, Policy],
+    horizon: int = 10_000,
+    reps: int = 100,
+    seed: int | None = 0,
+    sampling: str = "uniform",
+    error_rates: Sequence[float] | None = None,
+    stage_costs: Sequence[float] | None = None,
+    progress: bool = False,
+    label_delay: int = 0,
+    label_cost: float = 0.0,
+) -> ReplayResult:
+    """Replay policies on a logged cascade; see the module docstring for the protocol.
+
+    Parameters
+    ----------
+    outputs
+        ``N x K`` outputs of all stages (ndarray, DataFrame or nested sequence), columns in
+        cascade order. Any hashable labels; equal values (across columns too) mean agreement.
+    labels
+        ``N`` ground-truth labels, optional; needed for error rates, regret and
+        :class:`~uss_stream.policies.SupervisedUCB`.
+    policies
+        ``name -> policy`` templates; each repetition runs a fresh :meth:`~Policy.clone`.
+    horizon
+        Rounds per repetition (``>= 1``).
+    reps
+        Repetitions (``>= 1``).
+    seed
+        Seed of :func:`sample_rows`.
+    sampling
+        ``"uniform"`` (with replacement), ``"permutation"`` or ``"sequential"``; see
+        :func:`sample_rows`.
+    error_rates
+        ``γ_1..γ_K`` to use for the regret instead of (or without) the labels' error rates.
+    stage_costs
+        Per-stage costs ``c_j`` of the regret; by default those of the policies, which must agree
+        (those built without costs, e.g. ``FixedDepth(2)``, are not consulted).
+    progress
+        Show a tqdm progress bar (on stderr).
+    label_delay
+        Rounds ``D >= 0`` between a label request of a label-asking policy
+        (:class:`~uss_stream.policies.AuditedUSS`) and its label (applied before the decision of
+        round ``s + D + 1``; :mod:`uss_stream.replay.labelled`). SupervisedUCB, the paper's
+        reference, still learns every label at once.
+    label_cost
+        ``λ >= 0`` added to the regret per label used (:attr:`ReplayResult.labels_used`).
+
+    Returns
+    -------
+    ReplayResult
+
+    Raises
+    ------
+    ValueError
+        On a bad parameter or a malformed log (missing outputs, naming their rows; stage columns of
+        numbers next to text; labels sharing no value with the outputs), or a run too large for the
+        memory available (:func:`uss_stream.replay.memory.check_replay_memory`).
+
+    """
+    horizon, reps = _positive_int(horizon, "horizon"), _positive_int(reps, "reps")
+    _check_sampling(sampling)
+    codes, label_codes = _encoded(outputs, labels, "labels")
+    n_rows, n_stages = codes.shape
+    templates = _check_policies(policies, n_stages)
+    check_replay_memory(horizon, reps, len(templates))
+    cumulative = _regret_costs(templates, stage_costs, n_stages)
+    wrong = None if label_codes is None else codes != label_codes[:, None]
+    gamma = _error_rates(error_rates, wrong, n_stages)
+    _check_labels_arguments(label_delay, label_cost, templates, wrong)
+    rows = sample_rows(n_rows, horizon=horizon, reps=reps, seed=seed, sampling=sampling)
+    pairs = pair_indicators(codes)
+    asking = {name: p for name, p in templates.items() if p.asks_for_labels}
+    others = {name: p for name, p in templates.items() if name not in asking}
+    depths = _run_policies(others, rows, pairs, wrong, progress) if others else {}
+    labelled = {
+        name: simulate_labelled(policy, rows, pairs, wrong, int(label_delay))
+        for name, policy in asking.items()
+    }
+    labels_used, curves = _labels_used(templates, labelled, horizon, reps)
+    return ReplayResult(
+        depths={name: labelled[name].depths if name in labelled else depths[name] for name in templates},
+        rows=rows,
+        instance=_log_instance(cumulative, gamma, codes, wrong),
+        wrong=wrong,
+        horizon=horizon,
+        reps=reps,
+        seed=seed,
+        sampling=sampling,
+        labels_used=labels_used,
+        label_curves=curves,
+        label_delay=int(label_delay),
+        label_cost=float(label_cost),
+        wd_reports={
+            name: _wd_reports(asking[name], run, horizon, int(label_delay)) for name, run in labelled.items()
+        },
+    )
+
+
+def _error_rates(error_rates: Sequence[float] | None, wrong: np.ndarray | None, n_stages: int) -> Any:
+    """``γ_1..γ_K``: those given, else the log's (``None`` without labels)."""
+    if error_rates is None:
+        return None if wrong is None else wrong.mean(axis=0)
+    gamma = np.asarray(error_rates, dtype=float)
+    if gamma.shape != (n_stages,):
+        raise ValueError(f"error_rates must hold {n_stages} rates (one per stage), got shape {gamma.shape}")
+    return gamma
+
+
+def _encoded(outputs: Any, labels: Any, what: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`encode_log` of a log whose columns and labels are checked (``what``: the labels' name)."""
+    check_column_kinds(outputs)
+    codes, label_codes = encode_log(outputs, labels)
+    _check_labels_overlap(codes, label_codes, what)
+    return codes, label_codes
+
+
+def _log_instance(
+    cumulative: np.ndarray, gamma: np.ndarray | None, codes: np.ndarray, wrong: np.ndarray | None
+) -> Instance:
+    """The log as an :class:`~uss_stream.core.instances.Instance`
+    (its disagreement and SD-violation rates)."""
+    return Instance(
+        cumulative_costs=cumulative,
+        error_rates=gamma,
+        disagreement=_disagreement(codes),
+        sd_violation=None if wrong is None else _sd_violation(wrong),
+    )
+
+
+def _check_labels_arguments(
+    label_delay: Any, label_cost: Any, templates: dict[str, Policy], wrong: np.ndarray | None
+) -> None:
+    """The label delay and cost, and labels for every policy that learns from them."""
+    for name, policy in templates.items():
+        if (policy.asks_for_labels or policy.supervised) and wrong is None:
+            raise ValueError(f"policy {name!r} ({type(policy).__name__}) learns from labels: pass labels=")
+    if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
+        raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
+    if isinstance(label_cost, bool) or not isinstance(label_cost, (int, float)) or not label_cost >= 0:
+        raise ValueError(f"label_cost must be a number >= 0, got {label_cost!r}")
+
+
+def _labels_used(
+    templates: dict[str, Policy], labelled: dict[str, LabelledRun], horizon: int, reps: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per policy, the labels each repetition used, and the curve of labels used by round (label-asking
+    policies: their requests; SupervisedUCB: one per round; label-free ones: none, no curve)."""
+    labels_used: dict[str, np.ndarray] = {}
+    curves: dict[str, np.ndarray] = {}
+    for name, policy in templates.items():
+        if name in labelled:
+            curves[name] = np.cumsum(labelled[name].requests, axis=1)
+            labels_used[name] = curves[name][:, -1].copy()
+        elif policy.supervised:
+            curves[name] = np.broadcast_to(np.arange(1, horizon + 1), (reps, horizon))
+            labels_used[name] = np.full(reps, horizon, dtype=np.int64)
+        else:
+            labels_used[name] = np.zeros(reps, dtype=np.int64)
+    return labels_used, curves
+
+
+def _encoded_segments(segments: Any, horizons: Any) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[int]]:
+    """The encoded ``(codes, label codes)`` of each segment's log, and the checked horizons."""
+    if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or not segments:
+        raise ValueError("segments must be a non-empty sequence of (outputs, labels) logs")
+    if (
+        isinstance(horizons, (str, bytes))
+        or not isinstance(horizons, Sequence)
+        or len(horizons) != len(segments)
+    ):
+        raise ValueError(f"horizons must hold one horizon per segment ({len(segments)}), got {horizons!r}")
+    lengths = [_positive_int(h, f"horizons[{k}]") for k, h in enumerate(horizons)]
+    encoded = []
+    for k, segment in enumerate(segments):
+        if not isinstance(segment, (tuple, list)) or len(segment) != 2 or segment[1] is None:
+            raise ValueError(f"segments[{k}] must be an (outputs, labels) pair with labels")
+        encoded.append(_encoded(*segment, f"the labels of segments[{k}]"))
+    n_stages = encoded[0][0].shape[1]
+    for k, (codes, _) in enumerate(encoded):
+        if codes.shape[1] != n_stages:
+            raise ValueError(f"segments[{k}] has {codes.shape[1]} stage columns, segments[0] has {n_stages}")
+    return encoded, lengths
+
+
+def _wd_reports(policy: Policy, run: LabelledRun, horizon: int, label_delay: int) -> list[Any]:
+    """The WD monitor's report of each repetition at the horizon."""
+    from uss_stream.labels.evidence import LabelEvidence
+    from uss_stream.labels.wd_monitor import wd_report
+
+    n_stages = policy.n_stages
+    upper_i, upper_j = pair_order(n_stages)
+    reps = run.queried.shape[0]
+    matrix = np.zeros((reps, n_stages, n_stages), dtype=np.int64)
+    matrix[:, upper_i, upper_j] = run.pair_counts
+    rounds = np.full(reps, horizon + 1)
+    label_free = policy.label_free_depth_many(rounds, run.queried, matrix)
+    applied = run.requests[:, : max(horizon - label_delay, 0)].sum(axis=1)
+    reports = []
+    for r in range(reps):
+        evidence = LabelEvidence(n_stages)
+        evidence.labels = int(applied[r])
+        evidence.labelled, evidence.deeper_right, evidence.shallower_right = run.evidence[r].tolist()
+        reports.append(
+            wd_report(
+                policy.cumulative_costs,
+                run.queried[r].tolist(),
+                matrix[r].tolist(),
+                evidence,
+                horizon + 1,
+                int(label_free[r]),
+            )
+        )
+    return reports
+
+
+def _most_common(values: list[Any]) -> str:
+    """``"value (count/total)"`` of the most frequent value (the first one on ties)."""
+    counts: dict[Any, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    best = max(counts, key=counts.get)
+    return f"{best} ({counts[best]}/{len(values)})"
+
+
+def _run_policies(
+    templates: dict[str, Policy],
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None,
+    progress: bool,
+) -> dict[str, np.ndarray]:
+    """Each template's ``(reps, horizon)`` depths on ``rows`` (a fresh clone, the template's streams)."""
+    reps, horizon = rows.shape
+    depths: dict[str, np.ndarray] = {}
+    with _progress_bar(reps * horizon * len(templates), progress) as bar:
+        for name, template in templates.items():
+            bar.set_description(name)
+            policy = template.clone()
+            errors = wrong if policy.supervised else None
+            streams = template.stream_keys(reps)
+            depths[name] = speculate(policy, rows, pairs, errors, bar.update, streams=streams)
+    return depths
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    """A tqdm bar on stderr (the ``[plot]`` extra), or a silent stand-in when ``enabled`` is false."""
+    if enabled:
+        tqdm = require("tqdm.auto", purpose="progress bars").tqdm
+        return tqdm(total=total, unit="decision", unit_scale=True)
+    return contextlib.nullcontext(SimpleNamespace(update=lambda n: None, set_description=lambda text: None))
+
+
+class PiecewiseReplayResult(ReplayResult):
+    """What :func:`replay_piecewise` measured; a :class:`ReplayResult` whose regret is per segment.
+
+    Attributes
+    ----------
+    instances
+        One :class:`~uss_stream.core.instances.Instance` per segment (same costs, the segment's error
+        rates and disagreements); :attr:`instance` is the first.
+    boundaries
+        ``[0, h_1, h_1 + h_2, ..., horizon]``: segment ``k`` is rounds ``boundaries[k] + 1 ..
+        boundaries[k + 1]``.
+    rows
+        Indices into the segments' logs stacked in order (segment ``k``'s rows are offset by the
+        row counts of the logs before it).
+
+    """
+
+    def __init__(self, *, instances: list[Instance], boundaries: list[int], **kwargs: Any) -> None:
+        super().__init__(instance=instances[0], **kwargs)
+        self.instances = instances
+        self.boundaries = boundaries
+
+    @property
+    def has_regret(self) -> bool:
+        return all(instance.error_rates is not None for instance in self.instances)
+
+    @property
+    def cumulative_regret(self) -> dict[str, np.ndarray]:
+        """``name -> (reps, horizon)`` cumulative regret, each round against its segment's optimum."""
+        if not self.has_regret:
+            raise ValueError("regret needs error rates: pass labels for every segment")
+        if self._regret is None:
+            gaps = np.concatenate(
+                [
+                    np.broadcast_to(instance.gaps, (end - start, instance.n_stages))
+                    for instance, start, end in zip(self.instances, self.boundaries, self.boundaries[1:])
+                ]
+            )
+            rounds = np.arange(self.horizon)
+            self._regret = {
+                name: np.cumsum(gaps[rounds, d.astype(np.int64) - 1], axis=1)
+                for name, d in self.depths.items()
+            }
+        return self._regret
+
+    def segment_regret(self, name: str, segment: int) -> tuple[float, float]:
+        """Mean over repetitions of the regret accumulated in segment ``segment``, and its 95% half-width."""
+        if isinstance(segment, bool) or not isinstance(segment, (int, np.integer)):
+            raise ValueError(f"segment must be an integer, got {segment!r}")
+        if not 0 <= segment < len(self.instances):
+            raise ValueError(f"segment must be in 0..{len(self.instances) - 1}, got {segment}")
+        regret = self.cumulative_regret[name]
+        start, end = self.boundaries[segment], self.boundaries[segment + 1]
+        before = regret[:, start - 1] if start else 0.0
+        values = regret[:, end - 1] - before
+        return float(values.mean()), _ci_half_width(values)
+
+
+def replay_piecewise(
+    segments: Sequence[tuple[Any, Any]],
+    *,
+    horizons: Sequence[int],
+    policies: Mapping[str, Policy],
+    reps: int = 100,
+    seed: int | None = 0,
+    sampling: str = "uniform",
+    stage_costs: Sequence[float] | None = None,
+    progress: bool = False,
+) -> PiecewiseReplayResult:
+    """Replay policies on a piecewise-stationary stream: segment ``k`` draws its rows from log ``k``.
+
+    Each repetition plays ``horizons[0]`` rounds on rows of the first log, then ``horizons[1]`` on
+    rows of the second, and so on, with one policy state throughout (the policy is not told about
+    the change). The regret of a round is measured against the optimal depth of its own segment,
+    with that segment's error rates (so every segment needs labels).
+
+    Parameters
+    ----------
+    segments
+        ``(outputs, labels)`` logs, one per segment, all with the same ``K`` stage columns.
+    horizons
+        Rounds of each segment (``>= 1`` each).
+    policies, reps, sampling, stage_costs, progress
+        As for :func:`replay`.
+    seed
+        Seed of the row sampling; segment ``k`` samples with the ``k``-th child of
+        ``numpy.random.SeedSequence(seed)``.
+
+    Examples
+    --------
+    The BSC cascade, then the same events with stage 2's outputs copied into stage 1 (stage 1 has
+    become as good as stage 2): the optimal depth moves from 2 to 1.
+
+    >>> from uss_stream.datasets.bsc import generate_bsc
+    >>> from uss_stream.policies import USSUCB
+    >>> outputs, labels = generate_bsc(2000, seed=1)
+    >>> improved = outputs.copy()
+    >>> improved[:, 0] = outputs[:, 1]
+    >>> result = replay_piecewise([(outputs, labels), (improved, labels)], horizons=[500, 500],
+    ...                           policies={"u": USSUCB([0.0, 0.15, 0.2])}, reps=4)
+    >>> [instance.optimal_depth for instance in result.instances], result.boundaries
+    ([2, 1], [0, 500, 1000])
+    >>> result.cumulative_regret["u"].shape
+    (4, 1000)
+
+    """
+    reps = _positive_int(reps, "reps")
+    _check_sampling(sampling)
+    encoded, lengths = _encoded_segments(segments, horizons)
+    n_stages = encoded[0][0].shape[1]
+    templates = _check_policies(policies, n_stages)
+    for name, policy in templates.items():
+        if policy.asks_for_labels:
+            raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
+    cumulative = _regret_costs(templates, stage_costs, n_stages)
+    check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
+    instances, row_blocks, offset = [], [], 0
+    children = np.random.SeedSequence(seed).spawn(len(segments))
+    for (codes, label_codes), length, child in zip(encoded, lengths, children):
+        wrong = codes != label_codes[:, None]
+        instances.append(_log_instance(cumulative, wrong.mean(axis=0), codes, wrong))
+        rows = sample_rows(codes.shape[0], horizon=length, reps=reps, seed=child, sampling=sampling)
+        row_blocks.append(rows + offset)
+        offset += codes.shape[0]
+    codes = np.concatenate([c for c, _ in encoded])
+    wrong = np.concatenate([c != lc[:, None] for c, lc in encoded])
+    rows = np.concatenate(row_blocks, axis=1)
+    depths = _run_policies(templates, rows, pair_indicators(codes), wrong, progress)
+    return PiecewiseReplayResult(
+        instances=instances,
+        boundaries=[0, *np.cumsum(lengths).tolist()],
+        depths=depths,
+        rows=rows,
+        wrong=wrong,
+        horizon=rows.shape[1],
+        reps=reps,
+        seed=seed,
+        sampling=sampling,
+    )
+
+
+def pair_indicators(codes: np.ndarray) -> np.ndarray:
+    """``N x P`` disagreement indicators of the ``N x K`` encoded log, pairs ordered as :func:`pair_order`.
+
+    >>> pair_indicators(np.array([[0, 1, 1]])).tolist()
+    [[True, True, False]]
+
+    """
+    upper_i, upper_j = pair_order(codes.shape[1])
+    return codes[:, upper_i] != codes[:, upper_j]
+
+
+def _disagreement(codes: np.ndarray) -> np.ndarray:
+    n_stages = codes.shape[1]
+    p = np.zeros((n_stages, n_stages))
+    upper_i, upper_j = pair_order(n_stages)
+    p[upper_i, upper_j] = pair_indicators(codes).mean(axis=0)
+    return p + p.T
+
+
+def _sd_violation(wrong: np.ndarray) -> np.ndarray:
+    n_stages = wrong.shape[1]
+    violation = np.zeros((n_stages, n_stages))
+    upper_i, upper_j = pair_order(n_stages)
+    violation[upper_i, upper_j] = (~wrong[:, upper_i] & wrong[:, upper_j]).mean(axis=0)
+    return violation
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _check_sampling(sampling: Any) -> None:
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {', '.join(SAMPLING_MODES)}, got {sampling!r}")
+
+
+def _check_policies(policies: Any, n_stages: int) -> dict[str, Policy]:
+    if not isinstance(policies, Mapping) or not policies:
+        raise ValueError("policies must be a non-empty mapping name -> Policy")
+    templates: dict[str, Policy] = {}
+    for name, policy in policies.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"policy names must be non-empty strings, got {name!r}")
+        if not isinstance(policy, Policy):
+            raise ValueError(f"policy {name!r} must be a Policy, got {type(policy).__name__}")
+        if policy.sequential:
+            raise ValueError(
+                f"policy {name!r} ({type(policy).__name__}) decides stage by stage on the stages' "
+                "confidences: replay it with uss_stream.replay.sequential.replay_sequential"
+            )
+        if policy.n_stages > n_stages or (policy.n_stages < n_stages and policy.stage_costs is not None):
+            raise ValueError(
+                f"policy {name!r} has {policy.n_stages} stage cost(s) "
+                f"but the log has {n_stages} stage column(s)"
+            )
+        templates[name] = policy
+    return templates
+
+
+def _regret_costs(templates: dict[str, Policy], stage_costs: Any, n_stages: int) -> np.ndarray:
+    if stage_costs is not None:
+        cumulative = np.array(check_stage_costs(stage_costs))
+        if cumulative.size != n_stages:
+            raise ValueError(
+                f"stage_costs must hold {n_stages} costs (one per stage column), got {cumulative.size}"
+            )
+        return cumulative
+    known = [np.asarray(p.cumulative_costs) for p in templates.values() if p.stage_costs is not None]
+    if not known:
+        raise ValueError("no policy carries stage costs: pass stage_costs= to replay()")
+    for costs in known[1:]:
+        if not np.allclose(costs, known[0], rtol=1e-12, atol=0.0):
+            raise ValueError("the policies have different stage costs: pass stage_costs= to replay()")
+    return known[0]
+
+
+def _ci_half_width(values: np.ndarray) -> float:
+    if values.size < 2:
+        return math.nan
+    return float(Z_95 * values.std(ddof=1) / math.sqrt(values.size))

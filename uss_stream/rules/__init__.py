@@ -1,0 +1,1 @@
+"""The set test and its bounds: confidence bounds, the selection rule, membership."""
