@@ -140,7 +140,12 @@ def run(args: argparse.Namespace) -> int:
         if name in policies:
             raise ValueError(f"policy {name!r} is given twice")
         policies[name] = policy
-    check_replay_memory(args.horizon, args.reps, len(policies), names=("--horizon", "--reps"))
+    size = {
+        "stages": outputs.shape[1],
+        "rows": outputs.shape[0],
+        "columns": 0 if args.input is None else outputs.shape[1] + (labels is not None),
+    }
+    check_replay_memory(args.horizon, args.reps, len(policies), **size, names=("--horizon", "--reps"))
     print(
         f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
         f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
@@ -162,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
         )
         summary = result.summary()
     except MemoryError:
-        estimate = replay_memory_estimate(horizon=args.horizon, reps=args.reps, policies=len(policies))
+        estimate = replay_memory_estimate(
+            horizon=args.horizon, reps=args.reps, policies=len(policies), **size
+        )
         raise ValueError(
             f"ran out of memory during the replay (--horizon {args.horizon} x --reps {args.reps}: "
             f"estimated {estimate / 1e9:.3g} GB, other processes took the rest); lower --horizon or --reps"

@@ -343,7 +343,7 @@ def replay(
     codes, label_codes = _encoded(outputs, labels, "labels")
     n_rows, n_stages = codes.shape
     templates = _check_policies(policies, n_stages)
-    check_replay_memory(horizon, reps, len(templates))
+    check_replay_memory(horizon, reps, len(templates), stages=n_stages, rows=n_rows)
     cumulative = _regret_costs(templates, stage_costs, n_stages)
     wrong = None if label_codes is None else codes != label_codes[:, None]
     gamma = _error_rates(error_rates, wrong, n_stages)
@@ -646,7 +646,10 @@ def replay_piecewise(
         if policy.asks_for_labels:
             raise ValueError(f"policy {name!r} asks for labels: replay_piecewise does not deliver them")
     cumulative = _regret_costs(templates, stage_costs, n_stages)
-    check_replay_memory(sum(lengths), reps, len(templates), names=("sum(horizons)", "reps"))
+    rows_total = sum(codes.shape[0] for codes, _ in encoded)
+    check_replay_memory(
+        sum(lengths), reps, len(templates), stages=n_stages, rows=rows_total, names=("sum(horizons)", "reps")
+    )
     instances, row_blocks, offset = [], [], 0
     children = np.random.SeedSequence(seed).spawn(len(segments))
     for (codes, label_codes), length, child in zip(encoded, lengths, children):

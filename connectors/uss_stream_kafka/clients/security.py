@@ -26,21 +26,20 @@ from uss_stream_kafka.exceptions import SecurityCheckError
 
 __all__ = ["SecurityCheckError", "check_security", "scram_client_final"]
 
-_SASL_HANDSHAKE, _SASL_AUTHENTICATE = 17, 36
+_SASL_HANDSHAKE, _SASL_AUTHENTICATE, _API_VERSIONS = 17, 36, 18
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 def check_security(config: ClientConfig, timeout: float = 10.0) -> None:
     """Connect to a bootstrap server as the service's clients will, and authenticate once.
 
-    Does nothing for ``PLAINTEXT``. For the other protocols, tries the bootstrap servers in order
-    until one completes TLS and SASL; raises :class:`SecurityCheckError` if none does because of
-    TLS or SASL (a server that cannot be reached is left to the clients, which report it).
-    The SASL mechanisms checked are PLAIN and SCRAM; GSSAPI and OAUTHBEARER are left to the clients.
+    Tries the bootstrap servers in order until one completes TLS and SASL (``PLAINTEXT``: until
+    one answers a Kafka request in plain text); raises :class:`SecurityCheckError` if none does
+    because of TLS or SASL, or because a ``PLAINTEXT`` client met a TLS listener (a server that
+    cannot be reached is left to the clients, which report it). The SASL mechanisms checked are
+    PLAIN and SCRAM; GSSAPI and OAUTHBEARER are left to the clients.
     """
     protocol = config.security_protocol
-    if protocol == "PLAINTEXT":
-        return
     failures = []
     for server in [s.strip() for s in config.bootstrap_servers.split(",") if s.strip()]:
         host, _, port = server.rpartition(":")
@@ -51,6 +50,8 @@ def check_security(config: ClientConfig, timeout: float = 10.0) -> None:
             continue  # unreachable: the clients say so
         try:
             sock.settimeout(timeout)
+            if protocol == "PLAINTEXT":
+                _plaintext(sock, host, int(port), server, timeout)
             if protocol in ("SSL", "SASL_SSL"):
                 sock = _tls(sock, host, config, server)
             if protocol.startswith("SASL_") and config.sasl_mechanism in ("PLAIN", *_SCRAM_HASHES):
@@ -90,6 +91,32 @@ def _tls(sock: socket.socket, host: str, config: ClientConfig, server: str) -> s
         ) from None
     except ssl.SSLError as error:
         raise SecurityCheckError(f"{server}: TLS handshake failed: {_text(error)}") from None
+
+
+def _plaintext(sock: socket.socket, host: str, port: int, server: str, timeout: float) -> None:
+    """One ApiVersions request in plain text; if the broker closes the connection instead of
+    answering, a TLS handshake on the same port tells a TLS listener (a :class:`SecurityCheckError`)
+    from a broker that is only unwell (left to the clients)."""
+    try:
+        _Connection(sock).request(_API_VERSIONS, 0, b"")
+        return
+    except (OSError, struct.error):
+        pass
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # only whether the port speaks TLS, nothing is sent
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as probe,
+            context.wrap_socket(probe, server_hostname=host),
+        ):
+            pass
+    except (OSError, ValueError):
+        return
+    raise SecurityCheckError(
+        f"{server}: this is a TLS listener and --security-protocol is PLAINTEXT: "
+        "use SSL or SASL_SSL (with --ssl-cafile), or the broker's plaintext listener"
+    )
 
 
 def _authenticate(sock: socket.socket, config: ClientConfig, server: str) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,10 @@ import pytest
 
 from uss_stream.commands.cli import main
 from uss_stream.datasets.bsc import generate_bsc
-from uss_stream.policies import USSUCB, FixedDepth, SupervisedUCB
+from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth
+from uss_stream.replay import memory
 from uss_stream.replay.engine import PLOT_POINTS, ReplayResult, replay, replay_piecewise
-from uss_stream.replay.memory import replay_memory_estimate
+from uss_stream.replay.memory import check_replay_memory, replay_memory_estimate
 
 SMALL = ["--horizon", "120", "--reps", "3", "--no-progress"]
 ARGS = ["--stages", "cheap,mid,dear", "--label", "truth", "--costs", "0,0.15,0.2"]
@@ -127,21 +129,70 @@ def test_a_run_too_large_for_memory_is_refused_before_it_starts(tmp_path, capsys
         replay(_frame()[["cheap"]], policies={"f": FixedDepth(1, [0.0])}, horizon=10**8, reps=10**4)
 
 
-def test_the_memory_estimate_covers_what_a_replay_holds():
-    frame = _frame()
-    policies = {
-        "ucb": USSUCB([0.0, 0.15, 0.2]),
-        "sup": SupervisedUCB([0.0, 0.15, 0.2]),
-        "fixed": FixedDepth(2, [0.0, 0.15, 0.2]),
-    }
-    result = replay(frame[["cheap", "mid", "dear"]], frame["truth"], policies=policies, horizon=500, reps=7)
-    result.summary()  # computes the regret arrays
-    held = result.rows.nbytes + sum(d.nbytes for d in result.depths.values())
-    held += sum(r.nbytes for r in result.cumulative_regret.values())
-    assert replay_memory_estimate(horizon=500, reps=7, policies=3) >= held
-    assert replay_memory_estimate(horizon=1000, reps=7, policies=3) == 2 * replay_memory_estimate(
-        horizon=500, reps=7, policies=3
-    )
+def _cascade_log(n_rows: int, n_stages: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, n_rows)
+    return np.where(rng.random((n_rows, n_stages)) < 0.2, 1 - labels[:, None], labels[:, None]), labels
+
+
+@pytest.mark.parametrize(("n_stages", "policy"), [(24, USSKLUCB), (3, USSUCB)])
+def test_the_memory_estimate_is_within_a_factor_3_of_the_measured_peak(n_stages, policy):
+    """Many stages (the kernel's K x K states dominate) and few (the per-round arrays do)."""
+    outputs, labels = _cascade_log(1_500, n_stages)
+    costs = [0.01] * n_stages
+    tracemalloc.start()
+    try:
+        result = replay(outputs, labels, policies={"p": policy(costs)}, horizon=5_000, reps=4)
+        result.summary()  # the regret arrays
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    estimate = replay_memory_estimate(horizon=5_000, reps=4, policies=1, stages=n_stages, rows=1_500)
+    print(f"peak {peak / 1e6:.1f} MB, estimate {estimate / 1e6:.1f} MB ({estimate / peak:.2f}x)")
+    assert peak <= estimate <= 3 * peak, (peak, estimate)
+
+
+def test_the_memory_estimate_of_the_command_covers_reading_and_encoding_the_input(tmp_path):
+    """A long log of few stages: reading and encoding the table dominate the peak."""
+    outputs, labels = _cascade_log(200_000, 3)
+    path = tmp_path / "log.csv"
+    pd.DataFrame(np.c_[outputs, labels], columns=["a", "b", "c", "y"]).to_csv(path, index=False)
+    tracemalloc.start()
+    try:
+        run = ["--costs", "0,0.1,0.2", "--horizon", "100", "--reps", "2", "--policy", "uss-ucb"]
+        code = main(["replay", "--input", str(path), *run, "--no-progress", "--out", str(tmp_path / "out")])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code == 0
+    estimate = replay_memory_estimate(horizon=100, reps=2, policies=1, stages=3, rows=200_000, columns=4)
+    print(f"peak {peak / 1e6:.1f} MB, estimate {estimate / 1e6:.1f} MB ({estimate / peak:.2f}x)")
+    assert peak <= estimate <= 3 * peak, (peak, estimate)
+
+
+def test_the_memory_estimate_counts_the_kernels_stage_pairs_and_the_input():
+    # K = 200: one kernel step holds 16 384 states of a 200 x 200 int64 count matrix (5.2 GB) alone.
+    estimate = replay_memory_estimate(horizon=10_000, reps=100, policies=4, stages=200, rows=768)
+    assert estimate >= 16_384 * 200 * 200 * 8
+    assert estimate > 9e9  # what such a run was found to need
+    # The input: a 10^7-row table of 4 columns read from a file is held as 8-byte cells (320 MB).
+    small = replay_memory_estimate(horizon=100, reps=1, policies=1, stages=3, rows=1_000)
+    large = replay_memory_estimate(horizon=100, reps=1, policies=1, stages=3, rows=10**7, columns=4)
+    assert large - small >= 10**7 * 4 * 8
+
+
+def test_the_memory_check_refuses_one_byte_above_the_memory_available(monkeypatch):
+    size = {"stages": 30, "rows": 2_000}
+    needed = replay_memory_estimate(horizon=1_000, reps=10, policies=2, **size)
+    monkeypatch.setattr(memory, "available_memory", lambda: needed)
+    check_replay_memory(1_000, 10, 2, **size)  # exactly the estimate: runs
+    monkeypatch.setattr(memory, "available_memory", lambda: needed - 1)
+    with pytest.raises(ValueError, match=r"horizon=1000 x reps=10 with 2 policies on a log of 2000 rows x 30 "
+                       rf"stages needs about {needed / 1e9:.3g} GB of memory"):  # fmt: skip
+        check_replay_memory(1_000, 10, 2, **size)
+    with pytest.raises(ValueError, match=r"30 stages needs about"):  # the replay refuses before it starts
+        replay(*_cascade_log(2_000, 30), policies={"a": USSUCB([0.01] * 30), "b": USSUCB([0.01] * 30)},
+               horizon=1_000, reps=10)  # fmt: skip
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "proc"])

@@ -60,3 +60,37 @@ def test_a_label_with_an_absurd_feature_is_dead_lettered_and_skipped_on_relearn(
     assert [(letter.reason, letter.offset) for letter in letters] == [("wrong_type", 20), ("wrong_type", 21)]
     assert "feature 'glucose' must be within ±1e100, got 1e+300" in letters[0].error
     assert "feature 'glucose' must be within ±1e100, got an integer of 102 digits" in letters[1].error
+
+
+def test_relearn_max_labels_skips_a_bad_label_below_the_offset_it_sets(
+    kafka_client, bootstrap_servers, make_topics
+):
+    """A label that passes every check but is wrong (offset 12) is left out of the next restores by
+    ``--relearn-max-labels`` = the re-learn's end (``labels relearned to @30``) minus 12, minus 1:
+    that re-learn starts at offset 13, and a later one (end 35) further on."""
+    from uss_stream_kafka import ClientConfig
+    from uss_stream_kafka.clients.base import TopicPartition
+    from uss_stream_kafka.runtime.relearn import LabelsLog
+
+    topics = make_topics(labels=True)
+    produce(bootstrap_servers, topics.labels, [json.dumps({"n": n}).encode() for n in range(35)])
+
+    class Recording:
+        def __init__(self) -> None:
+            self.learned: list[int] = []
+
+        def learn(self, value: bytes) -> None:
+            self.learned.append(json.loads(value)["n"])
+
+    config = ClientConfig(bootstrap_servers=bootstrap_servers)
+    tp = TopicPartition(topics.labels, 0)
+    for until, expected in ((30, list(range(13, 30))), (35, list(range(18, 35)))):
+        log = LabelsLog(
+            config.kafka_kwargs("labels-reader"), 1 << 20, library=kafka_client, max_labels=30 - 12 - 1
+        )
+        learner = Recording()
+        try:
+            assert log.relearn(learner, tp, until) == len(expected)
+        finally:
+            log.close()
+        assert learner.learned == expected  # offset 12 is never learned again

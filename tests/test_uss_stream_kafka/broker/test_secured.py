@@ -243,3 +243,31 @@ def test_a_client_without_credentials_is_refused(protocol, secured_broker):
     admin = KafkaAdminClient(bootstrap_servers=secured_broker.plaintext)
     assert isinstance(admin.list_topics(), list)
     admin.close()
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_plaintext_against_the_tls_listener_stops_at_once_with_one_line(client, secured_broker):
+    """``--security-protocol PLAINTEXT`` pointed at the SASL_SSL port: exit 7 and one line naming
+    the listener, on either client (confluent-kafka gave a 30 s retry loop and a traceback)."""
+    pytest.importorskip("confluent_kafka" if client == "confluent" else "kafka")
+    topics = new_topics(secured_broker)
+    command = [
+        sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", secured_broker.secured,
+        *topic_options(topics), "--group-id", "g-plaintext", "--stage-costs", ",".join(map(str, COSTS)),
+        "--metrics-port", "-1", "--security-protocol", "PLAINTEXT", "--client", client,
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    code, lines, _ = failed_start(process)
+    assert code == 7, lines
+    assert lines == [
+        f"uss-stream kafka run: error: {secured_broker.secured}: this is a TLS listener and "
+        "--security-protocol is PLAINTEXT: use SSL or SASL_SSL (with --ssl-cafile), or the broker's "
+        "plaintext listener"
+    ]
+
+
+def test_the_plaintext_check_passes_the_plaintext_listener(secured_broker):
+    """The same check lets a plaintext client through on the plaintext listener of the same broker."""
+    from uss_stream_kafka.clients.security import check_security
+
+    check_security(ClientConfig(bootstrap_servers=secured_broker.plaintext))

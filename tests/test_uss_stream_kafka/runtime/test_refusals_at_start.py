@@ -1,5 +1,5 @@
 """Refused at start with one clear error: a cascade factory that raises or exits, a restart of
-``kafka run`` with other stage costs than its checkpoints."""
+``kafka run`` with other stage costs than its checkpoints; a spaced policy spec is not one."""
 
 from __future__ import annotations
 
@@ -34,3 +34,17 @@ def test_a_restart_of_kafka_run_with_other_stage_costs_is_refused():
         ValueError, match=r"stage costs \[0.0, 0.15, 0.2\], the service has \[0.0, 0.15, 0.25\]"
     ):
         OutputsProcessor([0.0, 0.15, 0.25], alpha=0.51).check_checkpoint(written)
+
+
+@pytest.mark.parametrize("spaced", [" uss-ucb", "uss-ucb ", " uss-ucb : alpha = 0.51 ", "\tuss-ucb\n"])
+def test_a_spec_with_surrounding_spaces_is_the_same_policy_across_a_restart(spaced):
+    """Spaces are not part of a spec: the checkpoint records the canonical spec, so a service
+    started with a spaced ``--policy`` restarts from the unspaced one's checkpoints and back."""
+    from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
+
+    for processor in (OutputsProcessor, OrchestrationProcessor):
+        plain = processor([0.0, 0.15, 0.2], policy="uss-ucb")
+        spaced_one = processor([0.0, 0.15, 0.2], policy=spaced)
+        assert spaced_one.policy == plain.policy == "uss-ucb:alpha=0.51"
+        spaced_one.check_checkpoint(plain.describe())
+        plain.check_checkpoint(spaced_one.describe())
