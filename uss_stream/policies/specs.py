@@ -299,7 +299,7 @@ def check_serving(policy: Policy, mode: str, labels: str = "none", text: str | N
     >>> check_serving(parse_spec("audited").build([0, 0.1]), "outputs mode")
     Traceback (most recent call last):
     ...
-    ValueError: --policy 'audited:alpha=1.0,...': AuditedUSS asks for labels; outputs mode has none (use a label-free one)
+    ValueError: --policy 'audited:...': AuditedUSS asks for labels; outputs mode has none (use a label-free...
     >>> check_serving(parse_spec("audited").build([0, 0.1]), "orchestration", labels="requested")
 
     """

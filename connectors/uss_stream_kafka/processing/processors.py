@@ -32,9 +32,9 @@ __all__ = [
     "Learner",
     "OutputsProcessor",
     "Processor",
-    "label_free_policy",
     "load_factory",
-    "policy_spec",
+    "service_policy",
+    "check_recorded",
 ]
 
 
@@ -192,7 +192,10 @@ class OutputsProcessor:
 
         """
         check_recorded(
-            description, self.stage_costs, self.policy, "a restart must keep --stage-costs (use a new state topic)"
+            description,
+            self.stage_costs,
+            self.policy,
+            "a restart must keep --stage-costs (use a new state topic)",
         )
 
 
@@ -459,14 +462,11 @@ def service_policy(
     """
     if not isinstance(policy, Policy):
         return serving_policy(policy_spec(policy, alpha), stage_costs, mode, labels)
-    policy_spec(None, alpha)  # neither or one
-    costs = [float(c) for c in stage_costs]
-    if [float(c) for c in policy.stage_costs] != costs or alpha is not None:
-        raise ValueError(
-            f"the policy is built for stage costs {[float(c) for c in policy.stage_costs]}, the processor has {costs}"
-            if alpha is None
-            else f"give policy or alpha, not both: got {policy!r} and {alpha!r}"
-        )
+    if alpha is not None:
+        raise ValueError(f"give policy or alpha, not both: got {policy!r} and {alpha!r}")
+    costs, built = [float(c) for c in stage_costs], [float(c) for c in policy.stage_costs]
+    if built != costs:
+        raise ValueError(f"the policy is built for stage costs {built}, the processor has {costs}")
     check_serving(policy, mode, labels)
     return policy, spec_of(policy)
 

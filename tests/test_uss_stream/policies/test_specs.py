@@ -121,8 +121,8 @@ def test_the_sequential_spec_builds_sequential_kl_ucb_and_depth_first_commands_r
 
     from uss_stream.commands.replay import DEFAULT_POLICIES
     from uss_stream.policies import SequentialKLUCB
-    from uss_stream.replay.engine import replay
     from uss_stream.policies.specs import serving_policy
+    from uss_stream.replay.engine import replay
 
     spec = "sequential-kl-ucb:n_bins=2,explore=0.5"
     policy = parse_spec(spec).build(COSTS)

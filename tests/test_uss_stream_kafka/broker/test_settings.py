@@ -348,9 +348,9 @@ def test_the_older_spellings_still_work_with_a_warning_and_lose_to_the_ruled_one
 
 def test_the_python_default_policy_is_the_command_line_default():
     """USS-KL-UCB in Python and on the command line (the library's default), decided as USSKLUCB does."""
+    from uss_stream.policies.specs import serving_policy
     from uss_stream_kafka import OutputsProcessor
     from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
-    from uss_stream.policies.specs import serving_policy
 
     cli = KafkaSettings.from_args(parse(argv("run")))
     assert cli.policy_spec() == "uss-kl-ucb"
