@@ -579,14 +579,8 @@ class KafkaSettings:
         if self.command == "orchestrate":
             from uss_stream_kafka.processing.orchestration import OrchestrationTopics
 
-            names = (
-                self.input_topic,
-                self.reports_topic,
-                self.output_topic,
-                self.dlq_topic,
-                self.state_topic,
-            )
-            return OrchestrationTopics(*names).as_topics()
+            names = (self.input_topic, self.reports_topic, self.output_topic, self.dlq_topic)
+            return OrchestrationTopics(*names, self.state_topic).as_topics()
         names = (self.input_topic, self.output_topic, self.dlq_topic, self.state_topic)
         return Topics(*names, labels=self.labels_topic)
 
@@ -594,39 +588,11 @@ class KafkaSettings:
         """The :class:`~uss_stream_kafka.runtime.config.ServiceConfig` of ``run`` or ``orchestrate``
         (built once): the one mapping from the settings to the service's.
 
-        ``orchestrate`` commits only at its checkpoints (both cover the same offsets of both topics)
-        and lingers 2 ms (a decision is awaited) unless ``--producer-option`` says otherwise.
+        A setting of the same name is the config's; ``orchestrate`` commits only at its checkpoints
+        (both cover the same offsets of both topics) and lingers 2 ms (a decision is awaited) unless
+        ``--producer-option`` says otherwise.
         """
-        from uss_stream_kafka.runtime.config import ServiceConfig
-
-        orchestrate = self.command == "orchestrate"
-        linger = {"linger_ms": 2} if orchestrate else {}
-        return self._once(
-            "service",
-            lambda: ServiceConfig(
-                self.group_id,
-                self.topics(),
-                commit_interval=float("inf") if orchestrate else self.commit_interval,
-                commit_every=self.commit_every,
-                checkpoint_interval=self.checkpoint_interval,
-                checkpoint_every=self.checkpoint_every,
-                max_input_bytes=self.max_input_bytes,
-                max_poll_records=self.max_poll_records,
-                auto_offset_reset=self.auto_offset_reset,
-                group_instance_id=self.group_instance_id,
-                guarantee=self.guarantee,
-                shared_learning=self.shared_learning,
-                rebuild_models=not self.no_rebuild_models,
-                relearn_max_labels=self.relearn_max_labels,
-                exit_when_idle=self.exit_when_idle,
-                consumer_options=self.consumer_options(),
-                producer_options={**linger, **self.producer_options()},
-                http_host=self.metrics_host,
-                http_port=None if self.metrics_port < 0 else self.metrics_port,
-                client_library=self.client,
-                propagate_headers=self.propagate_header,
-            ),
-        )
+        return self._once("service", lambda: _service_config(self))
 
     @property
     def librdkafka(self) -> bool:
@@ -666,6 +632,27 @@ _CLIENT_FIELDS = (
     "ssl_password", "ssl_crlfile", "sasl_mechanism", "sasl_username", "sasl_password",
     "sasl_kerberos_service_name",
 )  # fmt: skip
+
+
+def _service_config(settings: KafkaSettings) -> Any:
+    """The mapping of :meth:`KafkaSettings.service_config`."""
+    from uss_stream_kafka.runtime.config import ServiceConfig
+
+    orchestrate = settings.command == "orchestrate"
+    linger = {"linger_ms": 2} if orchestrate else {}
+    mapped = {
+        "topics": settings.topics(),
+        "commit_interval": float("inf") if orchestrate else settings.commit_interval,
+        "rebuild_models": not settings.no_rebuild_models,
+        "consumer_options": settings.consumer_options(),
+        "producer_options": {**linger, **settings.producer_options()},
+        "http_host": settings.metrics_host,
+        "http_port": None if settings.metrics_port < 0 else settings.metrics_port,
+        "client_library": settings.client,
+        "propagate_headers": settings.propagate_header,
+    }
+    same = [name for name in ServiceConfig.field_names() if name in _BY_NAME and name not in mapped]
+    return ServiceConfig(**{name: getattr(settings, name) for name in same}, **mapped)
 
 
 def row(name: str) -> Setting:
