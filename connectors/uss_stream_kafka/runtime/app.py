@@ -12,6 +12,7 @@ an aborted transaction rewinds to the last committed one), then refreshes the sh
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 from typing import Any
@@ -460,3 +461,16 @@ class Application:
         if self._http is not None:
             self._http.close()
             self._http = None
+
+
+def _signature() -> inspect.Signature:
+    """``Application``'s signature as ``help`` and ``inspect`` show it: the client, ``group_id`` and
+    ``topics``, then ``config`` or the other settings of :class:`ServiceConfig` by keyword."""
+    own = list(inspect.signature(Application.__init__).parameters.values())[1:5]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    settings = inspect.signature(ServiceConfig).parameters.values()
+    rest = [item.replace(kind=keyword) for item in settings if item.default is not item.empty]
+    return inspect.Signature([*own, *rest])
+
+
+Application.__signature__ = _signature()  # type: ignore[attr-defined]
