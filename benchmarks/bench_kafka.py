@@ -86,9 +86,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_bytecode
+from uss_stream.policies.specs import serving_policy
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
-from uss_stream_kafka.processing.processors import label_free_policy
 from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 from uss_stream_kafka.runtime.startup import freeze_startup_heap
 
@@ -534,7 +534,7 @@ def main() -> None:
     sources, expected = {}, {}
     for c, case in enumerate(cases):
         outputs = _outputs(n, args.seed, len(case.stage_costs))
-        expected[case] = label_free_policy(case.policy, case.stage_costs, "bench")[0].run(outputs)
+        expected[case] = serving_policy(case.policy, case.stage_costs, "bench")[0].run(outputs)
         sources[case] = f"bench-in-{run_id}-{c}"
         admin.create_topics(
             {sources[case]: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True

@@ -201,9 +201,9 @@ def _passthrough_kafka_python(bootstrap: str, source: str, target: str, n: int) 
 
 def _decider(stage_costs: Sequence[float]) -> Any:
     """The per-event job of the Quix application: USS-KL-UCB ``select``, ``update`` on what it revealed."""
-    from uss_stream_kafka.processing.processors import label_free_policy
+    from uss_stream.policies.specs import serving_policy
 
-    policy = label_free_policy(POLICY, stage_costs, "outputs")[0]
+    policy = serving_policy(POLICY, stage_costs, "outputs")[0]
     cumulative = [round(sum(stage_costs[: k + 1]), 12) for k in range(len(stage_costs))]
 
     def decide(event: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ _HOMES = {
     "InvalidEvent": "uss_stream_kafka.processing.events",
     "Application": "uss_stream_kafka.runtime.app",
     "RunSummary": "uss_stream_kafka.runtime.app",
+    "ServiceConfig": "uss_stream_kafka.runtime.config",
     "Checkpoint": "uss_stream_kafka.runtime.checkpoint",
     "RestorePlan": "uss_stream_kafka.runtime.checkpoint",
     "plan_restore": "uss_stream_kafka.runtime.checkpoint",

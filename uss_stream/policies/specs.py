@@ -49,7 +49,17 @@ from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.policies.uss_ts import USSTS
 from uss_stream.policies.uss_ucb import USSUCB
 
-__all__ = ["DEFAULT_POLICY", "POLICY_NAMES", "PolicySpec", "parse_spec", "spec_of"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "LABELS",
+    "POLICY_NAMES",
+    "PolicySpec",
+    "check_serving",
+    "parse_spec",
+    "policy_spec",
+    "serving_policy",
+    "spec_of",
+]
 
 #: The library's default policy: the one :class:`uss_stream.CascadeClassifier` uses.
 DEFAULT_POLICY = "uss-kl-ucb"
@@ -227,3 +237,87 @@ def spec_of(policy: Policy) -> str:
         if key not in ("stage_costs", "error_rates") and value is not None
     )
     return kind + (f":{shown}" if shown else "")
+
+
+#: What a service's events bring of the labels: ``"none"`` (outputs mode) or ``"requested"`` (the
+#: labels a label-asking policy asks for: orchestration's reports topic).
+LABELS = ("none", "requested")
+
+
+def policy_spec(policy: str | None, alpha: float | None) -> str:
+    """The spec of ``--policy`` / ``--alpha`` (its shorthand); the library's default without either.
+
+    One rule for the Python API and every command-line mode.
+
+    >>> policy_spec(None, None)
+    'uss-kl-ucb'
+    >>> policy_spec(None, 0.51), policy_spec("uss-ts:seed=1", None)
+    ('uss-ucb:alpha=0.51', 'uss-ts:seed=1')
+    >>> policy_spec("uss-ts", 0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), not both: ...
+
+    """
+    if policy is not None and alpha is not None:
+        raise ValueError(
+            "give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), "
+            f"not both: got {policy!r} and {alpha!r}"
+        )
+    if alpha is not None:
+        return f"uss-ucb:alpha={alpha!r}"
+    return DEFAULT_POLICY if policy is None else policy
+
+
+def serving_policy(
+    spec: str, stage_costs: Sequence[float], mode: str, labels: str = "none"
+) -> tuple[Policy, str]:
+    """The policy of ``spec`` for ``stage_costs``, checked for a service (:func:`check_serving`), and
+    its canonical spec (:func:`spec_of`): the one build of a service's policy template.
+
+    >>> serving_policy("uss-kl-ucb:alpha=1", [0, 0.1], "outputs mode")
+    (USSKLUCB(stage_costs=[0, 0.1], alpha=1.0, discount=None), 'uss-kl-ucb:alpha=1.0')
+    >>> serving_policy("audited", [0, 0.1], "orchestration", labels="requested")[1]
+    'audited:alpha=1.0,label_allotment=300.0,label_budget=2.0'
+    >>> serving_policy("supervised", [0, 0.1], "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: --policy 'supervised': SupervisedUCB learns from labels; X has none (use a label-free one)
+
+    """
+    parsed = parse_spec(spec)
+    policy = parsed.build(list(stage_costs))
+    check_serving(policy, mode, labels, parsed.text)
+    return policy, spec_of(policy)
+
+
+def check_serving(policy: Policy, mode: str, labels: str = "none", text: str | None = None) -> None:
+    """Refuse a ``policy`` a service of ``mode`` cannot feed: one deciding stage by stage (the
+    service decides a depth up front), a supervised one (no service has every label) and, unless
+    ``labels="requested"``, a label-asking one. Errors name ``--policy`` and ``text`` (its spec).
+
+    >>> check_serving(parse_spec("audited").build([0, 0.1]), "outputs mode")
+    Traceback (most recent call last):
+    ...
+    ValueError: --policy 'audited:...': AuditedUSS asks for labels; outputs mode has none (use a label-free...
+    >>> check_serving(parse_spec("audited").build([0, 0.1]), "orchestration", labels="requested")
+
+    """
+    if labels not in LABELS:
+        raise ValueError(f"labels must be one of {', '.join(LABELS)}, got {labels!r}")
+    text = spec_of(policy) if text is None else text
+    name = type(policy).__name__
+    if policy.sequential:
+        raise ValueError(
+            f"--policy {text!r}: {name} decides stage by stage on the stages' confidences; {mode} "
+            "decides a depth up front (run it in a CascadeClassifier, features mode)"
+        )
+    if policy.supervised and labels == "requested":
+        raise ValueError(
+            f"--policy {text!r}: {name} learns from every event's label; {mode} has only the labels "
+            "a label-asking policy asks for (use a label-free or a label-asking one, e.g. audited)"
+        )
+    asks = policy.asks_for_labels
+    if (asks and labels == "none") or policy.supervised:
+        needs = "asks for labels" if asks else "learns from labels"
+        raise ValueError(f"--policy {text!r}: {name} {needs}; {mode} has none (use a label-free one)")

@@ -220,8 +220,6 @@ def run(args: argparse.Namespace) -> int:
     :mod:`uss_stream_kafka.cli.exit_codes`.
     """
     from uss_stream_kafka.processing.processors import FeaturesProcessor, OutputsProcessor
-    from uss_stream_kafka.runtime.app import Application
-    from uss_stream_kafka.runtime.startup import freeze_startup_heap
 
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
@@ -231,53 +229,15 @@ def run(args: argparse.Namespace) -> int:
             input_topic=settings.input_topic,
             output_topic=settings.output_topic,
         )
-        processor: Any = OutputsProcessor(settings.stage_costs, policy=settings.policy_spec(), codec=codec)
+        processor: Any = OutputsProcessor(
+            settings.stage_costs, policy=settings.policy_template()[0], codec=codec
+        )
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
-    client = settings.client_config()
-    if not _security_checked(client):
+    app = _serve(settings, processor)
+    if app is None:
         return 7
-    app = Application(
-        client,
-        group_id=settings.group_id,
-        topics=_topics(settings),
-        commit_interval=settings.commit_interval,
-        commit_every=settings.commit_every,
-        checkpoint_interval=settings.checkpoint_interval,
-        checkpoint_every=settings.checkpoint_every,
-        max_input_bytes=settings.max_input_bytes,
-        max_poll_records=settings.max_poll_records,
-        auto_offset_reset=settings.auto_offset_reset,
-        group_instance_id=settings.group_instance_id,
-        guarantee=settings.guarantee,
-        shared_learning=settings.shared_learning,
-        rebuild_models=not settings.no_rebuild_models,
-        relearn_max_labels=settings.relearn_max_labels,
-        exit_when_idle=settings.exit_when_idle,
-        consumer_options=settings.consumer_options(),
-        producer_options=settings.producer_options(),
-        http_host=settings.metrics_host,
-        http_port=None if settings.metrics_port < 0 else settings.metrics_port,
-        client_library=settings.client,
-        propagate_headers=settings.propagate_header,
-    )
-
-    def _stop(signum: int, frame: Any) -> None:
-        if app.health()[1]["status"] in ("created", "starting"):
-            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
-        logging.getLogger("uss_stream_kafka").info(
-            "%s: finishing the batch, then stopping", signal.Signals(signum).name
-        )
-        app.stop()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    logging.getLogger("uss_stream_kafka").info("starting: connecting to %s", settings.bootstrap_servers)
-    freeze_startup_heap()
-    try:
-        summary = app.run(processor)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    summary = app.summary
     dead = sum(summary.dead_letters.values())
     print(
         f"kafka run: {summary.events} events, {summary.decisions} decisions "
@@ -288,16 +248,37 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _topics(settings: KafkaSettings) -> Any:
-    from uss_stream_kafka.clients.topics import Topics
+def _serve(settings: KafkaSettings, processor: Any) -> Any:
+    """Run ``processor`` in an application of the settings' service config until it stops.
 
-    return Topics(
-        input=settings.input_topic,
-        output=settings.output_topic,
-        dead_letter=settings.dlq_topic,
-        state=settings.state_topic,
-        labels=settings.labels_topic,
-    )
+    Checks TLS and SASL first (``None``: they failed, said on stderr: the caller exits 7); SIGTERM
+    and SIGINT stop the service after the batch (during start-up at once); the start-up heap is
+    frozen before the loop. Returns the stopped :class:`~uss_stream_kafka.runtime.app.Application`.
+    """
+    from uss_stream_kafka.runtime.app import Application
+    from uss_stream_kafka.runtime.startup import freeze_startup_heap
+
+    client = settings.client_config()
+    if not _security_checked(client):
+        return None
+    app = Application(client, config=settings.service_config())
+    log = logging.getLogger("uss_stream_kafka")
+
+    def _stop(signum: int, frame: Any) -> None:
+        if app.health()[1]["status"] in ("created", "starting"):
+            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
+        log.info("%s: finishing the batch, then stopping", signal.Signals(signum).name)
+        app.stop()
+
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    log.info("starting: connecting to %s", settings.bootstrap_servers)
+    freeze_startup_heap()
+    try:
+        app.run(processor)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return app
 
 
 def _security_checked(client: Any) -> bool:
@@ -332,68 +313,20 @@ def orchestrate(args: argparse.Namespace) -> int:
 
     See ``docs/orchestration.md``; errors print one line, as :func:`run`'s.
     """
-    from uss_stream_kafka.processing.orchestration import (
-        OrchestrationProcessor,
-        OrchestrationSummary,
-        OrchestrationTopics,
-    )
-    from uss_stream_kafka.runtime.app import Application
-    from uss_stream_kafka.runtime.startup import freeze_startup_heap
+    from uss_stream_kafka.processing.orchestration import OrchestrationProcessor, OrchestrationSummary
 
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
     processor = OrchestrationProcessor(
         settings.stage_costs,
         stage_names=settings.stage_names,
-        policy=settings.policy_spec(),
+        policy=settings.policy_template()[0],
         max_age_decisions=settings.max_age_decisions,
         max_age_seconds=settings.max_age_seconds,
     )
-    topics = OrchestrationTopics(
-        settings.input_topic,
-        settings.reports_topic,
-        settings.output_topic,
-        settings.dlq_topic,
-        settings.state_topic,
-    )
-    client = settings.client_config()
-    if not _security_checked(client):
+    app = _serve(settings, processor)
+    if app is None:
         return 7
-    app = Application(
-        client,
-        group_id=settings.group_id,
-        topics=topics.as_topics(),
-        # Commits only at the checkpoints: both cover the same offsets of both topics.
-        commit_interval=float("inf"),
-        checkpoint_interval=settings.checkpoint_interval,
-        checkpoint_every=settings.checkpoint_every,
-        max_input_bytes=settings.max_input_bytes,
-        max_poll_records=settings.max_poll_records,
-        auto_offset_reset=settings.auto_offset_reset,
-        group_instance_id=settings.group_instance_id,
-        guarantee=settings.guarantee,
-        exit_when_idle=settings.exit_when_idle,
-        consumer_options=settings.consumer_options(),
-        # A decision is awaited: linger 2 ms rather than the throughput default.
-        producer_options={"linger_ms": 2, **settings.producer_options()},
-        http_host=settings.metrics_host,
-        http_port=None if settings.metrics_port < 0 else settings.metrics_port,
-        client_library=settings.client,
-        propagate_headers=settings.propagate_header,
-    )
-
-    def _stop(signum: int, frame: Any) -> None:
-        if app.health()[1]["status"] in ("created", "starting"):
-            raise StartupInterrupted(signum)  # a blocking connect or restore: do not wait for it
-        app.stop()
-
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    freeze_startup_heap()
-    try:
-        app.run(processor)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     summary = OrchestrationSummary.of(app)
     dead = {reason: n for reason, n in summary.dead_letters.items() if n}
     print(
@@ -424,7 +357,7 @@ def create_topics_command(args: argparse.Namespace) -> int:
     from uss_stream_kafka.clients.topics import create_topics
 
     settings = KafkaSettings.from_args(args)
-    topics = _topics(settings)
+    topics = settings.topics()
     check_security(settings.client_config())  # TLS and SASL in one round trip, before the admin's retries
     admin = clients.admin(settings.client, **settings.client_config().kafka_kwargs("admin"))
     try:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream.policies.specs import policy_spec, serving_policy
 from uss_stream_kafka.clients.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, merge_options
 
 __all__ = [
@@ -338,7 +339,7 @@ class KafkaSettings:
     )
     alpha: float | None = setting(
         None,
-        "shorthand for --policy uss-ucb:alpha=ALPHA (> 0)",
+        "deprecated: use --policy uss-ucb:alpha=ALPHA (> 0)",
         _SERVICE,
         _PROCESSING,
         convert=_positive_float,
@@ -516,8 +517,16 @@ class KafkaSettings:
         0, "shuffle seed", ("demo-producer",), _DEMO, convert=_integer, legacy_env="USS_KAFKA_DEMO_SEED"
     )
 
+    #: What the settings build, built once (the policy template, the client and service configs).
+    _built: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         check_settings(self)
+
+    def _once(self, name: str, build: Callable[[], Any]) -> Any:
+        if name not in self._built:
+            self._built[name] = build()
+        return self._built[name]
 
     @classmethod
     def from_args(cls, args: Any) -> KafkaSettings:
@@ -528,9 +537,16 @@ class KafkaSettings:
 
     def policy_spec(self) -> str:
         """The spec of ``--policy`` / ``--alpha``; the library's default without either."""
-        from uss_stream_kafka.processing.processors import policy_spec
-
         return policy_spec(self.policy, self.alpha)
+
+    def policy_template(self) -> tuple[Any, str]:
+        """The policy of ``run`` (outputs mode) or ``orchestrate`` and its canonical spec, built once
+        by the library (:func:`~uss_stream.policies.specs.serving_policy`); every learner clones it."""
+        orchestrate = self.command == "orchestrate"
+        mode, labels = ("orchestration", "requested") if orchestrate else ("outputs mode", "none")
+        return self._once(
+            "policy", lambda: serving_policy(self.policy_spec(), self.stage_costs, mode, labels)
+        )
 
     def payload_format(self) -> Any:
         """The :class:`~uss_stream_kafka.processing.formats.PayloadFormat` of ``--value-format``
@@ -542,14 +558,41 @@ class KafkaSettings:
         )
 
     def client_config(self) -> Any:
-        """The :class:`~uss_stream_kafka.clients.config.ClientConfig` every client of the command uses."""
+        """The :class:`~uss_stream_kafka.clients.config.ClientConfig` every client of the command uses
+        (built once)."""
         from uss_stream_kafka.clients.config import ClientConfig
 
-        return ClientConfig(
-            **{name: getattr(self, name) for name in _CLIENT_FIELDS},
-            ssl_check_hostname=not self.no_ssl_check_hostname,
-            options=merge_options(self.kafka_option),
+        return self._once(
+            "client",
+            lambda: ClientConfig(
+                **{name: getattr(self, name) for name in _CLIENT_FIELDS},
+                ssl_check_hostname=not self.no_ssl_check_hostname,
+                options=merge_options(self.kafka_option),
+            ),
         )
+
+    def topics(self) -> Any:
+        """The service's :class:`~uss_stream_kafka.clients.topics.Topics` (``orchestrate``: the
+        requests as input, the reports as labels)."""
+        from uss_stream_kafka.clients.topics import Topics
+
+        if self.command == "orchestrate":
+            from uss_stream_kafka.processing.orchestration import OrchestrationTopics
+
+            names = (self.input_topic, self.reports_topic, self.output_topic, self.dlq_topic)
+            return OrchestrationTopics(*names, self.state_topic).as_topics()
+        names = (self.input_topic, self.output_topic, self.dlq_topic, self.state_topic)
+        return Topics(*names, labels=self.labels_topic)
+
+    def service_config(self) -> Any:
+        """The :class:`~uss_stream_kafka.runtime.config.ServiceConfig` of ``run`` or ``orchestrate``
+        (built once): the one mapping from the settings to the service's.
+
+        A setting of the same name is the config's; ``orchestrate`` commits only at its checkpoints
+        (both cover the same offsets of both topics) and lingers 2 ms (a decision is awaited) unless
+        ``--producer-option`` says otherwise.
+        """
+        return self._once("service", lambda: _service_config(self))
 
     @property
     def librdkafka(self) -> bool:
@@ -589,6 +632,27 @@ _CLIENT_FIELDS = (
     "ssl_password", "ssl_crlfile", "sasl_mechanism", "sasl_username", "sasl_password",
     "sasl_kerberos_service_name",
 )  # fmt: skip
+
+
+def _service_config(settings: KafkaSettings) -> Any:
+    """The mapping of :meth:`KafkaSettings.service_config`."""
+    from uss_stream_kafka.runtime.config import ServiceConfig
+
+    orchestrate = settings.command == "orchestrate"
+    linger = {"linger_ms": 2} if orchestrate else {}
+    mapped = {
+        "topics": settings.topics(),
+        "commit_interval": float("inf") if orchestrate else settings.commit_interval,
+        "rebuild_models": not settings.no_rebuild_models,
+        "consumer_options": settings.consumer_options(),
+        "producer_options": {**linger, **settings.producer_options()},
+        "http_host": settings.metrics_host,
+        "http_port": None if settings.metrics_port < 0 else settings.metrics_port,
+        "client_library": settings.client,
+        "propagate_headers": settings.propagate_header,
+    }
+    same = [name for name in ServiceConfig.field_names() if name in _BY_NAME and name not in mapped]
+    return ServiceConfig(**{name: getattr(settings, name) for name in same}, **mapped)
 
 
 def row(name: str) -> Setting:
@@ -639,8 +703,6 @@ def _check_clients(settings: KafkaSettings) -> None:
     """The connection settings together (:class:`~uss_stream_kafka.clients.config.ClientConfig`'s checks)."""
     import re
 
-    from uss_stream_kafka.clients.config import check_client_options
-
     try:
         settings.client_config()
     except ValueError as error:
@@ -648,16 +710,16 @@ def _check_clients(settings: KafkaSettings) -> None:
         pattern = r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"
         raise ValueError(re.sub(pattern, lambda m: row(names[m.group(1)]).named(), str(error))) from None
     if settings.command in _SERVICE:
-        for kind in ("consumer", "producer"):
-            item = row(f"{kind}_option")
-            options = merge_options(getattr(settings, item.name), librdkafka=settings.librdkafka)
-            check_client_options(kind, options, item.named(), settings.librdkafka)
+        try:
+            settings.service_config()
+        except ValueError as error:
+            names = {"consumer_options": "consumer_option", "producer_options": "producer_option"}
+            pattern = r"\b(" + "|".join(names) + r")\b"
+            raise ValueError(re.sub(pattern, lambda m: row(names[m.group(1)]).named(), str(error))) from None
 
 
 def _check_processing(settings: KafkaSettings) -> None:
     """``run`` and ``orchestrate``: mode, stage costs, policy and their combinations."""
-    from uss_stream_kafka.processing.processors import label_free_policy
-
     policy, alpha = row("policy"), row("alpha")
     if settings.policy is not None and settings.alpha is not None:
         raise ValueError(
@@ -685,9 +747,11 @@ def _check_processing(settings: KafkaSettings) -> None:
         raise ValueError(f"outputs mode needs {row('stage_costs').named()} c_1,...,c_K")
     if settings.cascade_factory:
         raise ValueError(f"{row('cascade_factory').named()} is for features mode (--mode features)")
-    mode = "orchestration" if settings.command == "orchestrate" else "outputs mode"
+    if settings.alpha is not None:
+        instead = f"--policy uss-ucb:alpha={settings.alpha!r}"
+        warnings.warn(f"--alpha is deprecated: use {instead}", FutureWarning, stacklevel=4)
     try:
-        built, _ = label_free_policy(settings.policy_spec(), costs, mode)
+        built, _ = settings.policy_template()
     except ValueError as error:
         raise ValueError(f"{error} (env {policy.env})") from None
     if settings.shared_learning and built.discount is not None:

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from uss_stream.pending import PendingDecisions, RejectedReport
-from uss_stream.policies.specs import parse_spec, spec_of
+from uss_stream.policies import Policy
 from uss_stream_kafka.clients.limits import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MARGIN, STATE_ENVELOPE_BYTES
 from uss_stream_kafka.clients.topics import Topics, create_topics
 from uss_stream_kafka.processing.events import InvalidEvent
-from uss_stream_kafka.processing.processors import BatchResult, label_free_policy, policy_spec
+from uss_stream_kafka.processing.processors import BatchResult, check_recorded, service_policy
 from uss_stream_kafka.processing.reports import label_request, parse_feedback, parse_report, parse_request
 from uss_stream_kafka.processing.state_budget import StateBudget
 
@@ -196,12 +196,12 @@ class OrchestrationProcessor:
         stage_costs: Sequence[float],
         stage_names: Sequence[str] | None = None,
         alpha: float | None = None,
-        policy: str | None = None,
+        policy: str | Policy | None = None,
         max_age_decisions: int | None = None,
         max_age_seconds: float | None = None,
         max_state_bytes: int = MAX_STATE_BYTES,
     ) -> None:
-        template, canonical = label_free_policy(policy_spec(policy, alpha), stage_costs, "orchestration")
+        template, canonical = service_policy(policy, alpha, stage_costs, "orchestration", labels="requested")
         self.stage_costs = [float(c) for c in stage_costs]
         k = len(self.stage_costs)
         self.stage_names = (
@@ -250,18 +250,7 @@ class OrchestrationProcessor:
         """
         if description.get("mode", self.mode) != self.mode:
             raise ValueError(f"it was written in {description.get('mode')} mode, not orchestration")
-        if description.get("stage_costs", self.stage_costs) != self.stage_costs:
-            raise ValueError(
-                f"it is for stage costs {description.get('stage_costs')}, the service has {self.stage_costs}"
-            )
-        recorded = description.get("policy")
-        if recorded is None and "alpha" in description:  # written before the policy was recorded
-            recorded = spec_of(parse_spec(f"uss-ucb:alpha={description['alpha']!r}").build(self.stage_costs))
-        if recorded is not None and recorded != self.policy:
-            raise ValueError(
-                f"it was written with --policy {recorded}, the service runs --policy {self.policy}: "
-                "a restart must keep the policy (use a new state topic to change it)"
-            )
+        check_recorded(description, self.stage_costs, self.policy, "", who="the service")
 
 
 class OrchestrationLearner:

@@ -23,7 +23,7 @@ from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.batch import decide_batch, next_window
 from uss_stream.policies.learning_state import learning_state
-from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec, spec_of
+from uss_stream.policies.specs import check_serving, parse_spec, policy_spec, serving_policy, spec_of
 from uss_stream_kafka.processing.events import FeaturesCodec, InvalidEvent, OutputsCodec, oversize
 
 __all__ = [
@@ -32,9 +32,9 @@ __all__ = [
     "Learner",
     "OutputsProcessor",
     "Processor",
-    "label_free_policy",
     "load_factory",
-    "policy_spec",
+    "service_policy",
+    "check_recorded",
 ]
 
 
@@ -157,10 +157,10 @@ class OutputsProcessor:
         self,
         stage_costs: Sequence[float],
         alpha: float | None = None,
-        policy: str | None = None,
+        policy: str | Policy | None = None,
         codec: Callable[[int, Sequence[float]], OutputsCodec] = OutputsCodec,
     ) -> None:
-        template, canonical = label_free_policy(policy_spec(policy, alpha), stage_costs, "outputs mode")
+        template, canonical = service_policy(policy, alpha, stage_costs, "outputs mode")
         self._template = template
         self._codec = codec(template.n_stages, template.cumulative_costs)
         self.stage_costs = [float(c) for c in stage_costs]
@@ -191,19 +191,12 @@ class OutputsProcessor:
         ValueError: it is for stage costs [0, 0.1, 0.2], the service has [0.0, 0.15, 0.2]: ...
 
         """
-        if description.get("stage_costs", self.stage_costs) != self.stage_costs:
-            raise ValueError(
-                f"it is for stage costs {description.get('stage_costs')}, the service has "
-                f"{self.stage_costs}: a restart must keep --stage-costs (use a new state topic)"
-            )
-        recorded = description.get("policy")
-        if recorded is None and "alpha" in description:
-            recorded = spec_of(parse_spec(f"uss-ucb:alpha={description['alpha']!r}").build(self.stage_costs))
-        if recorded is not None and recorded != self.policy:
-            raise ValueError(
-                f"it was written with --policy {recorded}, this service runs --policy {self.policy}: "
-                "a restart must keep the policy (use a new state topic to change it)"
-            )
+        check_recorded(
+            description,
+            self.stage_costs,
+            self.policy,
+            "a restart must keep --stage-costs (use a new state topic)",
+        )
 
 
 class OutputsLearner:
@@ -447,67 +440,66 @@ class FeaturesLearner:
         return self._cascade.learning_state()
 
 
-def policy_spec(policy: str | None, alpha: float | None) -> str:
-    """The spec of ``--policy`` / ``--alpha`` (its shorthand); the library's default without either.
+def service_policy(
+    policy: str | Policy | None,
+    alpha: float | None,
+    stage_costs: Sequence[float],
+    mode: str,
+    labels: str = "none",
+) -> tuple[Policy, str]:
+    """A processor's policy template and its canonical spec: built from ``policy`` / ``alpha`` (a spec,
+    :func:`~uss_stream.policies.specs.serving_policy`), or ``policy`` itself when it is already built
+    (the command line builds it once, with its settings), checked as the library checks a service's.
 
-    One rule for the Python API and every command-line mode.
-
-    >>> policy_spec(None, None)
-    'uss-kl-ucb'
-    >>> policy_spec(None, 0.51), policy_spec("uss-ts:seed=1", None)
-    ('uss-ucb:alpha=0.51', 'uss-ts:seed=1')
-    >>> policy_spec("uss-ts", 0.5)
+    >>> from uss_stream.policies import USSTS
+    >>> service_policy(USSTS([0, 0.1], seed=1), None, [0, 0.1], "outputs mode")[1]
+    'uss-ts:seed=1'
+    >>> service_policy(USSTS([0, 0.1]), None, [0, 0.2], "outputs mode")
     Traceback (most recent call last):
     ...
-    ValueError: give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), not both: ...
+    ValueError: the policy is built for stage costs [0.0, 0.1], the processor has [0.0, 0.2]
 
     """
-    if policy is not None and alpha is not None:
-        raise ValueError(
-            "give policy (--policy) or alpha (--alpha, shorthand for uss-ucb:alpha=A), "
-            f"not both: got {policy!r} and {alpha!r}"
-        )
+    if not isinstance(policy, Policy):
+        return serving_policy(policy_spec(policy, alpha), stage_costs, mode, labels)
     if alpha is not None:
-        return f"uss-ucb:alpha={alpha!r}"
-    return DEFAULT_POLICY if policy is None else policy
+        raise ValueError(f"give policy or alpha, not both: got {policy!r} and {alpha!r}")
+    costs, built = [float(c) for c in stage_costs], [float(c) for c in policy.stage_costs]
+    if built != costs:
+        raise ValueError(f"the policy is built for stage costs {built}, the processor has {costs}")
+    check_serving(policy, mode, labels)
+    return policy, spec_of(policy)
 
 
-def label_free_policy(spec: str, stage_costs: Sequence[float], mode: str) -> tuple[Policy, str]:
-    """The policy of ``spec`` for ``stage_costs`` and its canonical spec; ``mode`` (where the
-    events carry no labels) refuses label-asking and supervised policies, naming ``--policy``.
-    ``"orchestration"`` takes label-asking ones: its reports topic brings the labels they ask for.
+def check_recorded(
+    description: dict[str, Any], stage_costs: list[float], policy: str, hint: str, who: str = "this service"
+) -> None:
+    """Raise ``ValueError`` if a checkpoint's processor ``description`` is for other ``stage_costs``
+    or another ``policy`` (its canonical spec); ``hint`` ends the stage costs' message, ``who`` names
+    the service in the policy's.
 
-    >>> label_free_policy("uss-kl-ucb:alpha=1", [0, 0.1], "orchestration")
-    (USSKLUCB(stage_costs=[0, 0.1], alpha=1.0, discount=None), 'uss-kl-ucb:alpha=1.0')
-    >>> label_free_policy("audited", [0, 0.1], "orchestration")[1]
-    'audited:alpha=1.0,label_allotment=300.0,label_budget=2.0'
-    >>> label_free_policy("supervised", [0, 0.1], "X")
+    Checkpoints written before the policy was recorded name USS-UCB by its ``alpha``.
+
+    >>> check_recorded({"alpha": 0.51}, [0.0, 0.1], "uss-ucb:alpha=0.51", "")
+    >>> check_recorded({"policy": "fixed:depth=1"}, [0.0, 0.1], "uss-ucb:alpha=0.51", "")
     Traceback (most recent call last):
     ...
-    ValueError: --policy 'supervised': SupervisedUCB learns from labels; X has none (use a label-free one)
+    ValueError: it was written with --policy fixed:depth=1, this service runs --policy uss-ucb:alpha=0.51: ...
 
     """
-    parsed = parse_spec(spec)
-    policy = parsed.build(list(stage_costs))
-    asks = policy.asks_for_labels
-    if policy.sequential:
+    if description.get("stage_costs", stage_costs) != stage_costs:
         raise ValueError(
-            f"--policy {parsed.text!r}: {type(policy).__name__} decides stage by stage on the stages' "
-            f"confidences; {mode} decides a depth up front (run it in a CascadeClassifier, features mode)"
+            f"it is for stage costs {description.get('stage_costs')}, the service has {stage_costs}"
+            + (f": {hint}" if hint else "")
         )
-    if policy.supervised and mode == "orchestration":
+    recorded = description.get("policy")
+    if recorded is None and "alpha" in description:
+        recorded = spec_of(parse_spec(f"uss-ucb:alpha={description['alpha']!r}").build(stage_costs))
+    if recorded is not None and recorded != policy:
         raise ValueError(
-            f"--policy {parsed.text!r}: {type(policy).__name__} learns from every event's label; "
-            "orchestration has only the labels a label-asking policy asks for (use a label-free "
-            "or a label-asking one, e.g. audited)"
+            f"it was written with --policy {recorded}, {who} runs --policy {policy}: "
+            "a restart must keep the policy (use a new state topic to change it)"
         )
-    if (asks and mode != "orchestration") or policy.supervised:
-        needs = "asks for labels" if asks else "learns from labels"
-        raise ValueError(
-            f"--policy {parsed.text!r}: {type(policy).__name__} {needs}; {mode} has none "
-            "(use a label-free one)"
-        )
-    return policy, spec_of(policy)
 
 
 def load_factory(path: str) -> Callable[[], Any]:

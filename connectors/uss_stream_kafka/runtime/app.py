@@ -12,12 +12,12 @@ an aborted transaction rewinds to the last committed one), then refreshes the sh
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from uss_stream_kafka.clients import ClientError, UndecodableError, resolve
+from uss_stream_kafka.clients import ClientError, UndecodableError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.topics import Topics
 from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
@@ -33,23 +33,28 @@ from uss_stream_kafka.runtime.commit import (
     fatal_error,
     transactional_id,
 )
+from uss_stream_kafka.runtime.config import GUARANTEES, ServiceConfig
 from uss_stream_kafka.runtime.context import RunContext, RunSummary
 from uss_stream_kafka.runtime.dispatch import Dispatcher
 from uss_stream_kafka.runtime.progress import IdleGate, StallWatch
 from uss_stream_kafka.runtime.recovery import Recovery
 from uss_stream_kafka.runtime.shared import SharedLearning
-from uss_stream_kafka.runtime.startup import (  # noqa: F401 (CONSUMER_DEFAULTS: re-exported)
-    CONSUMER_DEFAULTS,
-    GUARANTEES,
-    check_processor,
-    check_settings,
-    check_topics,
-)
+from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS, check_topics  # noqa: F401 (re-exported)
 from uss_stream_kafka.runtime.wiring import Layers, wire
 
-__all__ = ["GUARANTEES", "Application", "DeliveryError", "MetricsEndpointError", "RunSummary"]
+__all__ = [
+    "GUARANTEES",
+    "Application",
+    "DeliveryError",
+    "MetricsEndpointError",
+    "RunSummary",
+    "ServiceConfig",
+]
 
 log = logging.getLogger("uss_stream_kafka")
+
+#: The settings an application reads from its :class:`ServiceConfig`.
+_SETTINGS = frozenset(ServiceConfig.field_names())
 
 
 class Application:
@@ -59,6 +64,10 @@ class Application:
     ----------
     client
         Connection and security settings of every client.
+    config
+        Every setting below, checked once (:class:`~uss_stream_kafka.runtime.config.ServiceConfig`;
+        the command line's way). Without it, the settings are given as keywords and the application
+        builds its config from them (:attr:`config`); either way ``app.<setting>`` reads them.
     group_id
         Consumer group; instances of the same group share the input partitions.
     topics
@@ -145,74 +154,38 @@ class Application:
     def __init__(
         self,
         client: ClientConfig,
-        group_id: str,
-        topics: Topics,
+        group_id: str | None = None,
+        topics: Topics | None = None,
         *,
-        commit_interval: float = 1.0,
-        commit_every: int = 0,
-        checkpoint_interval: float = 5.0,
-        checkpoint_every: int = 0,
-        max_input_bytes: int = 256 * 1024,
-        max_poll_records: int = 5000,
-        auto_offset_reset: str = "earliest",
-        group_instance_id: str | None = None,
-        guarantee: str = "at-least-once",
-        rebuild_models: bool = True,
-        shared_learning: bool = False,
-        exit_when_idle: float | None = None,
-        consumer_options: Mapping[str, Any] | None = None,
-        producer_options: Mapping[str, Any] | None = None,
-        http_host: str = "0.0.0.0",
-        http_port: int | None = 9108,
-        health_timeout: float = 60.0,
-        client_library: str = "kafka-python",
-        learning_metrics: bool = True,
-        relearn_max_labels: int | None = None,
-        propagate_headers: Sequence[str] = (),
+        config: ServiceConfig | None = None,
+        **settings: Any,
     ) -> None:
-        check_settings(**locals())
+        if config is None:
+            config = ServiceConfig(group_id, topics, **settings)  # type: ignore[arg-type]
+        elif group_id is not None or topics is not None or settings:
+            raise TypeError("give Application a config or its settings as keywords, not both")
         self.client = client
-        self.group_id = group_id
-        self.topics = topics
-        self.commit_interval = float(commit_interval)
-        self.commit_every = commit_every
-        self.checkpoint_interval = float(checkpoint_interval)
-        self.checkpoint_every = checkpoint_every
-        self.max_input_bytes = max_input_bytes
-        self.max_poll_records = max_poll_records
-        self.auto_offset_reset = auto_offset_reset
-        self.group_instance_id = group_instance_id
-        self.guarantee = guarantee
-        self.rebuild_models = bool(rebuild_models)
-        self.relearn_max_labels = relearn_max_labels
-        self.shared_learning = bool(shared_learning)
-        self.exit_when_idle = exit_when_idle
-        self.client_library = resolve(client_library)
-        self.propagate_headers = tuple(propagate_headers)
-        if client_library == "auto":
+        self.config = config
+        if config.client_library == "auto":
             log.info(
                 "client: %s (--client auto: confluent-kafka is %sinstalled)",
-                self.client_library,
-                "" if self.client_library == "confluent" else "not ",
+                config.library,
+                "" if config.library == "confluent" else "not ",
             )
-        self.consumer_options = dict(consumer_options or {})
-        self.producer_options = dict(producer_options or {})
-        self.http_host = http_host
-        self.http_port = http_port
-        self.health_timeout = float(health_timeout)
-        self.learning_metrics = bool(learning_metrics)
-
-        self._context = RunContext(topics, group_id)
+        self._context = RunContext(config.topics, config.group_id)
         self._committer = Committer(
             self._context,
             client,
-            self.producer_options,
-            exactly_once=self.exactly_once,
+            config.producer_options,
+            exactly_once=config.exactly_once,
             transactional_id=self.transactional_id,
             schedule=CommitSchedule(
-                self.commit_interval, commit_every, self.checkpoint_interval, checkpoint_every
+                config.commit_interval,
+                config.commit_every,
+                config.checkpoint_interval,
+                config.checkpoint_every,
             ),
-            library=self.client_library,
+            library=config.library,
         )
         self._http: HttpEndpoint | None = None
         self._status = "created"
@@ -227,10 +200,21 @@ class Application:
         self._sharing: SharedLearning | None = None
         self._stopped_learners: dict[int, Any] | None = None
 
+    def __getattr__(self, name: str) -> Any:
+        """The settings of :attr:`config` read as the application's own (``app.max_input_bytes``)."""
+        if name in _SETTINGS:
+            return getattr(self.__dict__["config"], name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def client_library(self) -> str:
+        """The Kafka client library (``client_library="auto"`` resolved)."""
+        return self.config.library
+
     @property
     def exactly_once(self) -> bool:
         """Whether the application runs transactionally (``guarantee="exactly-once"``)."""
-        return self.guarantee == "exactly-once"
+        return self.config.exactly_once
 
     @property
     def flush_timeout(self) -> float | None:
@@ -243,9 +227,9 @@ class Application:
     @property
     def transactional_id(self) -> str | None:
         """The producer's transactional id in exactly-once mode (``None`` otherwise)."""
-        if not self.exactly_once:
+        if not self.config.exactly_once:
             return None
-        return transactional_id(self.group_id, self.group_instance_id)
+        return transactional_id(self.config.group_id, self.config.group_instance_id)
 
     @property
     def summary(self) -> RunSummary:
@@ -287,7 +271,7 @@ class Application:
     @property
     def http_address(self) -> tuple[str, int] | None:
         """``(host, port)`` of the metrics/health endpoint while it runs."""
-        return None if self._http is None else (self.http_host, self._http.port)
+        return None if self._http is None else (self.config.http_host, self._http.port)
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         """``(healthy, details)``: healthy while running, polling within ``health_timeout`` and, with
@@ -295,14 +279,15 @@ class Application:
         now = time.monotonic()
         poll_age = now - self._last_poll
         stalled_since = self._stall_watch.stalled_since
-        fetching = stalled_since is None or now - stalled_since < self.health_timeout
+        timeout = self.config.health_timeout
+        fetching = stalled_since is None or now - stalled_since < timeout
         healthy = self._status == "starting" or (
-            self._status == "running" and poll_age < self.health_timeout and fetching
+            self._status == "running" and poll_age < timeout and fetching
         )
         status = self._status if healthy or self._status != "running" else "stalled"
         restoring = None if self._recovery is None else self._recovery.restoring_since
         if restoring is not None and self._status == "running":
-            healthy, status = now - restoring < self.health_timeout, "restoring"
+            healthy, status = now - restoring < timeout, "restoring"
         details = health_details(self._context, status, poll_age)
         if restoring is not None:
             details["restoring_seconds"] = round(now - restoring, 3)
@@ -313,7 +298,7 @@ class Application:
         """Serve until :meth:`stop` (or ``exit_when_idle``); a clean stop commits and checkpoints."""
         if self._status != "created":
             raise RuntimeError("an Application runs once; create a new one")
-        check_processor(processor.mode, self.topics.labels, self.shared_learning)
+        self.config.check_processor(processor.mode)
         context = self._context
         context.processor = processor
         self._status = "starting"
@@ -349,18 +334,23 @@ class Application:
         return self.summary
 
     def _setup(self) -> None:
-        context = self._context
+        context, config = self._context, self.config
         partitions, limits = check_topics(
-            self.client_library, self.client, self.topics, {**PRODUCER_DEFAULTS, **self.producer_options}
+            config.library,
+            self.client,
+            config.topics,
+            {**PRODUCER_DEFAULTS, **config.producer_options},
         )
         context.metrics = ServiceMetrics(context.processor.n_stages)
-        if self.learning_metrics:
+        if config.learning_metrics:
             context.learning = LearningMetrics(context.processor.stage_costs)
             context.metrics.registry.register(context.learning)
-        if self.http_port is not None:
-            self._http = serve(context.metrics.registry, self.health, self.http_host, self.http_port)
+        if config.http_port is not None:
+            self._http = serve(context.metrics.registry, self.health, config.http_host, config.http_port)
         self._committer.start()
-        self._layers = wire(self, self._committer, self._idle_gate, partitions, limits)
+        self._layers = wire(
+            config, self.client, context, self._committer, self._idle_gate, partitions, limits
+        )
         self._recovery = self._layers.recovery
         self._dispatcher = self._layers.dispatcher
         self._sharing = self._layers.sharing
@@ -368,6 +358,7 @@ class Application:
     def _loop(self) -> None:
         context = self._context
         recovery = self._recovery
+        exit_when_idle = self.config.exit_when_idle
         while not context.stop.is_set():
             consumer = context.consumer  # a consumer that failed for good is replaced
             try:
@@ -406,9 +397,9 @@ class Application:
                 context.last_activity = time.monotonic()
                 self._stall_watch.fetched(context.last_activity)
             elif (
-                self.exit_when_idle is not None
+                exit_when_idle is not None
                 and recovery.assigned_once
-                and now - context.last_activity >= self.exit_when_idle
+                and now - context.last_activity >= exit_when_idle
             ):
                 # Idle only counts once partitions were assigned, and ends at their end offsets.
                 if not recovery.pending and not recovery.rebalancing and self._idle_gate.may_stop(consumer):
@@ -431,7 +422,7 @@ class Application:
         next commit point could commit the progress of the aborted one's earlier batches), and the
         records are processed again.
         """
-        if not self.exactly_once or fatal_error(error):
+        if not self.config.exactly_once or fatal_error(error):
             raise error
         self._dispatcher.discard_batch()
         self._committer.abort(error)
@@ -470,3 +461,16 @@ class Application:
         if self._http is not None:
             self._http.close()
             self._http = None
+
+
+def _signature() -> inspect.Signature:
+    """``Application``'s signature as ``help`` and ``inspect`` show it: the client, ``group_id`` and
+    ``topics``, then ``config`` or the other settings of :class:`ServiceConfig` by keyword."""
+    own = list(inspect.signature(Application.__init__).parameters.values())[1:5]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    settings = inspect.signature(ServiceConfig).parameters.values()
+    rest = [item.replace(kind=keyword) for item in settings if item.default is not item.empty]
+    return inspect.Signature([*own, *rest])
+
+
+Application.__signature__ = _signature()  # type: ignore[attr-defined]

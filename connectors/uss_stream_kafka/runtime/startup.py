@@ -28,19 +28,15 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from uss_stream.core.extras import require
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError
-from uss_stream_kafka.clients.config import ClientConfig, check_client_options
+from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.limits import RecordLimits, check_record_limits, record_limit
 from uss_stream_kafka.clients.topics import Topics, check_state_topic
 
 __all__ = [
     "CONSUMER_DEFAULTS",
-    "GUARANTEES",
     "LIBRARY_CONSUMER_DEFAULTS",
-    "check_processor",
-    "check_settings",
     "check_topics",
     "freeze_startup_heap",
     "library_defaults",
@@ -50,9 +46,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("uss_stream_kafka")
-
-#: The delivery guarantees :class:`~uss_stream_kafka.runtime.app.Application` offers.
-GUARANTEES = ("at-least-once", "exactly-once")
 
 #: Seconds the consumer may take to learn the partitions of the (existing) topics it subscribes to.
 METADATA_TIMEOUT = 60.0
@@ -174,68 +167,6 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-def check_settings(**settings: Any) -> None:
-    """Raise ``ValueError`` naming the first setting of an
-    :class:`~uss_stream_kafka.runtime.app.Application` out of range.
-
-    >>> check_settings(group_id="g", commit_interval=1.0, max_poll_records=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: max_poll_records must be an integer >= 1, got 0
-    """
-    group_id = settings.get("group_id")
-    if not isinstance(group_id, str) or not group_id:
-        raise ValueError(f"group_id must be a non-empty string, got {group_id!r}")
-    seconds = ("commit_interval", "checkpoint_interval", "health_timeout")
-    counts = ("commit_every", "checkpoint_every")
-    sizes = ("max_input_bytes", "max_poll_records")
-    for names, lowest, what in (
-        (seconds, 0, "a number of seconds"),
-        (counts, 0, "an integer"),
-        (sizes, 1, "an integer"),
-    ):
-        for name in names:
-            value = settings.get(name, lowest)
-            kinds = (int, float) if names is seconds else int
-            if isinstance(value, bool) or not isinstance(value, kinds) or not value >= lowest:
-                raise ValueError(f"{name} must be {what} >= {lowest}, got {value!r}")
-    choices = {
-        "auto_offset_reset": ("earliest", "latest"),
-        "guarantee": GUARANTEES,
-        "client_library": clients.CHOICES,
-    }
-    for name, allowed in choices.items():
-        if name in settings and settings[name] not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {settings[name]!r}")
-    librdkafka = clients.resolve(settings.get("client_library", "kafka-python")) == "confluent"
-    if librdkafka:
-        require("confluent_kafka", extra="confluent", purpose="the confluent-kafka client")
-    idle = settings.get("exit_when_idle")
-    if idle is not None and not idle > 0:
-        raise ValueError(f"exit_when_idle must be > 0 seconds or None, got {idle!r}")
-    most = settings.get("relearn_max_labels")
-    if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
-        raise ValueError(f"relearn_max_labels must be an integer >= 1 or None, got {most!r}")
-    for kind in ("consumer", "producer"):
-        check_client_options(kind, settings.get(f"{kind}_options") or {}, f"{kind}_options", librdkafka)
-
-
-def check_processor(mode: str, labels_topic: str | None, shared_learning: bool) -> None:
-    """Refuse a processor ``mode`` that does not fit the run's topics and options.
-
-    >>> check_processor("outputs", "labels", False)
-    Traceback (most recent call last):
-    ...
-    ValueError: a labels topic is only used in features and orchestration mode
-    """
-    if labels_topic is not None and mode == "outputs":
-        raise ValueError("a labels topic is only used in features and orchestration mode")
-    if labels_topic is None and mode == "orchestration":
-        raise ValueError("orchestration needs a reports topic (topics.labels)")
-    if shared_learning and mode != "outputs":
-        raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
 
 
 def check_topics(

@@ -1,10 +1,10 @@
-"""The layers of one run of an :class:`~uss_stream_kafka.runtime.app.Application`, built and wired together.
+"""The layers of one run of the service, built and wired together from its :class:`ServiceConfig`.
 
-The application owns the poll loop; :func:`wire` builds what the loop calls: the checkpoint store
-(read ``read_committed``, so checkpoints of aborted transactions are never restored), the labels
-log that re-learns the stage models (features mode), shared learning, the dispatcher that decides
-or dead-letters records, the recovery that restores assigned partitions, and the consumer whose
-rebalance callbacks are the recovery's.
+The :class:`~uss_stream_kafka.runtime.app.Application` owns the poll loop; :func:`wire` builds
+what the loop calls: the checkpoint store (read ``read_committed``, so checkpoints of aborted
+transactions are never restored), the labels log that re-learns the stage models (features mode),
+shared learning, the dispatcher that decides or dead-letters records, the recovery that restores
+assigned partitions, and the consumer whose rebalance callbacks are the recovery's.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from uss_stream_kafka.runtime.shared import SharedLearning
 from uss_stream_kafka.runtime.startup import new_consumer
 
 if TYPE_CHECKING:
+    from uss_stream_kafka.clients.config import ClientConfig
     from uss_stream_kafka.clients.limits import RecordLimits
-    from uss_stream_kafka.runtime.app import Application
     from uss_stream_kafka.runtime.commit import Committer
+    from uss_stream_kafka.runtime.config import ServiceConfig
+    from uss_stream_kafka.runtime.context import RunContext
     from uss_stream_kafka.runtime.progress import IdleGate
 
 log = logging.getLogger("uss_stream_kafka")
@@ -48,35 +50,37 @@ class Layers:
 
 
 def wire(
-    app: Application,
+    config: ServiceConfig,
+    client: ClientConfig,
+    context: RunContext,
     committer: Committer,
     idle_gate: IdleGate,
     partitions: dict[str, int],
     limits: RecordLimits,
 ) -> Layers:
-    """Build the layers of ``app``'s run and subscribe its consumer (``app._context.consumer``).
+    """Build the layers of a run of ``config`` and subscribe its consumer (``context.consumer``).
 
+    ``client``: every client's connection; ``context``: the run's shared state (its processor set).
     ``partitions``: the partition count of every topic; ``limits``: the largest record each topic
     the service writes accepts (both from :func:`~uss_stream_kafka.runtime.startup.check_topics`).
     """
-    context = app._context
-    topics = app.topics
-    library = app.client_library
+    topics = config.topics
+    library = config.library
     processor: Any = context.processor
     store = CheckpointStore(
         topics.state,
-        {**app.client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"},
+        {**client.kafka_kwargs("state-reader"), "isolation_level": "read_committed"},
         library=library,
     )
     labels_log = None
-    if topics.labels is not None and app.rebuild_models and processor.mode == "features":
+    if topics.labels is not None and config.rebuild_models and processor.mode == "features":
         labels_log = LabelsLog(
-            app.client.kafka_kwargs("labels-reader"),
-            app.max_input_bytes,
+            client.kafka_kwargs("labels-reader"),
+            config.max_input_bytes,
             library=library,
-            max_labels=app.relearn_max_labels,
+            max_labels=config.relearn_max_labels,
         )
-    sharing = SharedLearning(context, store, partitions[topics.input]) if app.shared_learning else None
+    sharing = SharedLearning(context, store, partitions[topics.input]) if config.shared_learning else None
     budget = getattr(processor, "max_state_bytes", None)
     if budget is not None and budget > limits.state - STATE_ENVELOPE_BYTES:
         # Orchestration: its checkpoints must fit the state topic's own limit, not the default one.
@@ -84,10 +88,10 @@ def wire(
     dispatcher = Dispatcher(
         context,
         committer,
-        app.max_input_bytes,
+        config.max_input_bytes,
         limits.dead_letter,
         output_bytes=limits.output,
-        propagate=app.propagate_headers,
+        propagate=config.propagate_headers,
     )
     recovery = Recovery(
         context,
@@ -96,28 +100,26 @@ def wire(
         labels_log,
         sharing,
         idle_gate,
-        auto_offset_reset=app.auto_offset_reset,
+        auto_offset_reset=config.auto_offset_reset,
         n_output=partitions[topics.output],
         n_dlq=partitions[topics.dead_letter],
-        max_ahead=app.max_poll_records,
+        max_ahead=config.max_poll_records,
     )
     subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
     settings = {
-        **app.consumer_options,
-        "group_id": app.group_id,
-        "group_instance_id": app.group_instance_id,
-        "auto_offset_reset": app.auto_offset_reset,
-        "max_poll_records": app.max_poll_records,
+        **config.consumer_options,
+        "group_id": config.group_id,
+        "group_instance_id": config.group_instance_id,
+        "auto_offset_reset": config.auto_offset_reset,
+        "max_poll_records": config.max_poll_records,
     }
-    recovery.new_consumer = lambda: new_consumer(
-        library, app.client, subscribed, recovery.callbacks(), settings
-    )
+    recovery.new_consumer = lambda: new_consumer(library, client, subscribed, recovery.callbacks(), settings)
     context.consumer = recovery.new_consumer()
     log.info(
         "%s mode, %s client, group %r: %s -> %s (dead letters %s, state %s)",
         processor.mode,
         library,
-        app.group_id,
+        config.group_id,
         "+".join(subscribed),
         topics.output,
         topics.dead_letter,

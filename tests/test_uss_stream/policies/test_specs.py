@@ -121,8 +121,8 @@ def test_the_sequential_spec_builds_sequential_kl_ucb_and_depth_first_commands_r
 
     from uss_stream.commands.replay import DEFAULT_POLICIES
     from uss_stream.policies import SequentialKLUCB
+    from uss_stream.policies.specs import serving_policy
     from uss_stream.replay.engine import replay
-    from uss_stream_kafka.processing.processors import label_free_policy
 
     spec = "sequential-kl-ucb:n_bins=2,explore=0.5"
     policy = parse_spec(spec).build(COSTS)
@@ -132,5 +132,5 @@ def test_the_sequential_spec_builds_sequential_kl_ucb_and_depth_first_commands_r
     with pytest.raises(ValueError, match=r"decides stage by stage.*replay_sequential"):
         replay(outputs, np.array([1, 1]), policies={"s": policy}, horizon=5, reps=1)
     with pytest.raises(ValueError, match=r"decides stage by stage.*features mode"):
-        label_free_policy(spec, COSTS, "outputs mode")
+        serving_policy(spec, COSTS, "outputs mode")
     assert DEFAULT_POLICY in DEFAULT_POLICIES

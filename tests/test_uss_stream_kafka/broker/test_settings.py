@@ -348,13 +348,13 @@ def test_the_older_spellings_still_work_with_a_warning_and_lose_to_the_ruled_one
 
 def test_the_python_default_policy_is_the_command_line_default():
     """USS-KL-UCB in Python and on the command line (the library's default), decided as USSKLUCB does."""
+    from uss_stream.policies.specs import serving_policy
     from uss_stream_kafka import OutputsProcessor
     from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
-    from uss_stream_kafka.processing.processors import label_free_policy
 
     cli = KafkaSettings.from_args(parse(argv("run")))
     assert cli.policy_spec() == "uss-kl-ucb"
-    _, canonical = label_free_policy(cli.policy_spec(), [0, 0.1], "outputs mode")
+    _, canonical = serving_policy(cli.policy_spec(), [0, 0.1], "outputs mode")
     processor = OutputsProcessor([0, 0.1])
     assert processor.policy == canonical == "uss-kl-ucb:alpha=1.0"
     assert OrchestrationProcessor([0, 0.1]).policy == canonical
