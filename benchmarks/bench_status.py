@@ -9,7 +9,7 @@ the command runs, per client, ``--repeats`` times as a person runs it: a new pro
 (``python -m uss_stream kafka status ... --json``), timed from its start to its exit, Python's
 start and imports included. Reported: the median and the slowest, the median CPU seconds of the
 process (on a loaded machine the wall time is mostly waiting for a core), and the same for the
-in-process :func:`~uss_stream_kafka.operations.status.group_status` (what the command spends besides starting
+in-process :func:`~uss_stream_kafka.cli.status.group_status` (what the command spends besides starting
 Python); the line above them gives the 1-minute load average.
 """
 
@@ -28,8 +28,8 @@ import uuid
 import numpy as np
 
 from uss_stream_kafka import Checkpoint, ClientConfig, OutputsProcessor
+from uss_stream_kafka.cli.status import group_status
 from uss_stream_kafka.clients import CLIENTS
-from uss_stream_kafka.operations.status import group_status
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 

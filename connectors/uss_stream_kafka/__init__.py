@@ -15,11 +15,11 @@ processing function)::
 The package is in layers, each a subpackage; imports run from the command line down:
 
 - :mod:`~uss_stream_kafka.cli`: ``uss-stream kafka ...``, its one settings table (every setting as
-  a flag and an environment variable), the demo cascade and the exit codes;
-- :mod:`~uss_stream_kafka.operations`: Prometheus metrics (records and learning), ``/healthz``,
-  ``kafka status`` and the dashboard generator;
-- :mod:`~uss_stream_kafka.runtime`: the :class:`Application` loop and what it delegates to:
-  commits and transactions, checkpoints and recovery, dispatch, shared learning;
+  a flag and an environment variable), ``kafka status``, the demo cascade and the exit codes;
+- :mod:`~uss_stream_kafka.runtime`: the :class:`Application` loop, its frozen ``ServiceConfig`` and
+  what it delegates to: commits and transactions, checkpoints and recovery, dispatch, shared learning;
+- :mod:`~uss_stream_kafka.operations`: Prometheus metrics (records and learning), ``/healthz`` and
+  the dashboard generator;
 - :mod:`~uss_stream_kafka.processing`: processors and learners, wire formats and Schema Registry
   payloads, orchestration, dead letters;
 - :mod:`~uss_stream_kafka.clients`: the kafka-python and confluent-kafka seam, connection and

@@ -1,1 +1,1 @@
-"""The command line: `uss-stream kafka`, its settings table, the demo cascade, exit codes."""
+"""The command line: `uss-stream kafka`, its settings table, `kafka status`, the demo cascade, exit codes."""

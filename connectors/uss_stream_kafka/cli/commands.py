@@ -439,7 +439,7 @@ def status_command(args: argparse.Namespace) -> int:
     import json
 
     from uss_stream_kafka.cli.exit_codes import EXIT_CODES
-    from uss_stream_kafka.operations.status import format_table, group_status
+    from uss_stream_kafka.cli.status import format_table, group_status
 
     settings = KafkaSettings.from_args(args)
     rows = group_status(settings.client_config(), settings.state_topic, settings.group_id, settings.client)

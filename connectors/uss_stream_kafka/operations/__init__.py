@@ -1,1 +1,1 @@
-"""Operations: Prometheus metrics and the health endpoint."""
+"""Operations: Prometheus metrics (records and learning), the health endpoint, the dashboard generator."""
