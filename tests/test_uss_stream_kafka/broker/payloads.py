@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from uss_stream_kafka import formats
+from uss_stream_kafka.processing import formats
 from uss_stream_kafka.processing.events import OutputsCodec
 from uss_stream_kafka.processing.formats import PayloadFormat, proto_messages, to_label
 
