@@ -49,9 +49,7 @@ from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
-    "CheckpointError",
     "CheckpointStore",
-    "NewerFormatError",
     "RestorePlan",
     "plan_restore",
     "unreachable",
