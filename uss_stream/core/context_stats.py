@@ -43,12 +43,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from uss_stream.core.forgetting import check_discount
-from uss_stream.core.schema import is_count, state_count, state_discount, state_object
+from uss_stream.core.schema import JsonState, is_count, state_count, state_discount, state_object
 from uss_stream.core.stats import DisagreementStats
 
 __all__ = ["CELL_EDGES", "CONTEXT_FORMAT", "ContextStats", "quantile_groups"]
@@ -86,7 +85,7 @@ def quantile_groups(histogram: Sequence[float], n_bins: int) -> list[int]:
     return groups
 
 
-class ContextStats:
+class ContextStats(JsonState):
     """Per-stage, per-confidence-cell disagreement counts of a K-stage cascade, grouped into bins.
 
     Parameters
@@ -283,10 +282,6 @@ class ContextStats:
             merged._regroup(s)
         return merged
 
-    def copy(self) -> ContextStats:
-        """An independent copy."""
-        return ContextStats.from_dict(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable document: every cell's counts, the grouping and its schedule."""
         document: dict[str, Any] = {
@@ -306,10 +301,6 @@ class ContextStats:
         if self._discount is not None:
             document["discount"] = self._discount
         return document
-
-    def to_json(self) -> str:
-        """The counts as a JSON string."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, document: Any) -> ContextStats:
@@ -377,20 +368,6 @@ class ContextStats:
             stats._visits[s] = visits
         stats._sum_bins()
         return stats
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ContextStats:
-        """Load counts from a JSON string (see :meth:`from_dict`)."""
-        try:
-            document = json.loads(text)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"state document is not valid JSON: {error}") from error
-        return cls.from_dict(document)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ContextStats):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         return (

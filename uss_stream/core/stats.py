@@ -21,12 +21,12 @@ adding its own indicators, so they are floats (``decisions`` stays an integer). 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from uss_stream.core.forgetting import check_discount
 from uss_stream.core.schema import (
+    JsonState,
     is_count,
     is_weight,
     show,
@@ -40,7 +40,7 @@ __all__ = ["STATE_FORMAT", "DisagreementStats"]
 STATE_FORMAT = "uss-stream/disagreement-stats/v1"
 
 
-class DisagreementStats:
+class DisagreementStats(JsonState):
     """Pairwise disagreement counts of a K-stage cascade.
 
     Parameters
@@ -235,10 +235,6 @@ class DisagreementStats:
                 )
         return difference
 
-    def copy(self) -> DisagreementStats:
-        """An independent copy."""
-        return DisagreementStats.from_dict(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable document of the counts (with ``"discount"`` if they are discounted)."""
         document: dict[str, Any] = {
@@ -251,19 +247,6 @@ class DisagreementStats:
         if self._discount is not None:
             document["discount"] = self._discount
         return document
-
-    def to_json(self) -> str:
-        """The counts as a JSON string."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> DisagreementStats:
-        """Load counts from a JSON string; see :meth:`from_dict` for the checks made."""
-        try:
-            document = json.loads(text)
-        except (TypeError, ValueError, RecursionError) as error:
-            raise ValueError(f"state document is not valid JSON: {error}") from error
-        return cls.from_dict(document)
 
     @classmethod
     def from_dict(cls, document: Any) -> DisagreementStats:
@@ -325,11 +308,6 @@ class DisagreementStats:
             stats.queried = [float(n) for n in queried]
             stats.disagreements = [[float(d) for d in row] for row in rows]
         return stats
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DisagreementStats):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         discount = "" if self._discount is None else f", discount={self._discount!r}"

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from uss_stream_kafka import ClientConfig, startup
+from uss_stream_kafka import ClientConfig
+from uss_stream_kafka.runtime import startup
 from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "kafka.md"
