@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from uss_stream.core.stats import MAX_COUNT
+from uss_stream.core.schema import is_count, show, state_object
 from uss_stream.core.validation import check_outputs
 from uss_stream.policies.base import Policy
 from uss_stream.policies.learning_state import learning_state
@@ -117,7 +117,7 @@ class PendingDecisions:
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a uss_stream Policy, got {type(policy).__name__}")
-        if max_age_decisions is not None and not (_is_count(max_age_decisions) and max_age_decisions >= 1):
+        if max_age_decisions is not None and not (is_count(max_age_decisions) and max_age_decisions >= 1):
             raise ValueError(f"max_age_decisions must be an integer >= 1 or None, got {max_age_decisions!r}")
         if max_age_seconds is not None and (
             isinstance(max_age_seconds, bool)
@@ -125,7 +125,7 @@ class PendingDecisions:
             or not max_age_seconds > 0
         ):
             raise ValueError(f"max_age_seconds must be a number > 0 or None, got {max_age_seconds!r}")
-        if not _is_count(remember_reported):
+        if not is_count(remember_reported):
             raise ValueError(f"remember_reported must be an integer >= 0, got {remember_reported!r}")
         self.policy = policy
         self.max_age_decisions = max_age_decisions
@@ -250,7 +250,7 @@ class PendingDecisions:
         else; the decision stays pending unless it expired.
         """
         if not _is_id(decision_id):
-            self._reject("unknown", f"decision {_show(decision_id)} is unknown (ids are strings or integers)")
+            self._reject("unknown", f"decision {show(decision_id)} is unknown (ids are strings or integers)")
         if self.max_age_seconds is not None:
             self.expire()
         entry = self._pending.get(decision_id)
@@ -506,17 +506,12 @@ class PendingDecisions:
             that do not increase or exceed the decisions of the policy state, identifiers both
             pending and closed, counters that are not the expected counts.
         """
-        if not isinstance(document, dict):
-            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
-        if document.get("format") != STATE_FORMAT:
-            raise ValueError(
-                f"state document has format {_show(document.get('format'))}, expected {STATE_FORMAT!r}"
-            )
+        state_object(document, STATE_FORMAT)
         pending = document.get("pending")
         counters = document.get("counters")
         if not isinstance(pending, list) or not isinstance(counters, dict):
             raise ValueError("state fields 'pending' (list) and 'counters' (object) are required")
-        if set(counters) != set(self.counters) or not all(_is_count(v) for v in counters.values()):
+        if set(counters) != set(self.counters) or not all(is_count(v) for v in counters.values()):
             raise ValueError(
                 f"state field 'counters' must hold the counts {sorted(self.counters)} (integers in 0..2**53)"
             )
@@ -553,16 +548,16 @@ def _restored_pending(
             raise ValueError(f"{where} must be [id, depth, t]")
         decision_id, depth, t = item
         if not _is_id(decision_id):
-            raise ValueError(f"{where} has id {_show(decision_id)}: ids are a string or an integer")
+            raise ValueError(f"{where} has id {show(decision_id)}: ids are a string or an integer")
         if decision_id in restored:
-            raise ValueError(f"{where}: decision {_show(decision_id)} is pending twice")
+            raise ValueError(f"{where}: decision {show(decision_id)} is pending twice")
         if decision_id in closed:
-            raise ValueError(f"{where}: decision {_show(decision_id)} is also closed (reported/expired)")
-        if not _is_count(depth) or not 1 <= depth <= n_stages:
-            raise ValueError(f"{where} has depth {_show(depth)} outside 1..{n_stages}")
-        if not _is_count(t) or t <= last_round:
+            raise ValueError(f"{where}: decision {show(decision_id)} is also closed (reported/expired)")
+        if not is_count(depth) or not 1 <= depth <= n_stages:
+            raise ValueError(f"{where} has depth {show(depth)} outside 1..{n_stages}")
+        if not is_count(t) or t <= last_round:
             raise ValueError(
-                f"{where} has round {_show(t)}; the rounds must be integers that increase "
+                f"{where} has round {show(t)}; the rounds must be integers that increase "
                 f"(decision order) from {last_round + 1}"
             )
         if t > decisions:
@@ -586,7 +581,7 @@ def _restored_labels(labels: Any, counter_names: Any) -> tuple[OrderedDict, Orde
     if (
         not isinstance(counters, dict)
         or set(counters) != set(counter_names)
-        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counters.values())
+        or not all(is_count(v, high=None) for v in counters.values())
     ):
         raise ValueError(f"state field 'labels.counters' must hold the counts {sorted(counter_names)}")
     awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
@@ -613,20 +608,20 @@ def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:
     for k, decision_id in enumerate(ids):
         if not _is_id(decision_id):
             raise ValueError(
-                f"state field 'closed.ids[{k}]' is {_show(decision_id)}: ids are a string or an integer"
+                f"state field 'closed.ids[{k}]' is {show(decision_id)}: ids are a string or an integer"
             )
         if decision_id in states:
-            raise ValueError(f"state field 'closed.ids[{k}]': decision {_show(decision_id)} is closed twice")
+            raise ValueError(f"state field 'closed.ids[{k}]': decision {show(decision_id)} is closed twice")
         states[decision_id] = "reported"
     if not isinstance(expired, list):
         raise ValueError("state field 'closed.expired' must be a list of positions in 'closed.ids'")
     keys = list(states)
     last = -1
     for position in expired:
-        if not _is_count(position) or not last < position < len(keys):
+        if not is_count(position) or not last < position < len(keys):
             raise ValueError(
                 f"state field 'closed.expired' must hold increasing positions in 0..{len(keys) - 1}, "
-                f"got {_show(position)}"
+                f"got {show(position)}"
             )
         states[keys[position]] = "expired"
         last = position
@@ -636,12 +631,3 @@ def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:
 def _is_id(value: Any) -> bool:
     """A decision identifier: a string or an integer (not a boolean), as JSON restores them."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"

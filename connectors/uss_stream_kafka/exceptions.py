@@ -1,10 +1,7 @@
-"""Every exception of the Kafka service, in one module.
+"""The exceptions of the Kafka service, in one module.
 
 Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_kafka.cli.exit_codes`):
 
-- :class:`InvalidEvent`: an input record that cannot be decided; it is dead-lettered with one of
-  :data:`~uss_stream_kafka.processing.events.REASONS` and the service keeps running (defined with the wire
-  formats in :mod:`uss_stream_kafka.processing.events`, whose reasons it carries, and re-exported here);
 - :class:`CheckpointError`: a checkpoint that does not fit the partition or the processor;
 - :class:`NewerFormatError`: a state record written in a newer format than this code reads;
 - :class:`DeliveryError`: the broker did not acknowledge some records, so nothing at or after them
@@ -13,20 +10,20 @@ Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_
 - :class:`SecurityCheckError`: TLS or SASL with the brokers failed;
 - :class:`StartupInterrupted`: a stop signal arrived while the service was starting.
 
-The modules that raise them re-export them under their former homes (``uss_stream_kafka.runtime.app``,
-``.checkpoint``, ``.security``, ``.exit_codes``).
+Each is imported from here (or from the package, ``uss_stream_kafka.CheckpointError``). One more
+exception is defined above this module: :class:`~uss_stream_kafka.processing.events.InvalidEvent`,
+an input record that cannot be decided, dead-lettered with one of
+:data:`~uss_stream_kafka.processing.events.REASONS` while the service keeps running. It lives with
+the wire formats and the reasons it carries, so that this module imports nothing of the service.
 """
 
 from __future__ import annotations
 
 import signal
 
-from uss_stream_kafka.processing.events import InvalidEvent
-
 __all__ = [
     "CheckpointError",
     "DeliveryError",
-    "InvalidEvent",
     "MetricsEndpointError",
     "NewerFormatError",
     "SecurityCheckError",

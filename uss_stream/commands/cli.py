@@ -24,6 +24,11 @@ COMMAND_MODULES = (
 #: Subcommands that need an extra, by module: the name they are listed under when it is missing.
 OPTIONAL_COMMANDS = {"uss_stream_kafka.cli.commands": "kafka"}
 
+#: A module of each optional subcommand's extra, imported first: the subcommand's own module
+#: imports its dependencies lazily, so that it would load without them (the service decodes
+#: every record with ``msgspec``).
+EXTRA_MODULES = {"uss_stream_kafka.cli.commands": "msgspec"}
+
 #: Subcommands whose command line needs only their own module, by name: ``uss-stream kafka ...``
 #: starts without importing the other subcommands' modules (``replay``'s imports pandas).
 ALONE = {"kafka": "uss_stream_kafka.cli.commands"}
@@ -38,6 +43,8 @@ def build_parser(modules: Sequence[str] = COMMAND_MODULES) -> argparse.ArgumentP
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in modules:
         try:
+            if name in EXTRA_MODULES:
+                importlib.import_module(EXTRA_MODULES[name])
             module = importlib.import_module(name)
         except ModuleNotFoundError as error:
             if missing_extra(error) is None:

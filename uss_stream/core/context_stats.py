@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from uss_stream.core.forgetting import check_discount
+from uss_stream.core.schema import JsonState, is_count, state_count, state_discount, state_object
 from uss_stream.core.stats import DisagreementStats
 
 __all__ = ["CELL_EDGES", "CONTEXT_FORMAT", "ContextStats", "quantile_groups"]
@@ -58,8 +58,6 @@ CONTEXT_FORMAT = "uss-stream/context-stats/v1"
 #: cell is ``[0.999, 1]``). Below 0.5 only multiclass stages answer; abstaining stages count as 0.
 CELL_EDGES = (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.925, 0.95, 0.975, 0.99, 0.995, 0.999)
 N_CELLS = len(CELL_EDGES) + 1
-#: The largest count a state document may hold (exact in a JSON number read as a double).
-MAX_COUNT = 2**53
 _FIRST_REGROUP = 8
 _MAX_REGROUP_STEP = 4096
 
@@ -87,7 +85,7 @@ def quantile_groups(histogram: Sequence[float], n_bins: int) -> list[int]:
     return groups
 
 
-class ContextStats:
+class ContextStats(JsonState):
     """Per-stage, per-confidence-cell disagreement counts of a K-stage cascade, grouped into bins.
 
     Parameters
@@ -284,10 +282,6 @@ class ContextStats:
             merged._regroup(s)
         return merged
 
-    def copy(self) -> ContextStats:
-        """An independent copy."""
-        return ContextStats.from_dict(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable document: every cell's counts, the grouping and its schedule."""
         document: dict[str, Any] = {
@@ -308,31 +302,16 @@ class ContextStats:
             document["discount"] = self._discount
         return document
 
-    def to_json(self) -> str:
-        """The counts as a JSON string."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
     @classmethod
     def from_dict(cls, document: Any) -> ContextStats:
         """Load and validate a :meth:`to_dict` document (``ValueError`` naming the bad field)."""
-        if not isinstance(document, dict):
-            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
-        if document.get("format") != CONTEXT_FORMAT:
-            raise ValueError(
-                f"state document has format {document.get('format')!r}, expected {CONTEXT_FORMAT!r}"
-            )
-        missing = [k for k in ("n_stages", "n_bins", "decisions", "stages") if k not in document]
-        if missing:
-            raise ValueError(f"state document lacks field(s) {', '.join(missing)}")
-        try:
-            discount = check_discount(document.get("discount"))
-        except ValueError as error:
-            raise ValueError(f"state field 'discount': {error}") from None
+        state_object(document, CONTEXT_FORMAT, ("n_stages", "n_bins", "decisions", "stages"))
+        discount = state_discount(document)
         stages = document["stages"]
         n_stages = document["n_stages"]
         # The shape is checked against the stage list before anything is allocated.
         if (
-            not _is_int(n_stages)
+            not is_count(n_stages)
             or n_stages < 2
             or not isinstance(stages, list)
             or len(stages) != n_stages - 1
@@ -341,12 +320,8 @@ class ContextStats:
                 f"state fields 'n_stages' ({n_stages!r}) and 'stages' must describe K >= 2 stages "
                 "with one entry per stage but the last"
             )
-        n_bins = document["n_bins"]
-        if not _is_int(n_bins) or not 1 <= n_bins <= N_CELLS:
-            raise ValueError(f"state field 'n_bins' must be an integer in 1..{N_CELLS}, got {n_bins!r}")
-        decisions = document["decisions"]
-        if not _is_int(decisions) or not 0 <= decisions <= MAX_COUNT:
-            raise ValueError(f"state field 'decisions' must be an integer in 0..2**53, got {decisions!r}")
+        n_bins = state_count(document["n_bins"], "n_bins", 1, N_CELLS)
+        decisions = state_count(document["decisions"], "decisions")
         stats = cls(n_stages, n_bins, discount)
         stats.decisions = decisions
         for s, entry in enumerate(stages):
@@ -357,15 +332,13 @@ class ContextStats:
             if (
                 not isinstance(groups, list)
                 or len(groups) != N_CELLS
-                or not all(_is_int(g) and 0 <= g < n_bins for g in groups)
+                or not all(is_count(g, n_bins - 1) for g in groups)
                 or any(b < a for a, b in itertools.pairwise(groups))
             ):
                 raise ValueError(
                     f"state field '{where}.groups' must be {N_CELLS} non-decreasing bins in 0..{n_bins - 1}"
                 )
-            regroup_at = entry.get("regroup_at")
-            if not _is_int(regroup_at) or not 1 <= regroup_at <= MAX_COUNT:
-                raise ValueError(f"state field '{where}.regroup_at' must be an integer in 1..2**53")
+            regroup_at = state_count(entry.get("regroup_at"), f"{where}.regroup_at", 1)
             cells = entry.get("cells")
             if not isinstance(cells, list) or len(cells) != N_CELLS:
                 raise ValueError(f"state field '{where}.cells' must be a list of {N_CELLS} counts")
@@ -396,26 +369,8 @@ class ContextStats:
         stats._sum_bins()
         return stats
 
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ContextStats:
-        """Load counts from a JSON string (see :meth:`from_dict`)."""
-        try:
-            document = json.loads(text)
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"state document is not valid JSON: {error}") from error
-        return cls.from_dict(document)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ContextStats):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
-
     def __repr__(self) -> str:
         return (
             f"ContextStats(n_stages={self._n_stages}, n_bins={self._n_bins}, "
             f"decisions={self.decisions}, discount={self._discount!r})"
         )
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

@@ -21,23 +21,26 @@ adding its own indicators, so they are floats (``decisions`` stays an integer). 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from uss_stream.core.forgetting import check_discount
+from uss_stream.core.schema import (
+    JsonState,
+    is_count,
+    is_weight,
+    show,
+    state_count,
+    state_discount,
+    state_object,
+)
 
-__all__ = ["MAX_COUNT", "STATE_FORMAT", "DisagreementStats"]
+__all__ = ["STATE_FORMAT", "DisagreementStats"]
 
 STATE_FORMAT = "uss-stream/disagreement-stats/v1"
 
-#: The largest count a loaded state may hold: ``2**53``, beyond which a count is no longer exact
-#: as a float (the decision rules compute with floats). At a billion decisions a second it takes
-#: more than a hundred days of one stream to get there.
-MAX_COUNT = 2**53
 
-
-class DisagreementStats:
+class DisagreementStats(JsonState):
     """Pairwise disagreement counts of a K-stage cascade.
 
     Parameters
@@ -232,10 +235,6 @@ class DisagreementStats:
                 )
         return difference
 
-    def copy(self) -> DisagreementStats:
-        """An independent copy."""
-        return DisagreementStats.from_dict(self.to_dict())
-
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable document of the counts (with ``"discount"`` if they are discounted)."""
         document: dict[str, Any] = {
@@ -249,19 +248,6 @@ class DisagreementStats:
             document["discount"] = self._discount
         return document
 
-    def to_json(self) -> str:
-        """The counts as a JSON string."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> DisagreementStats:
-        """Load counts from a JSON string; see :meth:`from_dict` for the checks made."""
-        try:
-            document = json.loads(text)
-        except (TypeError, ValueError, RecursionError) as error:
-            raise ValueError(f"state document is not valid JSON: {error}") from error
-        return cls.from_dict(document)
-
     @classmethod
     def from_dict(cls, document: Any) -> DisagreementStats:
         """Load and validate counts.
@@ -270,48 +256,29 @@ class DisagreementStats:
         ------
         ValueError
             Naming what is wrong: wrong format tag, wrong shapes, counts that are not integers in
-            ``0..2**53`` (:data:`MAX_COUNT`; numbers in ``[0, 2**53]`` when discounted; booleans are
-            not counts), a bad discount, ``D_ij > n_j``, counts
+            ``0..2**53`` (:data:`~uss_stream.core.schema.MAX_COUNT`; numbers in ``[0, 2**53]`` when
+            discounted; booleans are not counts), a bad discount, ``D_ij > n_j``, counts
             below the diagonal, ``n_j`` increasing with ``j`` or larger than the number of decisions.
         """
-        if not isinstance(document, dict):
-            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
-        fmt = document.get("format")
-        if fmt != STATE_FORMAT:
-            raise ValueError(f"state document has format {_show(fmt)}, expected {STATE_FORMAT!r}")
-        missing = [k for k in ("n_stages", "decisions", "queried", "disagreements") if k not in document]
-        if missing:
-            raise ValueError(f"state document lacks field(s) {', '.join(missing)}")
-        n_stages = document["n_stages"]
-        if not _is_count(n_stages) or n_stages < 1:
-            raise ValueError(f"state field 'n_stages' must be an integer >= 1, got {_show(n_stages)}")
-        decisions = document["decisions"]
-        if not _is_count(decisions):
-            raise ValueError(
-                f"state field 'decisions' must be an integer in 0..2**53, got {_show(decisions)}"
-            )
-        try:
-            discount = check_discount(document.get("discount"))
-        except ValueError:
-            raise ValueError(
-                "state field 'discount': discount must be a number with 0 < discount < 1 "
-                f"(None: no forgetting), got {_show(document['discount'])}"
-            ) from None
-        is_count, kind = (
-            (_is_count, "an integer in 0..2**53")
+        state_object(document, STATE_FORMAT, ("n_stages", "decisions", "queried", "disagreements"))
+        n_stages = state_count(document["n_stages"], "n_stages", 1, expected="an integer >= 1")
+        decisions = state_count(document["decisions"], "decisions")
+        discount = state_discount(document)
+        valid, kind = (
+            (is_count, "an integer in 0..2**53")
             if discount is None
-            else (_is_weight, "a finite number >= 0 (at most 2**53)")
+            else (is_weight, "a finite number >= 0 (at most 2**53)")
         )
         queried = document["queried"]
         if not isinstance(queried, list) or len(queried) != n_stages:
             raise ValueError(f"state field 'queried' must be a list of {n_stages} counts")
         for j, n in enumerate(queried):
-            if not is_count(n):
-                raise ValueError(f"state field 'queried[{j}]' must be {kind}, got {_show(n)}")
+            if not valid(n):
+                raise ValueError(f"state field 'queried[{j}]' must be {kind}, got {show(n)}")
             if j and n > queried[j - 1]:
                 raise ValueError(
                     f"state field 'queried' must be non-increasing (stage {j + 1} is only queried "
-                    f"after stage {j}), got {_show(queried)}"
+                    f"after stage {j}), got {show(queried)}"
                 )
         if queried[0] > decisions:
             raise ValueError(f"state field 'queried[0]'={queried[0]} exceeds 'decisions'={decisions}")
@@ -322,8 +289,8 @@ class DisagreementStats:
             if not isinstance(row, list) or len(row) != n_stages:
                 raise ValueError(f"state field 'disagreements' must be a {n_stages}x{n_stages} matrix")
             for j, d in enumerate(row):
-                if not is_count(d):
-                    raise ValueError(f"state field 'disagreements[{i}][{j}]' must be {kind}, got {_show(d)}")
+                if not valid(d):
+                    raise ValueError(f"state field 'disagreements[{i}][{j}]' must be {kind}, got {show(d)}")
                 if j <= i and d:
                     raise ValueError(
                         f"state field 'disagreements[{i}][{j}]' must be 0 (only pairs i < j are counted)"
@@ -341,11 +308,6 @@ class DisagreementStats:
             stats.queried = [float(n) for n in queried]
             stats.disagreements = [[float(d) for d in row] for row in rows]
         return stats
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DisagreementStats):
-            return NotImplemented
-        return self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
         discount = "" if self._discount is None else f", discount={self._discount!r}"
@@ -368,18 +330,3 @@ def _differing_pairs(outputs: Sequence[Any], depth: int) -> list[tuple[int, int]
     except (TypeError, ValueError) as error:
         raise ValueError(f"outputs[{i}] and outputs[{j}] cannot be compared: {error}") from None
     return differing
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-
-
-def _is_weight(value: Any) -> bool:
-    # The range test also refuses NaN and inf, and compares huge integers exactly (no float cast).
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
-
-
-def _show(value: Any) -> str:
-    """``repr(value)``, shortened: a state document may hold anything, of any size."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"

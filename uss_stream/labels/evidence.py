@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.schema import is_count, state_count
 from uss_stream.rules.confidence import portable_log, portable_log_many
 
 __all__ = [
@@ -334,20 +335,20 @@ class LabelEvidence:
         """Load and validate (``w⁺ + w⁻ <= m`` per pair, counts non-negative integers)."""
         if not isinstance(document, dict) or document.get("format") != EVIDENCE_FORMAT:
             raise ValueError(f"label evidence must be a {EVIDENCE_FORMAT!r} object")
-        n_stages = document.get("n_stages")
-        if isinstance(n_stages, bool) or not isinstance(n_stages, int) or n_stages < 1:
-            raise ValueError(f"label evidence field 'n_stages' must be an integer >= 1, got {n_stages!r}")
+        field = "label evidence field"
+        n_stages = state_count(
+            document.get("n_stages"), "n_stages", 1, None, expected="an integer >= 1", field=field
+        )
         evidence = cls(n_stages)
-        labels = document.get("labels")
-        if not _is_count(labels):
-            raise ValueError(f"label evidence field 'labels' must be a non-negative integer, got {labels!r}")
-        evidence.labels = labels
+        evidence.labels = state_count(
+            document.get("labels"), "labels", high=None, expected="a non-negative integer", field=field
+        )
         for name in ("labelled", "deeper_right", "shallower_right"):
             values = document.get(name)
             if (
                 not isinstance(values, list)
                 or len(values) != evidence.n_pairs
-                or not all(map(_is_count, values))
+                or not all(is_count(value, high=None) for value in values)
             ):
                 raise ValueError(
                     f"label evidence field {name!r} must be a list of {evidence.n_pairs} "
@@ -367,10 +368,6 @@ class LabelEvidence:
         if not isinstance(other, LabelEvidence):
             return NotImplemented
         return self.to_dict() == other.to_dict()
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def delta_bounds(

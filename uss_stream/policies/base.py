@@ -30,7 +30,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from uss_stream.core.forgetting import check_discount
-from uss_stream.core.stats import MAX_COUNT, DisagreementStats
+from uss_stream.core.schema import MAX_COUNT
+from uss_stream.core.stats import DisagreementStats
 from uss_stream.core.validation import check_outputs, check_stage_costs
 
 __all__ = ["CountStates", "Policy"]
@@ -154,14 +155,15 @@ class Policy(abc.ABC):
 
         The in-process way to hand counts to a policy (a batch decider, pooled workers' counts):
         no JSON document. The counts must have the policy's ``K`` and ``discount`` and lie in
-        ``0..2**53`` (:data:`~uss_stream.core.stats.MAX_COUNT`, the bound :meth:`load_state_dict`
+        ``0..2**53`` (:data:`~uss_stream.core.schema.MAX_COUNT`, the bound :meth:`load_state_dict`
         applies); a pending decision is dropped, as by :meth:`load_state_dict`. All or nothing:
         refused counts leave the policy as it was.
 
         Examples
         --------
         >>> from uss_stream.policies import USSUCB
-        >>> from uss_stream.core.stats import MAX_COUNT, DisagreementStats
+        >>> from uss_stream.core.schema import MAX_COUNT
+        >>> from uss_stream.core.stats import DisagreementStats
         >>> stats = DisagreementStats(2)
         >>> stats.record([0, 1])
         >>> stats.decisions = 1

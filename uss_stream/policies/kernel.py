@@ -45,6 +45,7 @@ __all__ = [
     "next_window",
     "pair_order",
     "speculate",
+    "window_rows",
 ]
 
 # Speculation window (rounds per repetition and engine step): it doubles while more than 90% of
@@ -270,6 +271,25 @@ class Reveal:
         return step
 
 
+def window_rows(
+    active: np.ndarray, start: np.ndarray, width: int, rows_flat: np.ndarray, horizon: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The log rows of a speculation window of ``width`` rounds of the ``active`` repetitions
+    from their rounds ``start``: the offsets (``width x 1``), the rounds remaining per repetition,
+    the flat positions into the ``(reps, horizon)`` results (``rows_flat.size`` past the horizon,
+    a spare slot) and the ``width x A`` log rows (clipped past the horizon).
+
+    >>> rows = np.arange(6).reshape(2, 3)
+    >>> offset, remaining, flat, row = window_rows(np.array([0, 1]), np.array([3, 1]), 2, rows.ravel(), 3)
+    >>> remaining.tolist(), flat.tolist(), row.tolist()
+    ([1, 3], [[2, 3], [6, 4]], [[2, 3], [5, 4]])
+    """
+    offset = np.arange(width)[:, None]
+    remaining = horizon - start + 1
+    flat = np.where(offset < remaining, active * horizon + start - 1 + offset, rows_flat.size)
+    return offset, remaining, flat, rows_flat.take(flat, mode="clip")
+
+
 def speculate(
     policy: Policy,
     rows: np.ndarray,
@@ -342,11 +362,8 @@ def speculate(
         n_active = active.size
         width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
         n_states = n_active * width
-        offset = np.arange(width)[:, None]
         start = t[active]
-        remaining = horizon - start + 1
-        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
-        row = rows_flat.take(flat, mode="clip")
+        offset, remaining, flat, row = window_rows(active, start, width, rows_flat, horizon)
         depth = guess[active]
         state_q, state_d, state_e = _speculated_counts(counts_of, active, row, depth, planes, gamma)
         if counts.shape[2] < n_states:

@@ -39,7 +39,14 @@ import numpy as np
 from uss_stream.core.forgetting import EffectiveHorizon
 from uss_stream.labels.evidence import e_bounds, e_upper, label_level_many
 from uss_stream.policies.base import Policy
-from uss_stream.policies.kernel import FIRST_WINDOW, MAX_STATES, MAX_WINDOW, next_window, pair_order
+from uss_stream.policies.kernel import (
+    FIRST_WINDOW,
+    MAX_STATES,
+    MAX_WINDOW,
+    next_window,
+    pair_order,
+    window_rows,
+)
 from uss_stream.rules.confidence import portable_log_many
 
 __all__ = ["LabelledRun", "simulate_labelled"]
@@ -97,71 +104,106 @@ def simulate_labelled(
     """
     if isinstance(label_delay, bool) or not isinstance(label_delay, (int, np.integer)) or label_delay < 0:
         raise ValueError(f"label_delay must be an integer >= 0, got {label_delay!r}")
-    delay = int(label_delay)
-    reps, horizon = rows.shape
-    n_stages = policy.n_stages
-    n_pairs = n_stages * (n_stages - 1) // 2
-    upper_i, upper_j = pair_order(n_stages)
-    pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
-    wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
-    deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
-    shallower_right = ~wrong[:, upper_i] & wrong[:, upper_j]
-    stage = np.arange(n_stages)
-    pair = np.arange(n_pairs)
-    bits = np.left_shift(np.int64(1), pair.astype(np.int64))
-    # Per log row, the pairs whose deeper (shallower) stage alone is right, as bit masks.
-    deeper_bits = (deeper_right * bits).sum(axis=1).tolist()
-    shallower_bits = (shallower_right * bits).sum(axis=1).tolist()
-    pairs_below = stage * (stage + 1) // 2
-    rows_flat = rows.ravel()
-    spare = reps * horizon
-    # The logarithms of the exploration function and of K·n, by table look-up (a speculated
-    # state's round and counts stay below horizon + MAX_WINDOW).
-    table_size = horizon + MAX_WINDOW + 1
-    log_horizons = portable_log_many(EffectiveHorizon(policy.discount).many(np.arange(1, table_size + 1)))
-    log_counts = portable_log_many(n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64))
-    count_logs = log_counts.tolist()
-
-    t = np.ones(reps, dtype=np.int64)
-    queried = np.zeros((n_stages, reps), dtype=np.int64)
-    counts = np.zeros((n_pairs, reps), dtype=np.int64)
-    evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
-    e_lower = np.full((reps, n_pairs), -1.0)
-    e_upper = np.full((reps, n_pairs), 1.0)
-    e_level = [0.0] * reps
-    waiting: list[deque[int]] = [deque() for _ in range(reps)]
-    # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
-    # its current evidence), with the bounds at the level ``e_level``: each label is counted and
-    # bounded once, whether it arrives within a window (speculated) or before one.
-    chains: list[list[_Arrived]] = [[] for _ in range(reps)]
-    requested = np.zeros(reps, dtype=np.int64)
-    guess = np.full(reps, n_stages, dtype=np.int64)
-    depths = np.zeros(spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
-    masks = np.zeros(spare + 1, dtype=np.int64)
-    memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
-    strict_memo: dict[tuple[int, int, int, float], float] = {}
-    active = np.arange(reps)
+    run = _LabelledReplay(policy, rows, pairs, wrong, int(label_delay))
+    active = np.arange(rows.shape[0])
     window = FIRST_WINDOW
+    while active.size:
+        accepted, window = run.step(active, window)
+        if on_progress is not None:
+            on_progress(accepted)
+        active = active[run.t[active] <= run.horizon]
+    return run.finish()
 
-    def bounds_of(m: int, plus: int, minus: int, value: float) -> tuple[float, float]:
+
+class _LabelTables:
+    """The log's label relations and the logarithm tables of a labelled replay (read only).
+
+    ``deeper_bits`` / ``shallower_bits``: per log row, the pairs whose deeper (shallower) stage
+    alone is right, as bit masks; ``log_horizons`` / ``log_counts``: the logarithms of the
+    exploration function and of ``K·n`` by table look-up (a speculated state's round and counts
+    stay below ``horizon + MAX_WINDOW``).
+    """
+
+    def __init__(self, policy: Policy, rows: np.ndarray, pairs: np.ndarray, wrong: np.ndarray) -> None:
+        horizon = rows.shape[1]
+        n_stages = policy.n_stages
+        self.n_stages = n_stages
+        self.n_pairs = n_pairs = n_stages * (n_stages - 1) // 2
+        upper_i, upper_j = pair_order(n_stages)
+        self.pair_planes = np.ascontiguousarray(np.asarray(pairs[:, :n_pairs], dtype=bool).T, dtype=np.int8)
+        wrong = np.asarray(wrong[:, :n_stages], dtype=bool)
+        self.deeper_right = wrong[:, upper_i] & ~wrong[:, upper_j]
+        self.shallower_right = ~wrong[:, upper_i] & wrong[:, upper_j]
+        self.stage = np.arange(n_stages)
+        self.pair = np.arange(n_pairs)
+        self.bits = np.left_shift(np.int64(1), self.pair.astype(np.int64))
+        self.deeper_bits = (self.deeper_right * self.bits).sum(axis=1).tolist()
+        self.shallower_bits = (self.shallower_right * self.bits).sum(axis=1).tolist()
+        self.pairs_below = self.stage * (self.stage + 1) // 2
+        table_size = horizon + MAX_WINDOW + 1
+        self.log_horizons = portable_log_many(
+            EffectiveHorizon(policy.discount).many(np.arange(1, table_size + 1))
+        )
+        self.log_counts = portable_log_many(
+            n_stages * np.maximum(np.arange(table_size), 1).astype(np.float64)
+        )
+        self.count_logs = self.log_counts.tolist()
+
+
+class _LabelledReplay(_LabelTables):
+    """The state of :func:`simulate_labelled`: counts, label evidence and waiting requests of every
+    repetition, advanced one speculation window at a time (:meth:`step`)."""
+
+    def __init__(
+        self, policy: Policy, rows: np.ndarray, pairs: np.ndarray, wrong: np.ndarray, delay: int
+    ) -> None:
+        super().__init__(policy, rows, pairs, wrong)
+        self.policy, self.rows, self.delay = policy, rows, delay
+        reps, self.horizon = rows.shape
+        n_stages, n_pairs = self.n_stages, self.n_pairs
+        self.rows_flat = rows.ravel()
+        self.spare = reps * self.horizon
+        self.t = np.ones(reps, dtype=np.int64)
+        self.queried = np.zeros((n_stages, reps), dtype=np.int64)
+        self.counts = np.zeros((n_pairs, reps), dtype=np.int64)
+        self.evidence = np.zeros((reps, 3, n_pairs), dtype=np.int64)
+        self.e_lower = np.full((reps, n_pairs), -1.0)
+        self.e_upper = np.full((reps, n_pairs), 1.0)
+        self.e_level = [0.0] * reps
+        self.waiting: list[deque[int]] = [deque() for _ in range(reps)]
+        # Per repetition, the evidence after each of its first waiting labels in turn (applied onto
+        # its current evidence), with the bounds at the level ``e_level``: each label is counted and
+        # bounded once, whether it arrives within a window (speculated) or before one.
+        self.chains: list[list[_Arrived]] = [[] for _ in range(reps)]
+        self.requested = np.zeros(reps, dtype=np.int64)
+        self.guess = np.full(reps, n_stages, dtype=np.int64)
+        self.depths = np.zeros(self.spare + 1, dtype=np.int8 if n_stages < 128 else np.int32)
+        self.masks = np.zeros(self.spare + 1, dtype=np.int64)
+        self.memo: dict[tuple[int, int, int, float], tuple[float, float]] = {}
+        self.strict_memo: dict[tuple[int, int, int, float], float] = {}
+
+    def bounds_of(self, m: int, plus: int, minus: int, value: float) -> tuple[float, float]:
         """Memoised :func:`e_bounds` of a pair's counts at the label level ``value`` (its
         ``pair_level`` with ``log(K·m)`` from the table; ``m`` labels stay below the horizon)."""
         key = (m, plus, minus, value)
-        found = memo.get(key)
+        found = self.memo.get(key)
         if found is None:
-            found = memo[key] = e_bounds(m, plus, minus, max(value - count_logs[m], 1.0))
+            found = self.memo[key] = e_bounds(m, plus, minus, max(value - self.count_logs[m], 1.0))
         return found
 
-    def apply_label(r: int, s: int) -> list[int]:
+    def apply_label(self, r: int, s: int) -> list[int]:
         """Count the label of repetition ``r``'s round ``s`` into its evidence (the pairs it changed)."""
-        mask = int(masks[r * horizon + s - 1])
-        return _count_label(evidence[r], mask, rows[r, s - 1], bits, deeper_right, shallower_right)
+        mask = int(self.masks[r * self.horizon + s - 1])
+        return _count_label(
+            self.evidence[r], mask, self.rows[r, s - 1], self.bits, self.deeper_right, self.shallower_right
+        )
 
-    def extend_chain(r: int, count: int, value: float) -> list[_Arrived]:
+    def extend_chain(self, r: int, count: int, value: float) -> list[_Arrived]:
         """Repetition ``r``'s chain (``chains``), extended over its first ``count`` waiting labels
         with the bounds at the level ``value``."""
-        chain = chains[r]
-        queue = waiting[r]
+        n_pairs = self.n_pairs
+        chain = self.chains[r]
+        queue = self.waiting[r]
         while len(chain) < count:
             # Plain lists: a label touches a few pairs, and numpy's per-call cost would dominate.
             if chain:
@@ -169,12 +211,14 @@ def simulate_labelled(
                 counted = [list(side) for side in before.evidence]
                 bounds = list(before.bounds)
             else:
-                counted = evidence[r].tolist()
-                bounds = [float(m > 0) for m in counted[0]] + e_lower[r].tolist() + e_upper[r].tolist()
+                counted = self.evidence[r].tolist()
+                bounds = (
+                    [float(m > 0) for m in counted[0]] + self.e_lower[r].tolist() + self.e_upper[r].tolist()
+                )
             s = queue[len(chain)]
-            source = int(rows[r, s - 1])
-            mask = int(masks[r * horizon + s - 1])
-            plus, minus = deeper_bits[source], shallower_bits[source]
+            source = int(self.rows[r, s - 1])
+            mask = int(self.masks[r * self.horizon + s - 1])
+            plus, minus = self.deeper_bits[source], self.shallower_bits[source]
             labelled, deeper, shallower = counted
             for p in range(mask.bit_length()):
                 if mask >> p & 1:
@@ -182,19 +226,19 @@ def simulate_labelled(
                     deeper[p] += plus >> p & 1
                     shallower[p] += minus >> p & 1
                     bounds[p] = 1.0
-                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = bounds_of(
+                    bounds[n_pairs + p], bounds[2 * n_pairs + p] = self.bounds_of(
                         labelled[p], deeper[p], shallower[p], value
                     )
             chain.append(_Arrived(counted, bounds))
         return chain
 
-    while active.size:
-        start = t[active]
-        # Labels due before this decision: requests of rounds up to start - D - 1.
-        level = label_level_many(start)
+    def apply_arrivals(self, active: np.ndarray, start: np.ndarray, level: np.ndarray) -> None:
+        """Apply the labels due before the decision of each active repetition's round ``start``
+        (the requests of rounds up to ``start - D - 1``), at the label ``level`` of that round."""
+        n_pairs = self.n_pairs
         for r, first_round, value in zip(active.tolist(), start.tolist(), level.tolist()):
-            queue = waiting[r]
-            cutoff = first_round - delay - 1
+            queue = self.waiting[r]
+            cutoff = first_round - self.delay - 1
             due = 0
             if queue and queue[0] <= cutoff:
                 for s in queue:
@@ -202,14 +246,14 @@ def simulate_labelled(
                         break
                     due += 1
             if due:
-                chain = chains[r]
+                chain = self.chains[r]
                 # The chain's counts hold at any level, its bounds at the level they were made for;
                 # at a new level every labelled pair's bounds are made again below.
-                known = due if e_level[r] == value else min(due, len(chain))
+                known = due if self.e_level[r] == value else min(due, len(chain))
                 if known:
-                    arrived = extend_chain(r, known, value)[known - 1]
-                    evidence[r] = arrived.evidence
-                    e_lower[r], e_upper[r] = (
+                    arrived = self.extend_chain(r, known, value)[known - 1]
+                    self.evidence[r] = arrived.evidence
+                    self.e_lower[r], self.e_upper[r] = (
                         arrived.bounds[n_pairs : 2 * n_pairs],
                         arrived.bounds[2 * n_pairs :],
                     )
@@ -217,33 +261,33 @@ def simulate_labelled(
                 for _ in range(known):
                     queue.popleft()
                 while queue and queue[0] <= cutoff:
-                    apply_label(r, queue.popleft())
-            if e_level[r] != value:
-                e_level[r] = value
-                chains[r].clear()
-                changed = np.flatnonzero(evidence[r, 0]).tolist()
-                _e_fill(evidence[r], changed, value, bounds_of, e_lower[r], e_upper[r])
+                    self.apply_label(r, queue.popleft())
+            if self.e_level[r] != value:
+                self.e_level[r] = value
+                self.chains[r].clear()
+                changed = np.flatnonzero(self.evidence[r, 0]).tolist()
+                _e_fill(self.evidence[r], changed, value, self.bounds_of, self.e_lower[r], self.e_upper[r])
 
-        n_active = active.size
-        remaining = horizon - start + 1
-        _, exponent = np.frexp((start - 1).astype(np.float64))
-        limit = np.minimum(remaining, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
-        # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
-        typical = _upper_quartile(limit.tolist())
-        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active, typical))
-        n_states = n_active * width
-        offset = np.arange(width)[:, None]
-        # Each state's label evidence: the labels requested before the window that arrive within it
-        # are known, so the window runs on across their arrivals. Row ``version[o, c]`` of the
-        # ``table`` is what state ``(o, c)`` knows: its repetition's row, or the chain's entry of
-        # the last label arrived by its round.
+    def window_evidence(
+        self, active: np.ndarray, start: np.ndarray, level: np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+        """Each state's label evidence in a window of ``width`` rounds: ``m > 0``, ``e^L`` and
+        ``e^U`` (``M x P``) and the strict bound on demand.
+
+        The labels requested before the window that arrive within it are known, so the window runs
+        on across their arrivals. Row ``version[o, c]`` of the ``table`` is what state ``(o, c)``
+        knows: its repetition's row, or the chain's entry of the last label arrived by its round.
+        """
+        n_active, n_pairs, delay = active.size, self.n_pairs, self.delay
         arrivals = np.full((width, n_active), -1, dtype=np.int64)
-        current = np.concatenate((evidence[active, 0] > 0, e_lower[active], e_upper[active]), axis=1)
+        current = np.concatenate(
+            (self.evidence[active, 0] > 0, self.e_lower[active], self.e_upper[active]), axis=1
+        )
         in_window: list[_Arrived] = []
         for column, (r, first_round, value) in enumerate(
             zip(active.tolist(), start.tolist(), level.tolist())
         ):
-            queue = waiting[r]
+            queue = self.waiting[r]
             if not queue or queue[0] + delay + 1 - first_round >= width:
                 continue
             count = 0
@@ -251,7 +295,7 @@ def simulate_labelled(
                 if s + delay + 1 - first_round >= width:
                     break
                 count += 1
-            chain = extend_chain(r, count, value)
+            chain = self.extend_chain(r, count, value)
             for k in range(count):
                 arrivals[queue[k] + delay + 1 - first_round, column] = len(in_window)
                 in_window.append(chain[k])
@@ -261,7 +305,7 @@ def simulate_labelled(
             version = np.where(version >= 0, version + n_active, np.arange(n_active)).ravel()
         else:
             table = current
-            version = np.broadcast_to(np.arange(n_active), (width, n_active)).reshape(n_states)
+            version = np.broadcast_to(np.arange(n_active), (width, n_active)).reshape(n_active * width)
         # Gathered pair-major (3P x M: m > 0, e^L, e^U; transposed back): every M x P array of the
         # relations then has the state index innermost, as the counts do, and numpy never mixes
         # the two layouts.
@@ -269,20 +313,38 @@ def simulate_labelled(
         has_labels = (gathered[:n_pairs] != 0.0).T
         state_lower, state_upper = gathered[n_pairs : 2 * n_pairs].T, gathered[2 * n_pairs :].T
         # Only the decisive pairs' states read the strict bound: it and the counts are made on demand.
-        strict = partial(_strict_of, evidence[active], in_window, version, level, strict_memo)
-        flat = np.where(offset < remaining, active * horizon + start - 1 + offset, spare)
-        row = rows_flat.take(flat, mode="clip")
-        depth = guess[active]
+        strict = partial(_strict_of, self.evidence[active], in_window, version, level, self.strict_memo)
+        return has_labels, state_lower, state_upper, strict
 
-        observed = pair[:, None] < pairs_below[depth - 1]
+    def step(self, active: np.ndarray, window: int) -> tuple[int, int]:
+        """Decide one speculation window of the ``active`` repetitions (at most ``window`` rounds
+        each); the rounds accepted and the next window."""
+        policy, n_stages, n_pairs, stage, pair = (
+            self.policy,
+            self.n_stages,
+            self.n_pairs,
+            self.stage,
+            self.pair,
+        )
+        start = self.t[active]
+        level = label_level_many(start)
+        self.apply_arrivals(active, start, level)
+        n_active = active.size
+        limit = _level_limit(start, self.horizon)
+        # Rounds past a repetition's limit are wasted: aim at the typical limit, not the largest.
+        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active, _upper_quartile(limit.tolist())))
+        n_states = n_active * width
+        has_labels, state_lower, state_upper, strict = self.window_evidence(active, start, level, width)
+        offset, _, flat, row = window_rows(active, start, width, self.rows_flat, self.horizon)
+        depth = self.guess[active]
+        observed = pair[:, None] < self.pairs_below[depth - 1]
         # The window's disagreement indicators, gathered once for the counts and the requests.
-        planes = pair_planes.take(row, axis=1)
+        planes = self.pair_planes.take(row, axis=1)
         step = planes * observed[:, None, :]
-        asked_stage = stage[:, None] < depth
         state_d = np.cumsum(step, axis=1, dtype=np.int64)
         state_d -= step
-        state_d += counts[:, None, active]
-        state_q = queried[:, None, active] + offset * asked_stage[:, None, :]
+        state_d += self.counts[:, None, active]
+        state_q = self.queried[:, None, active] + offset * (stage[:, None] < depth)[:, None, :]
         rounds = (start + offset).ravel()
         relations = policy.relations_many(
             rounds,
@@ -292,65 +354,74 @@ def simulate_labelled(
             state_lower,
             state_upper,
             strict,
-            log_horizon=log_horizons.take(rounds - 1),
-            log_count=log_counts.take(state_q).reshape(n_stages, n_states).T,
+            log_horizon=self.log_horizons.take(rounds - 1),
+            log_count=self.log_counts.take(state_q).reshape(n_stages, n_states).T,
         )
         # Decisions and requests use the count of requests before the window; they are exact while
         # the count with the window's own requests is on the same side of every budget threshold.
-        before = np.broadcast_to(requested[active], (width, n_active)).reshape(n_states)
+        before = np.broadcast_to(self.requested[active], (width, n_active)).reshape(n_states)
         decided = policy.depth_many(rounds, relations, before)
         disagreeing = planes.view(bool).reshape(n_pairs, n_states).T
-        request = policy.request_many(rounds, decided, disagreeing, relations, before)
-        asks = _pair_masks(request).reshape(width, n_active)
+        asks = _pair_masks(policy.request_many(rounds, decided, disagreeing, relations, before))
+        asks = asks.reshape(width, n_active)
         decided = decided.reshape(width, n_active)
-        depths[flat] = decided
-        masks[flat] = asks
+        self.depths[flat] = decided
+        self.masks[flat] = asks
 
         first = np.where(decided != depth, offset, width).min(axis=0)
         asked = asks != 0
         first_ask = np.where(asked, offset, width).min(axis=0)
-        thresholds = policy.budget_thresholds_many(rounds, relations)
         counted = (np.cumsum(asked, axis=0) - asked).reshape(n_states) + before
         moved = np.zeros(n_states, dtype=bool)
-        for threshold in thresholds.T:
+        for threshold in policy.budget_thresholds_many(rounds, relations).T:
             moved |= (before < threshold) != (counted < threshold)
         first_moved = np.where(moved.reshape(width, n_active), offset, width).min(axis=0)
         # A label requested in the window arrives D + 1 rounds later: the window ends there.
-        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + delay + 1)
+        accept = np.minimum(np.minimum(first + 1, np.minimum(limit, width)), first_ask + self.delay + 1)
         accept = np.minimum(accept, first_moved)
         last = accept - 1
         column = np.arange(n_active)
         new_depth = decided[last, column]
         last_row = row[last, column]
-        queried[:, active] = state_q[:, last, column] + (stage[:, None] < new_depth)
-        counts[:, active] = state_d[:, last, column] + pair_planes[:, last_row] * (
-            pair[:, None] < pairs_below[new_depth - 1]
+        self.queried[:, active] = state_q[:, last, column] + (stage[:, None] < new_depth)
+        self.counts[:, active] = state_d[:, last, column] + self.pair_planes[:, last_row] * (
+            pair[:, None] < self.pairs_below[new_depth - 1]
         )
-        t[active] += accept
+        self.t[active] += accept
         taken = asked & (offset < accept)
-        requested[active] += taken.sum(axis=0)
+        self.requested[active] += taken.sum(axis=0)
         position, column = np.divmod(np.flatnonzero(taken), n_active)
         for r, asked_round in zip(active[column].tolist(), (start[column] + position).tolist()):
-            waiting[r].append(asked_round)
-        guess[active] = np.where(first == 0, new_depth, depth)
-        window = next_window(width, accept.sum() / np.minimum(limit, width).sum(), window)
-        if on_progress is not None:
-            on_progress(int(accept.sum()))
-        active = active[t[active] <= horizon]
-    # The labels due after the last decision arrive (as in the streaming loop); those still in
-    # flight at the horizon are requested (and paid for) but never applied.
-    for r in range(reps):
-        for s in waiting[r]:
-            if s <= horizon - delay:
-                apply_label(r, s)
-    requests = masks[:spare].reshape(reps, horizon) != 0
-    return LabelledRun(
-        depths=depths[:spare].reshape(reps, horizon),
-        requests=requests,
-        queried=queried.T.copy(),
-        pair_counts=counts.T.copy(),
-        evidence=evidence,
-    )
+            self.waiting[r].append(asked_round)
+        self.guess[active] = np.where(first == 0, new_depth, depth)
+        return int(accept.sum()), next_window(width, accept.sum() / np.minimum(limit, width).sum(), window)
+
+    def finish(self) -> LabelledRun:
+        """The run after the last decision: the labels due by then arrive (as in the streaming
+        loop); those still in flight at the horizon are requested (and paid for) but never applied."""
+        reps, horizon = self.rows.shape
+        for r in range(reps):
+            for s in self.waiting[r]:
+                if s <= horizon - self.delay:
+                    self.apply_label(r, s)
+        return LabelledRun(
+            depths=self.depths[: self.spare].reshape(reps, horizon),
+            requests=self.masks[: self.spare].reshape(reps, horizon) != 0,
+            queried=self.queried.T.copy(),
+            pair_counts=self.counts.T.copy(),
+            evidence=self.evidence,
+        )
+
+
+def _level_limit(start: np.ndarray, horizon: int) -> np.ndarray:
+    """The rounds from each ``start`` up to the horizon or the next change of the label level
+    (at the powers of two), whichever comes first.
+
+    >>> _level_limit(np.array([1, 2, 3, 5, 9]), 10).tolist()
+    [1, 1, 2, 4, 2]
+    """
+    _, exponent = np.frexp((start - 1).astype(np.float64))
+    return np.minimum(horizon - start + 1, np.left_shift(np.int64(1), exponent.astype(np.int64)) - start + 1)
 
 
 def _pair_masks(pairs: np.ndarray) -> np.ndarray:

@@ -179,40 +179,48 @@ class UndecodableError(ClientError):
 class Records(ABC):
     """The records of one partition from one :meth:`Consumer.poll`, in offset order.
 
-    The columns are lists built on first access; slicing (``records[i:j]``) gives a
-    :class:`Records` of the same kind.
+    A client's batch wraps its own message objects; a subclass says how a message yields its
+    value, key, offset and headers (``_value``, ``_key``, ``_offset``, ``_headers``: callables of
+    one message, e.g. :func:`operator.attrgetter`) and builds a full :meth:`record`. The columns
+    are lists built on access; slicing (``records[i:j]``) gives a :class:`Records` of the same kind.
     """
 
-    __slots__ = ("tp",)
+    __slots__ = ("_messages", "tp")
 
-    def __init__(self, tp: TopicPartition) -> None:
+    _value: Callable[[Any], bytes | None]
+    _key: Callable[[Any], bytes | None]
+    _offset: Callable[[Any], int]
+    _headers: Callable[[Any], Sequence[tuple[str, bytes]] | None]
+
+    def __init__(self, tp: TopicPartition, messages: list[Any]) -> None:
         self.tp = tp
+        self._messages = messages
 
-    @abstractmethod
-    def __len__(self) -> int: ...
+    def __len__(self) -> int:
+        return len(self._messages)
 
-    @abstractmethod
-    def __getitem__(self, index: slice) -> Records: ...
+    def __getitem__(self, index: slice) -> Records:
+        return type(self)(self.tp, self._messages[index])
 
     @property
-    @abstractmethod
     def values(self) -> list[bytes | None]:
         """The records' values."""
+        return list(map(self._value, self._messages))
 
     @property
-    @abstractmethod
     def keys(self) -> list[bytes | None]:
         """The records' keys."""
+        return list(map(self._key, self._messages))
 
     @property
-    @abstractmethod
     def offsets(self) -> list[int]:
         """The records' offsets (increasing; not necessarily consecutive)."""
+        return list(map(self._offset, self._messages))
 
     @property
-    @abstractmethod
     def headers(self) -> list[Sequence[tuple[str, bytes]] | None]:
         """The records' headers (``None`` or empty for a record without)."""
+        return list(map(self._headers, self._messages))
 
     @abstractmethod
     def record(self, index: int) -> Record:
@@ -221,12 +229,12 @@ class Records(ABC):
     @property
     def first_offset(self) -> int:
         """The offset of the first record (without building :attr:`offsets`)."""
-        return self.offsets[0]
+        return self._offset(self._messages[0])
 
     @property
     def next_offset(self) -> int:
         """The offset after the last record: where the partition's consumption goes on."""
-        return self.offsets[-1] + 1
+        return self._offset(self._messages[-1]) + 1
 
 
 class Consumer(ABC):

@@ -14,6 +14,7 @@ dotted names, passed through.
 from __future__ import annotations
 
 import contextlib
+import operator
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, repeat
@@ -114,42 +115,12 @@ def _seconds(timeout: float | None) -> float:
 class ConfluentRecords(Records):
     """A partition's ``Message`` list, seen as columns."""
 
-    __slots__ = ("_messages",)
+    __slots__ = ()
 
-    def __init__(self, tp: TopicPartition, messages: list[Any]) -> None:
-        super().__init__(tp)
-        self._messages = messages
-
-    def __len__(self) -> int:
-        return len(self._messages)
-
-    def __getitem__(self, index: slice) -> ConfluentRecords:
-        return ConfluentRecords(self.tp, self._messages[index])
-
-    @property
-    def values(self) -> list[bytes | None]:
-        return [message.value() for message in self._messages]
-
-    @property
-    def keys(self) -> list[bytes | None]:
-        return [message.key() for message in self._messages]
-
-    @property
-    def offsets(self) -> list[int]:
-        return [message.offset() for message in self._messages]
-
-    @property
-    def headers(self) -> list[Any]:
-        # Read for every batch (the trace context): the method called through map, no attribute lookup.
-        return list(map(_ck().Message.headers, self._messages))
-
-    @property
-    def first_offset(self) -> int:
-        return self._messages[0].offset()
-
-    @property
-    def next_offset(self) -> int:
-        return self._messages[-1].offset() + 1
+    _value = operator.methodcaller("value")
+    _key = operator.methodcaller("key")
+    _offset = operator.methodcaller("offset")
+    _headers = operator.methodcaller("headers")
 
     def record(self, index: int) -> Record:
         m = self._messages[index]

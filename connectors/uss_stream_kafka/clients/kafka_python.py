@@ -8,6 +8,7 @@ every record anyway).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -99,44 +100,15 @@ def _native(tp: TopicPartition) -> Any:
 class KafkaPythonRecords(Records):
     """A partition's ``ConsumerRecord`` list, seen as columns."""
 
-    __slots__ = ("_records",)
+    __slots__ = ()
 
-    def __init__(self, tp: TopicPartition, records: list[Any]) -> None:
-        super().__init__(tp)
-        self._records = records
-
-    def __len__(self) -> int:
-        return len(self._records)
-
-    def __getitem__(self, index: slice) -> KafkaPythonRecords:
-        return KafkaPythonRecords(self.tp, self._records[index])
-
-    @property
-    def values(self) -> list[bytes | None]:
-        return [record.value for record in self._records]
-
-    @property
-    def keys(self) -> list[bytes | None]:
-        return [record.key for record in self._records]
-
-    @property
-    def offsets(self) -> list[int]:
-        return [record.offset for record in self._records]
-
-    @property
-    def headers(self) -> list[Any]:
-        return [record.headers for record in self._records]
-
-    @property
-    def first_offset(self) -> int:
-        return self._records[0].offset
-
-    @property
-    def next_offset(self) -> int:
-        return self._records[-1].offset + 1
+    _value = operator.attrgetter("value")
+    _key = operator.attrgetter("key")
+    _offset = operator.attrgetter("offset")
+    _headers = operator.attrgetter("headers")
 
     def record(self, index: int) -> Record:
-        r = self._records[index]
+        r = self._messages[index]
         return Record(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, tuple(r.headers or ()))
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.exceptions import SecurityCheckError
 
-__all__ = ["SecurityCheckError", "check_security", "scram_client_final"]
+__all__ = ["check_security", "scram_client_final"]
 
 _SASL_HANDSHAKE, _SASL_AUTHENTICATE, _API_VERSIONS = 17, 36, 18
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}

@@ -49,9 +49,7 @@ from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
 __all__ = [
     "CHECKPOINT_FORMAT",
     "Checkpoint",
-    "CheckpointError",
     "CheckpointStore",
-    "NewerFormatError",
     "RestorePlan",
     "plan_restore",
     "unreachable",
@@ -60,7 +58,7 @@ __all__ = [
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
 
 #: The largest number a restored learner state may hold: ``2**52``, half of the largest exact count
-#: (:data:`uss_stream.core.stats.MAX_COUNT`), so that a restored learner has as much left to count on.
+#: (:data:`uss_stream.core.schema.MAX_COUNT`), so that a restored learner has as much left to count on.
 MAX_LOADED_COUNT = 2**52
 
 log = logging.getLogger(__name__)
@@ -343,17 +341,7 @@ def plan_restore(
     if covered and lost < log_start and (checkpoint is None or checkpoint <= log_end):
         return _reset_after_retention(checkpoint, committed, lost, log_start, log_end, auto_offset_reset)
     if checkpoint is None:
-        if committed is None:
-            return RestorePlan(False, None, -1, -1)
-        warning = None
-        if committed > log_start:
-            warning = (
-                f"no checkpoint: rebuilding the learner from the log, replaying offsets "
-                f"[{log_start}, {committed}) without producing"
-            )
-            if log_start > 0:
-                warning += f"; offsets below {log_start} were deleted by retention and are not counted"
-        return RestorePlan(False, log_start, committed, committed_offset, warning)
+        return _without_checkpoint(committed, log_start)
     if checkpoint > log_end:
         raise CheckpointError(
             f"checkpoint covers offset {checkpoint} but the partition ends at {log_end}: the input topic "
@@ -369,6 +357,22 @@ def plan_restore(
         )
         seek = log_start
     return RestorePlan(True, seek, max(committed_offset, seek), committed_offset, warning)
+
+
+def _without_checkpoint(committed: int | None, log_start: int) -> RestorePlan:
+    """:func:`plan_restore` without a checkpoint (and the committed offset still in the log): the
+    learner is rebuilt from the log up to the committed offset, if there is one."""
+    if committed is None:
+        return RestorePlan(False, None, -1, -1)
+    warning = None
+    if committed > log_start:
+        warning = (
+            f"no checkpoint: rebuilding the learner from the log, replaying offsets "
+            f"[{log_start}, {committed}) without producing"
+        )
+        if log_start > 0:
+            warning += f"; offsets below {log_start} were deleted by retention and are not counted"
+    return RestorePlan(False, log_start, committed, committed, warning)
 
 
 def _reset_after_retention(

@@ -37,7 +37,13 @@ from typing import Any
 
 from uss_stream_kafka.clients import ClientError, TopicPartition
 from uss_stream_kafka.exceptions import CheckpointError
-from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore, plan_restore, unreachable
+from uss_stream_kafka.runtime.checkpoint import (
+    Checkpoint,
+    CheckpointStore,
+    RestorePlan,
+    plan_restore,
+    unreachable,
+)
 from uss_stream_kafka.runtime.commit import Committer
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext, names
 from uss_stream_kafka.runtime.progress import IdleGate
@@ -307,24 +313,8 @@ class Recovery:
                 elif labels_tp in context.labels:
                     to_resume.append(labels_tp)
             consumer.resume(to_resume)
-            restored.append(
-                f"{tp.topic}/{tp.partition}: "
-                + (f"checkpoint @{checkpoint.offset}" if plan.use_checkpoint else "no checkpoint")
-                + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
-                + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
-                + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
-            )
-        # Labels partitions whose input partition is not ours (mis-partitioned topics) still flow.
-        with context.lock:
-            orphans = [
-                tp
-                for tp in context.labels
-                if TopicPartition(topics.input, tp.partition) not in context.partitions
-                and tp in consumer.paused()
-                and tp not in self.held
-            ]
-        if orphans:
-            consumer.resume(orphans)
+            restored.append(_restored_line(tp, checkpoint, plan, labels_from))
+        self._resume_orphans()
         context.summary.record_restored(restored)
         context.metrics.assigned.set(len(context.partitions))
         context.last_activity = time.monotonic()
@@ -333,6 +323,21 @@ class Recovery:
         if self.sharing is not None:
             self.sharing.share()
         return set(pending)
+
+    def _resume_orphans(self) -> None:
+        """Resume the labels partitions whose input partition is not ours (mis-partitioned
+        topics), so that they still flow."""
+        context = self.context
+        with context.lock:
+            orphans = [
+                tp
+                for tp in context.labels
+                if TopicPartition(context.topics.input, tp.partition) not in context.partitions
+                and tp in context.consumer.paused()
+                and tp not in self.held
+            ]
+        if orphans:
+            context.consumer.resume(orphans)
 
     def _load(self, learner: Any, checkpoint: Checkpoint | None) -> Checkpoint | None:
         """Load ``checkpoint`` into ``learner``; ``None`` (with a warning) if its state is refused.
@@ -491,3 +496,18 @@ class Recovery:
             self.labels_log.relearn(state.learner, labels_tp, until)
         state.labels_offset = until
         state.labels_checkpointed = min(state.labels_checkpointed, until)
+
+
+def _restored_line(tp: Any, checkpoint: Checkpoint | None, plan: RestorePlan, labels_from: int) -> str:
+    """The log line of a restored partition ``tp``: where its state and its reading start."""
+    return (
+        f"{tp.topic}/{tp.partition}: "
+        + (
+            f"checkpoint @{checkpoint.offset}"
+            if plan.use_checkpoint and checkpoint is not None
+            else "no checkpoint"
+        )
+        + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
+        + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
+        + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
+    )

@@ -52,8 +52,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from uss_stream_kafka.exceptions import CheckpointError
 from uss_stream_kafka.processing.events import InvalidEvent
-from uss_stream_kafka.runtime.checkpoint import CheckpointError
 
 __all__ = ["KEEPALIVE_SECONDS", "LabelsLog", "learn_values"]
 
@@ -128,7 +128,7 @@ class LabelsLog:
 
         From the newest ``max_labels`` on, if set; ``keepalive`` is called about every
         :data:`KEEPALIVE_SECONDS` (see :func:`learn_values`). Raises
-        :class:`~uss_stream_kafka.runtime.checkpoint.CheckpointError` if the partition ends before ``until``
+        :class:`~uss_stream_kafka.exceptions.CheckpointError` if the partition ends before ``until``
         (the labels topic was recreated or truncated).
         """
         if until <= 0:

@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uss_stream.core.stats import MAX_COUNT, DisagreementStats
+from uss_stream.core.schema import MAX_COUNT
+from uss_stream.core.stats import DisagreementStats
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, SupervisedUCB
 

@@ -29,7 +29,8 @@ from waiting import wait_until
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
-from uss_stream_kafka.runtime.checkpoint import CheckpointError, checkpoint_key
+from uss_stream_kafka.exceptions import CheckpointError
+from uss_stream_kafka.runtime.checkpoint import checkpoint_key
 
 pytestmark = [
     pytest.mark.kafka,

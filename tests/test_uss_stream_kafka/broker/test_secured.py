@@ -209,7 +209,8 @@ def test_a_security_failure_stops_the_service_at_once_with_one_line(
 )
 def test_the_check_itself_takes_one_round_trip(case, overrides, message, secured_broker, record_property):
     """The check without the process start: one connection, answered at once (figures recorded)."""
-    from uss_stream_kafka.clients.security import SecurityCheckError, check_security
+    from uss_stream_kafka.clients.security import check_security
+    from uss_stream_kafka.exceptions import SecurityCheckError
 
     started = time.monotonic()
     with pytest.raises(SecurityCheckError, match=message):

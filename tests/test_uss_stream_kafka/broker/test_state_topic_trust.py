@@ -27,7 +27,7 @@ from conftest import (
     stream,
 )
 
-from uss_stream.core.stats import MAX_COUNT
+from uss_stream.core.schema import MAX_COUNT
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import Checkpoint, OutputsProcessor
 
