@@ -89,8 +89,8 @@ from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_byte
 from uss_stream.policies.specs import serving_policy
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
-from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
-from uss_stream_kafka.runtime.startup import freeze_startup_heap
+from uss_stream_kafka.runtime.commit import PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS, freeze_startup_heap
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 #: librdkafka keeps fetching until a partition's local queue holds this many records (its default,

@@ -56,7 +56,7 @@ import numpy as np
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import Topics, create_topics
-from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS
+from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS
 
 STAGE_COSTS = [0.0, 0.15, 0.2]
 PARTITIONS = 4

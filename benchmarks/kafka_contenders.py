@@ -39,7 +39,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.commit import PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS
 
 __all__ = ["KINDS", "Timing", "consumer_settings", "launch", "timed", "warm_bytecode"]
 

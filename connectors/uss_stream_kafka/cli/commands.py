@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from uss_stream_kafka.cli.exit_codes import StartupInterrupted, one_line_errors
+from uss_stream_kafka.cli.exit_codes import one_line_errors
 from uss_stream_kafka.cli.settings import (
     SETTINGS,
     KafkaSettings,
@@ -37,6 +37,7 @@ from uss_stream_kafka.cli.settings import (
     deprecated,
     env_name,
 )
+from uss_stream_kafka.exceptions import StartupInterrupted
 
 __all__ = ["ENVIRONMENT", "LEGACY_ENVIRONMENT", "env_name", "register"]
 
@@ -283,7 +284,8 @@ def _serve(settings: KafkaSettings, processor: Any) -> Any:
 
 def _security_checked(client: Any) -> bool:
     """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
-    from uss_stream_kafka.clients.security import SecurityCheckError, check_security
+    from uss_stream_kafka.clients.security import check_security
+    from uss_stream_kafka.exceptions import SecurityCheckError
 
     try:
         check_security(client)

@@ -25,7 +25,7 @@ from typing import Any
 
 from uss_stream_kafka.exceptions import StartupInterrupted
 
-__all__ = ["EXIT_CODES", "StartupInterrupted", "exit_code", "one_line_errors"]
+__all__ = ["EXIT_CODES", "exit_code", "one_line_errors"]
 
 EXIT_CODES = {
     "ok": 0,

@@ -20,36 +20,28 @@ from typing import Any
 from uss_stream_kafka.clients import ClientError, UndecodableError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.topics import Topics
-from uss_stream_kafka.exceptions import DeliveryError, MetricsEndpointError
+from uss_stream_kafka.exceptions import DeliveryError
 from uss_stream_kafka.operations.http import HttpEndpoint, health_details, serve
 from uss_stream_kafka.operations.learning_metrics import LearningMetrics
 from uss_stream_kafka.operations.metrics import ServiceMetrics
 from uss_stream_kafka.processing.processors import Processor
 from uss_stream_kafka.runtime.commit import (
-    MAX_REPLACEMENTS,  # noqa: F401 (re-exported)
     PRODUCER_DEFAULTS,
     CommitSchedule,
     Committer,
     fatal_error,
     transactional_id,
 )
-from uss_stream_kafka.runtime.config import GUARANTEES, ServiceConfig
+from uss_stream_kafka.runtime.config import ServiceConfig
 from uss_stream_kafka.runtime.context import RunContext, RunSummary
 from uss_stream_kafka.runtime.dispatch import Dispatcher
 from uss_stream_kafka.runtime.progress import IdleGate, StallWatch
 from uss_stream_kafka.runtime.recovery import Recovery
 from uss_stream_kafka.runtime.shared import SharedLearning
-from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS, check_topics  # noqa: F401 (re-exported)
+from uss_stream_kafka.runtime.startup import check_topics
 from uss_stream_kafka.runtime.wiring import Layers, wire
 
-__all__ = [
-    "GUARANTEES",
-    "Application",
-    "DeliveryError",
-    "MetricsEndpointError",
-    "RunSummary",
-    "ServiceConfig",
-]
+__all__ = ["Application", "RunSummary"]
 
 log = logging.getLogger("uss_stream_kafka")
 

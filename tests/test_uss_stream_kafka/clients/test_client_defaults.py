@@ -11,7 +11,8 @@ import pytest
 
 from uss_stream_kafka import ClientConfig
 from uss_stream_kafka.runtime import startup
-from uss_stream_kafka.runtime.app import CONSUMER_DEFAULTS, PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.commit import PRODUCER_DEFAULTS
+from uss_stream_kafka.runtime.startup import CONSUMER_DEFAULTS
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "kafka.md"
 #: librdkafka's own default of fetch.queue.backoff.ms (its CONFIGURATION.md): the 1 s stall.

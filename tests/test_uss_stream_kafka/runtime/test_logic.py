@@ -256,7 +256,7 @@ def test_producers_replaced_after_timeouts_are_not_taken_for_another_instance(mo
 
     from uss_stream_kafka.clients import ClientError
     from uss_stream_kafka.exceptions import DeliveryError
-    from uss_stream_kafka.runtime.app import MAX_REPLACEMENTS
+    from uss_stream_kafka.runtime.commit import MAX_REPLACEMENTS
 
     app = _exactly_once_app(monkeypatch)
     committer = app._committer
@@ -274,7 +274,7 @@ def test_a_producer_that_fails_again_before_a_commit_is_fatal(monkeypatch):
     from kafka.errors import ProducerFencedError
 
     from uss_stream_kafka.exceptions import DeliveryError
-    from uss_stream_kafka.runtime.app import MAX_REPLACEMENTS
+    from uss_stream_kafka.runtime.commit import MAX_REPLACEMENTS
 
     app = _exactly_once_app(monkeypatch)
     committer = app._committer
