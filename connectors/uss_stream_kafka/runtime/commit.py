@@ -69,6 +69,8 @@ REACHABLE_TIMEOUT = 300.0
 #: (topic, group, cluster, transactional id), a broker too old for transactions, SASL.
 FATAL_CODES = frozenset({29, 30, 31, 35, 53, 58})
 #: Offset commits refused because the group is rebalancing (or this member left it).
+#: Kafka's error code of a static member fenced by another with its ``group.instance.id``.
+FENCED_INSTANCE_ID = 82
 REBALANCE_CODES = frozenset({22, 25, 27})
 REBALANCE_NAMES = frozenset({"CommitFailedError", "_ASSIGNMENT_LOST", "_STATE"})
 
@@ -495,6 +497,11 @@ class Committer:
             if error.code in REBALANCE_CODES or error.name in REBALANCE_NAMES:
                 # The partitions are moving: the checkpoints written on revocation make the handover exact.
                 log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
+                return
+            if error.code == FENCED_INSTANCE_ID and error.fatal:
+                # The consumer is dead for good (librdkafka: a static member fenced after a broker
+                # restart): the next poll replaces it, and these offsets' records are decided again.
+                log.warning("offset commit failed, the consumer is dead (%s); it will be replaced", error)
                 return
             if not (error.retriable or error.timeout):
                 raise
