@@ -109,7 +109,8 @@ def _service_rate(
         sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
         "--input-topic", topics["in"], "--output-topic", topics["out"], "--dlq-topic", topics["dlq"],
         "--state-topic", topics["state"], "--group-id", f"bench-{topics['in']}",
-        "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--alpha", "0.51", "--client", "confluent",
+        "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--policy", "uss-ucb:alpha=0.51",
+        "--client", "confluent",
         "--consumer-option", "queued.min.messages=1000000", "--metrics-port", "-1", "--exit-when-idle", "3",
         "--log-level", "WARNING", *(registry if payloads.registry else []),
     ]  # fmt: skip

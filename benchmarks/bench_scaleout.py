@@ -90,7 +90,8 @@ class _Worker:
             sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
             "--input-topic", topics.input, "--output-topic", topics.output,
             "--dlq-topic", topics.dead_letter, "--state-topic", topics.state, "--group-id", group,
-            "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--alpha", "0.51", "--guarantee", guarantee,
+            "--stage-costs", ",".join(map(str, STAGE_COSTS)), "--policy", "uss-ucb:alpha=0.51",
+            "--guarantee", guarantee,
             "--metrics-port", "-1", "--exit-when-idle", str(IDLE_SECONDS),
         ]  # fmt: skip
         if guarantee == "exactly-once":

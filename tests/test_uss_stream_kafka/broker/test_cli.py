@@ -49,7 +49,7 @@ class Service:
     def __init__(self, bootstrap: str, topics: Topics, group: str, *extra: str) -> None:
         # Outputs mode runs USS-UCB (what the tests assert); features mode takes its policy from the
         # cascade factory and refuses --alpha.
-        policy = [] if "features" in extra else ["--alpha", "0.51"]
+        policy = [] if "features" in extra else ["--policy", "uss-ucb:alpha=0.51"]
         command = [
             sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
             *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),

@@ -120,7 +120,8 @@ class CliService:
         command = [
             sys.executable, "-c", code, "kafka", "run", "--bootstrap-servers", bootstrap,
             *topic_options(topics), "--group-id", group or f"g-{uuid.uuid4().hex[:10]}",
-            "--stage-costs", ",".join(map(str, COSTS)), "--alpha", "0.51", "--metrics-port", "-1", *extra,
+            "--stage-costs", ",".join(map(str, COSTS)), "--policy", "uss-ucb:alpha=0.51",
+            "--metrics-port", "-1", *extra,
         ]  # fmt: skip
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         _STARTED.append(self.process)

@@ -99,7 +99,8 @@ def test_a_checkpoint_a_billion_events_old_is_restored_and_decided_from(
         sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap_servers,
         "--input-topic", topics.input, "--output-topic", topics.output, "--dlq-topic", topics.dead_letter,
         "--state-topic", topics.state, "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-        "--alpha", "0.51", "--metrics-port", "-1", "--client", kafka_client, "--exit-when-idle", "2",
+        "--policy", "uss-ucb:alpha=0.51", "--metrics-port", "-1", "--client", kafka_client,
+        "--exit-when-idle", "2",
     ]  # fmt: skip
     service = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_capped

@@ -82,7 +82,7 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
     group = f"g-{uuid.uuid4().hex[:10]}"
     command = orchestrate_command(
         bootstrap_servers, topics, group,
-        "--guarantee", "exactly-once", "--alpha", "0.51",
+        "--guarantee", "exactly-once", "--policy", "uss-ucb:alpha=0.51",
         "--group-instance-id", "orchestrator-1", "--session-timeout-ms", "60000",
         # A transaction of a few seconds: a kill finds decided requests and applied reports in it.
         "--checkpoint-every", "1000000", "--checkpoint-interval", "2", "--log-level", "INFO",

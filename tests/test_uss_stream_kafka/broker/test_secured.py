@@ -88,7 +88,7 @@ def service(broker: SecuredBroker, topics: Topics, group: str, *extra: str, pass
     command = [
         sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", broker.secured,
         *topic_options(topics), "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
-        "--alpha", "0.51", "--metrics-port", "-1", "--security-protocol", "SASL_SSL",
+        "--policy", "uss-ucb:alpha=0.51", "--metrics-port", "-1", "--security-protocol", "SASL_SSL",
         "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", USER, *extra,
     ]  # fmt: skip
     env = {**os.environ, "USS_KAFKA_SASL_PASSWORD": password}
