@@ -443,11 +443,27 @@ class RegistryOutputsCodec(OutputsCodec):
                     self._fastavro.schemaless_writer(stream, writer[1], record)
                     payloads.append(stream.getvalue())
                     continue
-            payload = serialize(record, context)
+            payload = self._registered(serialize, record, context)
             if self._avro:  # registered now: the next records are framed with its id
                 writer = self._writer = (payload[:5], self._fastavro.parse_schema(json.loads(DECISION_AVRO)))
             payloads.append(payload)
         return payloads
+
+    @staticmethod
+    def _registered(serialize: Any, record: Any, context: Any) -> bytes:
+        """``serialize(record, context)``, once more if another worker registered the schema first.
+
+        Two workers starting together both register the decision schema; the registry may refuse
+        the second (HTTP 409) while the first is being stored. Registering again finds it.
+        """
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        try:
+            return serialize(record, context)
+        except SchemaRegistryError as error:
+            if error.http_status_code != 409:
+                raise
+            return serialize(record, context)
 
     def decode_decision(self, value: bytes) -> dict[str, Any]:
         """A decision record as a dict (the reader's view, for tests and tools)."""
