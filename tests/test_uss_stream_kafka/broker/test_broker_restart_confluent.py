@@ -31,7 +31,7 @@ def kafka_client(request: pytest.FixtureRequest) -> str:
         # after the restart, and the replaced consumer has not decided every event within the
         # test's two minutes (2 of 3 full runs on 2026-11-28). Kept running, reported as XPASS
         # when it holds, so that the fix can be seen.
-        request.applymarker(pytest.mark.xfail(reason="known issue: fenced static member after a broker restart"))
+        request.applymarker(pytest.mark.xfail(reason="known issue: a fenced static member after a restart"))
     return "confluent"
 
 
