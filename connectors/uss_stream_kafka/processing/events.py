@@ -459,7 +459,7 @@ class FeaturesCodec:
             if kind is float and not math.isfinite(value):
                 raise InvalidEvent("wrong_type", f"feature {name!r} must be finite, got {value}")
             if kind in (int, float) and not -MAX_FEATURE <= value <= MAX_FEATURE:
-                shown = f"{value:.3g}" if kind is float else f"an integer of {len(str(abs(value)))} digits"
+                shown = repr(value) if kind is float else f"an integer of {len(str(abs(value)))} digits"
                 raise InvalidEvent("wrong_type", f"feature {name!r} must be within ±1e100, got {shown}")
             if kind not in (int, float, str, bool):
                 raise InvalidEvent(

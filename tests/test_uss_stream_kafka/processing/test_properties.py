@@ -64,6 +64,15 @@ def output_verdict(value: Any) -> str | None:
     return "wrong_type"
 
 
+def feature_verdict(value: Any) -> str | None:
+    """The rule for one numeric-or-text feature: an output's rule, and a number within ±1e100
+    (docs/kafka.md: a numeric feature beyond ±1e100 is ``wrong_type``)."""
+    verdict = output_verdict(value)
+    if verdict is None and type(value) in (int, float) and abs(value) > 1e100:
+        return "wrong_type"
+    return verdict
+
+
 @settings(max_examples=300, deadline=None)
 @given(DOCUMENTS)
 def test_parse_is_json_loads_including_nan_and_infinities(document):
@@ -129,15 +138,47 @@ def test_outputs_are_accepted_exactly_when_every_one_is_a_finite_label(event_id,
         assert caught.value.reason == first_error
 
 
+@pytest.mark.parametrize(
+    "value, accepted",
+    [
+        (1e100, True),
+        (-1e100, True),
+        (math.nextafter(1e100, math.inf), False),
+        (math.nextafter(-1e100, -math.inf), False),
+        # The bound is the float 1e100, compared exactly: 10**100 + 1 is below it, int(1e100) + 1 past it.
+        (10**100 + 1, True),
+        (int(1e100), True),
+        (int(1e100) + 1, False),
+        (-int(1e100) - 1, False),
+    ],
+    ids=["1e100", "-1e100", "next float", "next float below", "10**100+1", "int(1e100)", "past", "-past"],
+)
+def test_a_numeric_feature_is_taken_up_to_1e100_in_magnitude_and_refused_just_past_it(value, accepted):
+    value_bytes = json.dumps({"id": "e", "features": {"x": value}}).encode()
+    if accepted:
+        assert FeaturesCodec().decode(value_bytes)[1] == {"x": value}
+    else:
+        with pytest.raises(InvalidEvent) as caught:
+            FeaturesCodec().decode(value_bytes)
+        assert caught.value.reason == "wrong_type" and "within ±1e100" in str(caught.value)
+
+
 @settings(max_examples=300, deadline=None)
-@given(features=st.dictionaries(st.text(max_size=4), DOCUMENTS, max_size=5), label=SCALARS)
+@given(
+    features=st.dictionaries(
+        st.text(max_size=4),
+        DOCUMENTS | st.sampled_from([1e100, math.nextafter(1e100, math.inf), int(1e100), int(1e100) + 1]),
+        max_size=5,
+    ),
+    label=SCALARS,
+)
 def test_features_are_accepted_exactly_when_every_value_is_a_finite_scalar(features, label):
     codec = FeaturesCodec()
     value = json.dumps({"id": "e", "features": features, "label": label}).encode()
     bad = [
         name
         for name, feature in features.items()
-        if feature is not None and output_verdict(feature) is not None
+        if feature is not None and feature_verdict(feature) is not None
     ]
     if bad:
         with pytest.raises(InvalidEvent) as caught:
