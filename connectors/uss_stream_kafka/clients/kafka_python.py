@@ -8,6 +8,7 @@ every record anyway).
 
 from __future__ import annotations
 
+import logging
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -30,12 +31,39 @@ from .kafka_python_group import repair_group_join
 
 __all__ = ["KafkaPythonAdmin", "KafkaPythonConsumer", "KafkaPythonProducer"]
 
+log = logging.getLogger("uss_stream_kafka")
+
 #: kafka-python errors after which the client cannot go on (no abort, no retry helps).
 _FATAL = ("ProducerFencedError", "InvalidProducerEpochError", "UnsupportedVersionError")
 
 
 def _kafka() -> Any:
     return require("kafka", purpose="the kafka-python client")
+
+
+def _forget_refused_offsets(producer: Any) -> None:
+    """Drop the offsets a previous transaction could not add, before a new transaction begins.
+
+    kafka-python (3.0.12) keeps the offsets of a ``TxnOffsetCommit`` the group coordinator refused
+    for good (``UNKNOWN_MEMBER_ID`` or ``ILLEGAL_GENERATION`` after a rebalance) and sends them
+    again with the next ``send_offsets_to_transaction``: the next transaction, of whatever
+    partitions, would commit the aborted transaction's offsets, with its decisions aborted.
+    Between two transactions nothing is legitimately pending, so the leftovers are dropped
+    (a warning names them).
+
+    >>> from types import SimpleNamespace
+    >>> manager = SimpleNamespace(_pending_txn_offset_commits={"in-0": 2891})
+    >>> _forget_refused_offsets(SimpleNamespace(_transaction_manager=manager))
+    >>> manager._pending_txn_offset_commits
+    {}
+    >>> _forget_refused_offsets(SimpleNamespace())  # another kafka-python: nothing to drop
+    """
+    pending = getattr(getattr(producer, "_transaction_manager", None), "_pending_txn_offset_commits", None)
+    if pending:
+        log.warning(
+            "dropping the offsets of an aborted transaction kafka-python kept: %s", sorted(map(str, pending))
+        )
+        pending.clear()
 
 
 def _error(error: BaseException, what: str, transactional: bool = False) -> ClientError:
@@ -357,6 +385,7 @@ class KafkaPythonProducer(Producer):
         self._transaction("init_transactions", self._producer.init_transactions)
 
     def begin_transaction(self) -> None:
+        _forget_refused_offsets(self._producer)
         self._transaction("begin_transaction", self._producer.begin_transaction)
 
     def send_offsets_to_transaction(

@@ -356,6 +356,47 @@ def test_offsets_sent_to_a_transaction(client, bootstrap_servers, make_topic, cl
     assert [r.value for r in outputs] == [b"copied up to 6", b"copied up to 8"]
 
 
+def test_offsets_a_group_refused_are_not_committed_by_the_next_transaction(
+    client, bootstrap_servers, make_topic, closing, admin
+):
+    """A member that left the group cannot add offsets to a transaction (``UNKNOWN_MEMBER_ID``): the
+    transaction is aborted, and the next one, which adds another partition's offset, commits only
+    that. kafka-python 3.0.12 kept the refused offsets and sent them with the next transaction's
+    (the service drops them at ``begin_transaction``): the aborted transaction's offset was then
+    committed with its decisions aborted."""
+    source = make_topic(partitions=2)
+    produce("kafka-python", bootstrap_servers, source, [b"%d" % i for i in range(10)], partition=0)
+    produce("kafka-python", bootstrap_servers, source, [b"%d" % i for i in range(10)], partition=1)
+    name = group()
+    settings = {"bootstrap_servers": bootstrap_servers, "group_id": name, "auto_offset_reset": "earliest"}
+    gone = clients.consumer(client, **settings)
+    try:
+        gone.subscribe([source])
+        poll_until(gone, total(20))
+        stale = gone.group_metadata()
+    finally:
+        gone.close()  # leaves the group: its member id is unknown from now on
+    member = closing(clients.consumer(client, **settings))
+    member.subscribe([source])
+    poll_until(member, total(20))
+    first, second = TopicPartition(source, 0), TopicPartition(source, 1)
+    producer = closing(transactional(client, bootstrap_servers))
+    producer.init_transactions(30)
+
+    producer.begin_transaction()
+    with pytest.raises(ClientError) as refused:
+        producer.send_offsets_to_transaction({first: 7}, stale, 30)
+        producer.commit_transaction(30)
+    assert refused.value.abortable and not refused.value.fatal, refused.value
+    producer.abort_transaction(30)
+
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction({second: 3}, member.group_metadata(), 30)
+    producer.commit_transaction(30)
+    wait_until(lambda: committed_offsets(admin, name, [second])[second] == 3, "the second offset committed")
+    assert committed_offsets(admin, name, [first, second]) == {first: -1, second: 3}
+
+
 def _assignor(name: str) -> Any:
     from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
