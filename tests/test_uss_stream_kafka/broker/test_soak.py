@@ -188,9 +188,24 @@ class Soak:
         return worker
 
     def start(self, k: int) -> float:
-        """Start worker ``k``; returns the seconds until it restored its partitions."""
+        """Start worker ``k``; returns the seconds until it restored its partitions.
+
+        A worker that does not restore in time fails the test with what the broker says of the
+        group's transactions (an open one holds the committed offsets it wrote unstable, and a
+        restore waits for them) and the worker's log without its repeated lines.
+        """
         started = time.monotonic()
-        self.launch(k).wait_for_log("restored", timeout=120)
+        worker = self.launch(k)
+        try:
+            wait_until(
+                lambda: "restored" in worker.log, "'restored' in the log", timeout=120, alive=worker.alive
+            )
+        except AssertionError as error:
+            lines = list(dict.fromkeys(line.split(" ", 2)[-1] for line in worker.log.splitlines()))
+            raise AssertionError(
+                f"{error}\n{transactions(self.broker.bootstrap)}\nworker {k}'s log, each line once:\n"
+                + "\n".join(lines[-60:])
+            ) from None
         return time.monotonic() - started
 
     def alive(self) -> None:
@@ -252,6 +267,31 @@ class Soak:
             if worker.process.poll() is None:
                 worker.process.kill()
                 worker.process.wait(10)
+
+
+def transactions(bootstrap: str) -> str:
+    """The broker's transactions (the ongoing ones described) and the producers known to the group
+    offsets' partitions (one with ``current_transaction_start_offset >= 0`` has an open
+    transaction there), for a post-mortem; what could not be asked is said instead."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    except Exception as error:  # the broker itself may be what failed
+        return f"transactions: the broker did not answer ({error!r})"
+    try:
+        listed = [t for found in admin.list_transactions().values() for t in found]
+        done = {"Empty", "CompleteCommit", "CompleteAbort"}
+        ongoing = [t.transactional_id for t in listed if getattr(t.state, "value", t.state) not in done]
+        described = admin.describe_transactions(ongoing) if ongoing else {}
+        partitions = next(iter(admin.describe_topics(["__consumer_offsets"])))["partitions"]
+        offsets = [TopicPartition("__consumer_offsets", p["partition_index"]) for p in partitions]
+        producers = admin.describe_producers(offsets)
+        return f"transactions: {listed}\nongoing: {described}\nproducers on __consumer_offsets: {producers}"
+    except Exception as error:
+        return f"transactions: could not be described ({error!r})"
+    finally:
+        admin.close()
 
 
 @pytest.fixture
