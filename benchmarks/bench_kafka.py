@@ -37,7 +37,8 @@ on the same broker:
   rounds' ratios "learning metrics on / off" (target >= 0.95) compare runs of the same round.
   Every other round runs the cases in reverse order. ``--learning-only`` runs only these pairs
   (the K = 3 at-least-once services with and without the learning metrics, no end-to-end
-  contenders, no passthroughs): shorter rounds, so more of them interleave in the same time.
+  contenders, no passthroughs; ``--client`` picks the clients): shorter rounds, so more of them
+  interleave in the same time.
 
 **Same start condition.** A service pauses its new partition while it restores it (about a second),
 then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
@@ -409,9 +410,11 @@ CEILING = Case("K=3 fixed depth (no learning)", tuple(STAGE_COSTS), "fixed:depth
 NO_LEARNING = Case("K=3 uss-ucb, learning metrics off", *CASES[0][1:3], learning_metrics=False)
 
 
-def _services(case: Case, learning_only: bool = False) -> list[tuple[str, str]]:
+def _services(
+    case: Case, learning_only: bool = False, clients: list[str] | None = None
+) -> list[tuple[str, str]]:
     if case is NO_LEARNING or learning_only:
-        return [(client, "at-least-once") for client in CLIENTS]
+        return [(client, "at-least-once") for client in clients or CLIENTS]
     return [("confluent", "at-least-once")] if case is CEILING else SERVICES
 
 
@@ -510,6 +513,12 @@ def main() -> None:
         action="store_true",
         help="only the K = 3 at-least-once services with and without the learning metrics",
     )
+    parser.add_argument(
+        "--client",
+        action="append",
+        choices=CLIENTS,
+        help="with --learning-only: only this client's services (repeatable; default: both)",
+    )
     parser.add_argument("--e2e-rounds", type=int, default=2, help="rounds of the end-to-end contenders")
     parser.add_argument("--no-loop", action="store_true", help="only the end-to-end contenders")
     parser.add_argument(
@@ -558,7 +567,7 @@ def main() -> None:
     easy = sources[cases[0]]
     loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
     pass_rates: dict[str, list[float]] = {name: [] for name in loops}
-    services = {case: _services(case, args.learning_only) for case in cases}
+    services = {case: _services(case, args.learning_only, args.client) for case in cases}
     rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in services[c]}
     # CPU microseconds per event, every thread of the process (see _service).
     pass_cpu: dict[str, list[float]] = {name: [] for name in loops}
@@ -660,6 +669,8 @@ def _print_learning_ratios(rates: dict, cpu: dict) -> None:
     print(f"\n{NO_LEARNING.name}:")
     for client, guarantee in _services(NO_LEARNING):
         on, off = (CASES[0], client, guarantee), (NO_LEARNING, client, guarantee)
+        if not rates.get(off):
+            continue
         print(
             f"  {client:12s} learning metrics on / off: {_median_ratio(rates[on], rates[off])} events/s"
             f"   (target >= 0.95); CPU per event off / on: {_median_ratio(cpu[off], cpu[on])}"
