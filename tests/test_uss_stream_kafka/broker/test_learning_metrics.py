@@ -239,11 +239,12 @@ def partition_samples(samples: dict, partition: str) -> dict[str, float]:
 
 
 def test_per_partition_series_are_born_at_the_restore_and_removed_at_the_revocation(
-    bootstrap_servers, make_topics
+    kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics(partitions=2)
     group = f"g-{uuid.uuid4().hex[:10]}"
-    first = new_app(bootstrap_servers, topics, group, http_port=0, http_host="127.0.0.1")
+    settings = {"http_port": 0, "http_host": "127.0.0.1", "client_library": kafka_client}
+    first = new_app(bootstrap_servers, topics, group, **settings)
     running = [Running(first, OutputsProcessor(COSTS, alpha=0.51))]
 
     # Restored, no record yet: every per-partition series is there, the counters at 0.
@@ -295,7 +296,7 @@ def test_per_partition_series_are_born_at_the_restore_and_removed_at_the_revocat
 
     # A second worker joins: each holds one partition; the one that left the first worker has no
     # series there any more, and is born at the second's restore (its learner's round restored).
-    second = new_app(bootstrap_servers, topics, group, http_port=0, http_host="127.0.0.1")
+    second = new_app(bootstrap_servers, topics, group, **settings)
     running.append(Running(second, OutputsProcessor(COSTS, alpha=0.51)))
     wait_until(
         lambda: len(first.learners()) == len(second.learners()) == 1,
