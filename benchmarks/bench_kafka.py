@@ -35,7 +35,10 @@ on the same broker:
 * **with** ``--learning-off``: the K = 3 at-least-once services of both clients once more with the
   learning metrics off (``Application(learning_metrics=False)``; :data:`NO_LEARNING`), so that the
   rounds' ratios "learning metrics on / off" (target >= 0.95) compare runs of the same round.
-  Every other round runs the cases in reverse order.
+  Every other round runs the cases in reverse order. ``--learning-only`` runs only these pairs
+  (the K = 3 at-least-once services with and without the learning metrics, no end-to-end
+  contenders, no passthroughs; ``--client`` picks the clients): shorter rounds, so more of them
+  interleave in the same time.
 
 **Same start condition.** A service pauses its new partition while it restores it (about a second),
 then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
@@ -407,9 +410,11 @@ CEILING = Case("K=3 fixed depth (no learning)", tuple(STAGE_COSTS), "fixed:depth
 NO_LEARNING = Case("K=3 uss-ucb, learning metrics off", *CASES[0][1:3], learning_metrics=False)
 
 
-def _services(case: Case) -> list[tuple[str, str]]:
-    if case is NO_LEARNING:
-        return [(client, "at-least-once") for client in CLIENTS]
+def _services(
+    case: Case, learning_only: bool = False, clients: list[str] | None = None
+) -> list[tuple[str, str]]:
+    if case is NO_LEARNING or learning_only:
+        return [(client, "at-least-once") for client in clients or CLIENTS]
     return [("confluent", "at-least-once")] if case is CEILING else SERVICES
 
 
@@ -503,6 +508,17 @@ def main() -> None:
     parser.add_argument(
         "--learning-off", action="store_true", help="also the K = 3 services without the learning metrics"
     )
+    parser.add_argument(
+        "--learning-only",
+        action="store_true",
+        help="only the K = 3 at-least-once services with and without the learning metrics",
+    )
+    parser.add_argument(
+        "--client",
+        action="append",
+        choices=CLIENTS,
+        help="with --learning-only: only this client's services (repeatable; default: both)",
+    )
     parser.add_argument("--e2e-rounds", type=int, default=2, help="rounds of the end-to-end contenders")
     parser.add_argument("--no-loop", action="store_true", help="only the end-to-end contenders")
     parser.add_argument(
@@ -513,6 +529,9 @@ def main() -> None:
         "'--consumer-option fetch.queue.backoff.ms=1000'",
     )
     args = parser.parse_args()
+    if args.learning_only:
+        args.easy_only = args.learning_off = True
+        args.e2e_rounds = 0
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
@@ -548,7 +567,8 @@ def main() -> None:
     easy = sources[cases[0]]
     loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
     pass_rates: dict[str, list[float]] = {name: [] for name in loops}
-    rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in _services(c)}
+    services = {case: _services(case, args.learning_only, args.client) for case in cases}
+    rates: dict[tuple[Case, str, str], list[float]] = {(c, *s): [] for c in cases for s in services[c]}
     # CPU microseconds per event, every thread of the process (see _service).
     pass_cpu: dict[str, list[float]] = {name: [] for name in loops}
     cpu: dict[tuple[Case, str, str], list[float]] = {key: [] for key in rates}
@@ -557,7 +577,7 @@ def main() -> None:
         warm_ups = {}  # seconds from assignment to first decision, per (case, client, guarantee)
         # Every other round runs the cases in reverse order: a case is not always measured first.
         for c, case in list(enumerate(cases))[:: 1 if r % 2 == 0 else -1]:
-            for s, (client, guarantee) in enumerate(_services(case)):
+            for s, (client, guarantee) in enumerate(services[case]):
                 # A new group per service, so new topics (checkpoints are keyed by input partition).
                 tag = f"{run_id}-{r}-{c}-{s}"
                 topics = Topics(sources[case], f"bench-out-{tag}", f"bench-dlq-{tag}", f"bench-st-{tag}")
@@ -583,7 +603,7 @@ def main() -> None:
                 gc.collect()
         # Each passthrough idles after its assignment as long as its client's at-least-once service
         # on the same topic (K = 3) took from assignment to first decision in this round.
-        for i, (name, loop) in enumerate(loops.items()):
+        for i, (name, loop) in enumerate(loops.items() if not args.learning_only else ()):
             target = f"bench-pass-{run_id}-{r}-{i}"
             _output_topic(admin, target)
             made.append(target)
@@ -601,6 +621,9 @@ def main() -> None:
     admin.close()
 
     print()
+    if args.learning_only:
+        _print_learning_ratios(rates, cpu)
+        return
     for name, values in pass_rates.items():
         print(
             f"bare passthrough {name:12s} (median): {statistics.median(values):9.0f} events/s,"
@@ -646,10 +669,16 @@ def _print_learning_ratios(rates: dict, cpu: dict) -> None:
     print(f"\n{NO_LEARNING.name}:")
     for client, guarantee in _services(NO_LEARNING):
         on, off = (CASES[0], client, guarantee), (NO_LEARNING, client, guarantee)
+        if not rates.get(off):
+            continue
         print(
             f"  {client:12s} learning metrics on / off: {_median_ratio(rates[on], rates[off])} events/s"
             f"   (target >= 0.95); CPU per event off / on: {_median_ratio(cpu[off], cpu[on])}"
         )
+        rounds = " ".join(f"{a / b:.2f}" for a, b in zip(rates[on], rates[off]))
+        print(f"    per round, events/s on / off: {rounds}")
+        rounds = " ".join(f"{a / b:.2f}" for a, b in zip(cpu[off], cpu[on]))
+        print(f"    per round, CPU per event off / on: {rounds}")
 
 
 if __name__ == "__main__":

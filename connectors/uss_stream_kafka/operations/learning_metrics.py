@@ -4,8 +4,9 @@
 Nothing here runs per event: the costs are added once per partition batch (from the depth counts
 the dispatcher makes anyway), and the learners' quantities
 (:meth:`~uss_stream_kafka.processing.processors.Learner.learning_state`) are read at most once per poll batch
-and at most once per :data:`REFRESH_SECONDS`; a scrape reads the last snapshot. ``docs/metrics.md``
-lists every metric.
+and at most once per :data:`REFRESH_SECONDS`, and when the assignment changes; a scrape reads the last
+snapshot. A partition's series are born when it is restored (before its first record: counters at 0,
+gauges at its learner's values) and removed when it is revoked. ``docs/metrics.md`` lists every metric.
 
 =============================================================  =========  ==================================
 metric                                                         type       meaning
@@ -84,6 +85,13 @@ class LearningMetrics(Collector):
     >>> metrics.due(10.5), metrics.due(11.0)          # read again after REFRESH_SECONDS
     (False, True)
 
+    A partition restored is exported before its first batch; one revoked is not exported any more.
+
+    >>> metrics.refresh({1: OutputsProcessor([0.0, 0.25, 0.5]).new_learner()})
+    >>> text = generate_latest(registry).decode()
+    >>> 'uss_kafka_cost_total{partition="1"} 0.0' in text, 'partition="0"' in text
+    (True, False)
+
     """
 
     def __init__(self, stage_costs: Sequence[float]) -> None:
@@ -120,8 +128,11 @@ class LearningMetrics(Collector):
         return now - self._last_refresh >= REFRESH_SECONDS
 
     def refresh(self, learners: Mapping[int, Any], now: float | None = None) -> None:
-        """Read the quantities of ``learners`` (the assigned partitions'; the gauges of the others
-        disappear) and drain their report delays into the histogram."""
+        """Read the quantities of ``learners`` and drain their report delays into the histogram.
+
+        ``learners`` are the assigned partitions': exactly theirs are exported, a new partition's
+        cost counters at 0, and every series of a partition no longer among them disappears.
+        """
         self._last_refresh = time.monotonic() if now is None else now
         states = {partition: learner.learning_state() for partition, learner in learners.items()}
         delays = [
@@ -131,6 +142,9 @@ class LearningMetrics(Collector):
         ]
         if delays:
             self.report_delay.observe_ns([round(delay * 1e9) for delay in delays])
+        with self._lock:
+            self._cost = {partition: self._cost.get(partition, 0.0) for partition in learners}
+            self._full_cost = {partition: self._full_cost.get(partition, 0.0) for partition in learners}
         self._states = states  # one assignment: a scrape sees the old or the new snapshot
 
     def collect(self) -> Iterator[Metric]:

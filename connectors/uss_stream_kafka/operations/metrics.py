@@ -19,7 +19,8 @@ metric                                     type       meaning
 ``uss_kafka_last_commit_age_seconds``      gauge      seconds since the last commit (or start)
 ``uss_kafka_last_checkpoint_age_seconds``  gauge      seconds since the last checkpoint (or start)
 ``uss_kafka_assigned_partitions``          gauge      input partitions with a learner
-``uss_kafka_consumer_lag{partition}``      gauge      records behind the partition's end
+``uss_kafka_consumer_lag{partition}``      gauge      records behind the partition's end (from
+                                                      its restore on, removed on its revocation)
 ``uss_kafka_decide_latency_seconds``       histogram  per-event decide time: a partition batch's
                                                       processing time (decode, validate, decide,
                                                       encode) divided by its events, counted once
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -222,6 +223,7 @@ class ServiceMetrics:
         self.lag = Gauge(
             "uss_kafka_consumer_lag", "Records behind the end of the partition.", ["partition"], registry=reg
         )
+        self._lagged: set[int] = set()  # the partitions with a lag series
         self.latency = LatencyHistogram(
             "uss_kafka_decide_latency_seconds",
             "Per-event decide time (decode, validate, decide, encode): batch time / events in the batch.",
@@ -249,6 +251,31 @@ class ServiceMetrics:
             sizes = [n for _, n in timings]
             self.batch_time.observe_ns(elapsed)
             self.latency.observe_ns([ns // n for ns, n in timings], weights=sizes)
+
+    def set_lag(self, partition: int, records: int) -> None:
+        """Input partition ``partition`` is ``records`` behind its end."""
+        self.lag.labels(partition=str(partition)).set(records)
+        self._lagged.add(partition)
+
+    def partitions_held(self, partitions: Collection[int], lags: Mapping[int, int]) -> None:
+        """The input partitions assigned now are ``partitions``: ``lags`` gives the lag of those just
+        restored (their series are born), and the lag series of the others are removed.
+
+        >>> metrics = ServiceMetrics(n_stages=2)
+        >>> metrics.partitions_held([0, 1], {0: 5, 1: 0})
+        >>> metrics.partitions_held([1], {})
+        >>> [(s.labels, s.value) for s in metrics.lag.collect()[0].samples]
+        [({'partition': '1'}, 0.0)]
+        >>> metrics.registry.get_sample_value("uss_kafka_assigned_partitions")
+        1.0
+
+        """
+        self.assigned.set(len(partitions))
+        for partition, records in lags.items():
+            self.set_lag(partition, records)
+        for partition in self._lagged.difference(partitions):
+            self.lag.remove(str(partition))
+        self._lagged.intersection_update(partitions)
 
     def dead_letter(self, reason: str) -> None:
         self.dead_letters.labels(reason=reason).inc()

@@ -243,7 +243,7 @@ class Application:
         if self._stopped_learners is not None:
             return dict(self._stopped_learners)
         with self._context.lock:
-            return {tp.partition: state.learner for tp, state in self._context.partitions.items()}
+            return self._context.learners()
 
     @property
     def _partitions(self) -> dict[Any, Any]:
@@ -403,8 +403,7 @@ class Application:
                 self._stall_watch.check(consumer, now)
             if context.learning is not None and context.learning.due(now):
                 with context.lock:
-                    learners = {tp.partition: state.learner for tp, state in context.partitions.items()}
-                    context.learning.refresh(learners, now)
+                    context.learning.refresh(context.learners(), now)
             self._maybe_commit()
 
     def _abandon_batch(self, error: BaseException) -> None:

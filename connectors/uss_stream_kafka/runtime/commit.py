@@ -525,8 +525,8 @@ class Committer:
     def _update_lag(self, offsets: Mapping[Any, Any]) -> None:
         context = self.context
         for tp, offset in offsets.items():
-            if tp.topic != context.topics.input:
+            if tp not in context.partitions:  # a labels partition, or one revoked since
                 continue
             end = context.consumer.highwater(tp)
             if end is not None:
-                context.metrics.lag.labels(partition=str(tp.partition)).set(max(0, end - offset))
+                context.metrics.set_lag(tp.partition, max(0, end - offset))

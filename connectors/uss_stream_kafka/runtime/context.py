@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,6 +146,44 @@ class RunContext:
     learning: Any = None  # the learning metrics (uss_stream_kafka.operations.learning_metrics), if on
     last_activity: float = field(default_factory=time.monotonic)
     aborting: bool = False
+
+    def learners(self) -> dict[int, Any]:
+        """The assigned input partitions' learners, by partition number (read under ``lock``)."""
+        return {tp.partition: state.learner for tp, state in self.partitions.items()}
+
+    def publish_partitions(self, lags: Mapping[int, int] | None = None) -> None:
+        """Make the per-partition metrics follow the assigned input partitions (call under ``lock``).
+
+        A partition just restored gets every per-partition series at once, before its first record
+        (``lags``: its lag at the restore; its counters at 0, its gauges at its learner's values);
+        a partition no longer assigned loses them (``docs/metrics.md``). Nothing before the run
+        set up its metrics.
+
+        >>> from uss_stream_kafka.clients import TopicPartition
+        >>> from uss_stream_kafka.clients.topics import Topics
+        >>> from uss_stream_kafka.operations.metrics import ServiceMetrics
+        >>> from uss_stream_kafka.processing.processors import OutputsProcessor
+        >>> context = RunContext(Topics("events", "decisions", "events-dlq", "uss-state"), group_id="uss")
+        >>> context.metrics = ServiceMetrics(n_stages=2)
+        >>> tp = TopicPartition("events", 4)
+        >>> learner = OutputsProcessor([0.0, 0.5]).new_learner()
+        >>> context.partitions[tp] = PartitionState(tp, learner, 0, 0, -1, -1, -1, -1)
+        >>> context.publish_partitions({4: 120})            # restored, 120 records behind
+        >>> lag = {"partition": "4"}
+        >>> sample = context.metrics.registry.get_sample_value
+        >>> sample("uss_kafka_consumer_lag", lag), sample("uss_kafka_assigned_partitions")
+        (120.0, 1.0)
+        >>> del context.partitions[tp]
+        >>> context.publish_partitions()                    # revoked
+        >>> sample("uss_kafka_consumer_lag", lag), sample("uss_kafka_assigned_partitions")
+        (None, 0.0)
+        """
+        if self.metrics is None:
+            return
+        learners = self.learners()
+        self.metrics.partitions_held(learners, lags or {})
+        if self.learning is not None:
+            self.learning.refresh(learners)
 
 
 def names(tps: Iterable[Any]) -> str:

@@ -50,7 +50,7 @@ from uss_stream_kafka.runtime.progress import IdleGate
 from uss_stream_kafka.runtime.relearn import LabelsLog
 from uss_stream_kafka.runtime.shared import SharedLearning
 
-__all__ = ["Recovery"]
+__all__ = ["Recovery", "restored_lag"]
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -142,8 +142,7 @@ class Recovery:
                 context.partitions.pop(tp, None)
                 context.labels.pop(tp, None)
                 self.held.pop(tp, None)
-            if context.metrics is not None:
-                context.metrics.assigned.set(len(context.partitions))
+            context.publish_partitions()
         if offsets:
             context.consumer.commit(offsets, asynchronous=True)
         if states:
@@ -162,6 +161,7 @@ class Recovery:
                 context.partitions.pop(tp, None)
                 context.labels.pop(tp, None)
                 self.held.pop(tp, None)
+            context.publish_partitions()
         log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
 
     def replace_consumer(self, error: ClientError) -> None:
@@ -248,6 +248,7 @@ class Recovery:
             log.warning("the brokers did not answer the restore of %s (%r): retrying", names(pending), error)
             return set()
         restored = []
+        lags: dict[int, int] = {}
         for tp in pending:
             checkpoint = store.get(tp.topic, tp.partition)
             if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != context.group_id:
@@ -305,6 +306,7 @@ class Recovery:
                     )
                     break
                 context.partitions[tp] = state
+            lags[tp.partition] = restored_lag(plan, seek, starts[tp], ends[tp], self.auto_offset_reset)
             to_resume = [tp]
             if topics.labels is not None:
                 labels_tp = TopicPartition(topics.labels, tp.partition)
@@ -316,7 +318,8 @@ class Recovery:
             restored.append(_restored_line(tp, checkpoint, plan, labels_from))
         self._resume_orphans()
         context.summary.record_restored(restored)
-        context.metrics.assigned.set(len(context.partitions))
+        with context.lock:
+            context.publish_partitions(lags)
         context.last_activity = time.monotonic()
         for line in restored:
             log.info("restored %s", line)
@@ -496,6 +499,33 @@ class Recovery:
             self.labels_log.relearn(state.learner, labels_tp, until)
         state.labels_offset = until
         state.labels_checkpointed = min(state.labels_checkpointed, until)
+
+
+def restored_lag(plan: RestorePlan, seek: int | None, start: int, end: int, auto_offset_reset: str) -> int:
+    """The lag of a partition at its restore, as a commit would report it: its end minus its
+    committed offset or, without one, minus where the consumer starts (records deleted by retention
+    not counted).
+
+    Examples
+    --------
+    >>> plan = plan_restore(checkpoint=4000, committed=5000, log_start=0, log_end=9000)
+    >>> restored_lag(plan, plan.seek, 0, 9000, "earliest")      # from the commit, not the replay
+    4000
+    >>> plan = plan_restore(checkpoint=None, committed=None, log_start=20, log_end=100)
+    >>> restored_lag(plan, plan.seek, 20, 100, "earliest"), restored_lag(plan, plan.seek, 20, 100, "latest")
+    (80, 0)
+    >>> plan = plan_restore(checkpoint=None, committed=10, log_start=60, log_end=100)
+    >>> restored_lag(plan, plan.seek, 60, 100, "earliest")      # [10, 60) deleted
+    40
+
+    """
+    if plan.committed >= 0:
+        first = plan.committed
+    elif seek is not None:
+        first = seek
+    else:
+        first = start if auto_offset_reset == "earliest" else end
+    return max(0, end - max(first, start))
 
 
 def _restored_line(tp: Any, checkpoint: Checkpoint | None, plan: RestorePlan, labels_from: int) -> str:

@@ -55,6 +55,21 @@ def k8s() -> dict[str, dict[str, Any]]:
     return {doc["kind"]: doc for doc in documents}
 
 
+def pod_command(k8s: dict[str, dict[str, Any]], kind: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The command line of the one container of ``k8s[kind]``'s pod, parsed with the environment
+    Kubernetes gives it (the ConfigMap's variables, then the container's own ``env``)."""
+    (container,) = k8s[kind]["spec"]["template"]["spec"]["containers"]
+    sources = {ref.get("configMapRef", {}).get("name") for ref in container["envFrom"]}
+    assert k8s["ConfigMap"]["metadata"]["name"] in sources
+    config = k8s["ConfigMap"]["data"]
+    environment = {**config, **{item["name"]: item["value"] for item in container.get("env", [])}}
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    # Kubernetes expands $(VAR) in args from the container's environment.
+    command = [re.sub(r"\$\((\w+)\)", lambda m: environment[m.group(1)], arg) for arg in container["args"]]
+    return parse(command)
+
+
 def test_compose_runs_a_kraft_apache_kafka_and_real_commands(compose, monkeypatch):
     clear_environment(monkeypatch)
     services = compose["services"]
@@ -133,14 +148,7 @@ def test_the_kubernetes_deployment_runs_the_service_configured_by_its_configmap(
 
     pod = k8s["Deployment"]["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    sources = {ref.get("configMapRef", {}).get("name") for ref in container["envFrom"]}
-    assert k8s["ConfigMap"]["metadata"]["name"] in sources
-    environment = {**config, **{item["name"]: item["value"] for item in container.get("env", [])}}
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    # Kubernetes expands $(VAR) in args from the container's environment.
-    command = [re.sub(r"\$\((\w+)\)", lambda m: environment[m.group(1)], arg) for arg in container["args"]]
-    args = parse(command)
+    args = pod_command(k8s, "Deployment", monkeypatch)
     assert (args.kafka_command, args.mode, args.group_id) == ("run", "outputs", config["USS_KAFKA_GROUP_ID"])
     assert args.stage_costs == [float(c) for c in config["USS_KAFKA_STAGE_COSTS"].split(",")]
     assert args.bootstrap_servers == config["USS_KAFKA_BOOTSTRAP_SERVERS"]
@@ -163,8 +171,30 @@ def test_the_metrics_service_selects_the_pods_and_their_metrics_port(k8s):
     assert port["port"] == container["ports"][0]["containerPort"]
 
 
+def test_the_kubernetes_job_creates_the_topics_the_deployment_uses(k8s, monkeypatch):
+    clear_environment(monkeypatch)
+    job = k8s["Job"]
+    topics = pod_command(k8s, "Job", monkeypatch)
+    clear_environment(monkeypatch)
+    run = pod_command(k8s, "Deployment", monkeypatch)
+    assert topics.kafka_command == "create-topics"
+    assert topics.bootstrap_servers == run.bootstrap_servers
+    assert (topics.input_topic, topics.output_topic, topics.dlq_topic, topics.state_topic) == (
+        run.input_topic,
+        run.output_topic,
+        run.dlq_topic,
+        run.state_topic,
+    )
+    assert job["apiVersion"] == "batch/v1"
+    assert job["spec"]["template"]["spec"]["restartPolicy"] in {"OnFailure", "Never"}
+    # Its pod is not one of the service's: the metrics Service and the ScaledObject leave it alone.
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert not k8s["Service"]["spec"]["selector"].items() <= labels.items()
+    assert not k8s["Deployment"]["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
 def test_the_scaled_object_scales_the_deployment_on_its_groups_lag_up_to_one_replica_per_partition(
-    k8s, compose, monkeypatch
+    k8s, monkeypatch
 ):
     clear_environment(monkeypatch)
     scaled = k8s["ScaledObject"]
@@ -179,7 +209,7 @@ def test_the_scaled_object_scales_the_deployment_on_its_groups_lag_up_to_one_rep
         config["USS_KAFKA_GROUP_ID"],
         config["USS_KAFKA_INPUT_TOPIC"],
     )
-    partitions = parse(compose["services"]["create-topics"]["command"]).partitions
+    partitions = pod_command(k8s, "Job", monkeypatch).partitions  # the input topic's, as the Job creates it
     assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == partitions
     assert meta["allowIdleConsumers"] == "false"  # KEDA's own cap: never more replicas than partitions
     default_reset = inspect.signature(Application).parameters["auto_offset_reset"].default
