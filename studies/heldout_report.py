@@ -126,7 +126,8 @@ def real_verdicts(rows: list[dict[str, Any]]) -> dict[str, list[tuple[str, float
     """The real cascades' target: ``met``, ``missed`` (with the ratio to the better baseline) and
     ``best paid 0`` (with AuditedUSS's regret: no ratio exists, and any regret misses the target).
 
-    >>> row = {"name": "a", "audited R_T": 125.0, "USS-KL-UCB R_T": 100.0, "Supervised UCB R_T": 300.0}
+    >>> row = {"name": "a", "wd": True, "audited R_T": 125.0, "USS-KL-UCB R_T": 100.0,
+    ...        "Supervised UCB R_T": 300.0}
     >>> real_verdicts([row, {**row, "name": "b", "audited R_T": 126.0}])
     {'met': [('a', 1.25)], 'missed': [('b', 1.26)], 'best paid 0': []}
     """
@@ -149,6 +150,12 @@ def real_section(rows: list[dict[str, Any]]) -> str:
     missed = ", ".join(f"{name} ({ratio:.2f}x)" for name, ratio in verdicts["missed"]) or "none"
     zero = ", ".join(f"{name} (+{regret:.1f})" for name, regret in verdicts["best paid 0"]) or "none"
     ratios = [ratio for _, ratio in verdicts["met"] + verdicts["missed"]]
+    by_name = {r["name"]: r for r in rows}
+    misses = [by_name[name] for name, _ in verdicts["missed"] + verdicts["best paid 0"]]
+    level = [r for r in misses if abs(r["audited R_T"] - r["USS-KL-UCB R_T"]) <= 0.01 * r["USS-KL-UCB R_T"]]
+    worst_level = max((r["audited R_T"] for r in level), default=0.0)
+    others = [r for r in misses if r not in level]
+    named = ", ".join(r["name"] for r in others) or "none"
     return f"""## Real cascades
 
 River's bundled classification data sets (Shuttle, Phishing, Bananas, ImageSegments),
@@ -159,7 +166,12 @@ feature sets, two cost scales (`studies/heldout_real.py`). Target: AuditedUSS's 
 
 **{len(verdicts["met"])} of {len(rows)} real cascades meet it**; the worst ratio is
 {max(ratios, default=0.0):.2f}. Missed: {missed}. Where the better baseline paid 0 (no ratio; any
-regret misses): {zero}."""
+regret misses): {zero}.
+
+Of these {len(misses)} misses, {len(level)} are level with USS-KL-UCB (within 1%: no label changed a
+decision, and Supervised UCB, a label every round, paid less exploration; AuditedUSS's regret
+there is at most {worst_level:.1f}). The other {len(others)} (WD fails on
+{sum(not r["wd"] for r in others)} of them): {named}."""
 
 
 def _reduced(settings: dict[str, Any]) -> str:
