@@ -93,7 +93,7 @@ def _keel(name: str) -> tuple[np.ndarray, np.ndarray]:
     columns = []
     for column in frame.columns[:-1]:
         values = frame[column]
-        if values.dtype == object:
+        if not pd.api.types.is_numeric_dtype(values):  # text (object in pandas 2, str in pandas 3)
             values = pd.Series(pd.Categorical(values.str.strip()).codes)
         columns.append(values.to_numpy(dtype=float))
     return np.column_stack(columns), frame.iloc[:, -1].astype(str).str.strip().to_numpy()
