@@ -275,3 +275,111 @@ def test_horizon_and_log_tables_equal_the_scalar_functions_as_a_stream_grows(dis
         logs = log_f.many(np.array(rounds)).tolist()
         assert logs == [math.log(h) for h in expected]
         start += size
+
+
+# -- the joined batch: the values decoded as one JSON array, halved around bad ones -----------------
+GOOD = [
+    json.dumps({"id": f"g{i}", "outputs": [i % 2, 1, i % 3]}, separators=(",", ":")).encode()
+    for i in range(64)
+]
+#: Bad values and the reason each gets alone, as ``json.loads`` and the documented rules read it.
+POISON = [
+    (b'{"id":"p","outputs":[1,NaN,1]}', "missing_output"),
+    (b'{"id":"p","outputs":[1,0]}', "wrong_output_count"),
+    (b'{"id":"p","outputs":[1,0,1]', "invalid_json"),
+    (b'{"id":true,"outputs":[1,0,1]}', "wrong_type"),
+    (b'{"outputs":[1,0,1]}', "missing_field"),
+    (b'{"id":"p","outputs":[1,null,1]}', "missing_output"),
+    (b'{"id":"p\x00","outputs":[1,0,1]}', "invalid_json"),
+    (b"[1,0,1]", "wrong_type"),
+    (None, "invalid_json"),
+]
+
+
+@pytest.mark.parametrize(("poison", "reason"), POISON)
+@pytest.mark.parametrize("at", [0, 1, 31, 32, 63])
+def test_one_poison_value_among_good_ones_is_dead_lettered_alone(poison, reason, at):
+    values: list[bytes | None] = list(GOOD)
+    values[at] = poison
+    positions, ids, outputs, errors = OutputsCodec(K, COSTS).decode_many(values, 1 << 20)
+    assert positions == [i for i in range(64) if i != at]
+    assert ids == [f"g{i}" for i in positions]
+    assert outputs == [o for i in positions for o in (i % 2, 1, i % 3)]
+    assert [e is None for e in errors] == [i != at for i in range(64)]
+    assert errors[at].reason == reason == reference(poison)[1]
+    assert str(errors[at]) == one_by_one([poison])[0]
+
+
+def test_values_that_are_halves_of_events_are_not_read_as_the_events_they_join_into():
+    # Joined by a comma, each pair reads as two valid events; alone, each value is invalid JSON.
+    pairs = [
+        (b'{"id":"a","outputs":[1,0,1]},{"id":"b","outputs":[1,0', b"1]}"),
+        (b'{"id":"a","outputs":[1,0,1]},{"id":"b","outputs":[1,0', b'{"x":1}]}'),
+        (b'{"id":"a","x":"}', b'{","outputs":[1,0,1]}'),
+        (b'{"id":"a","outputs":[1,0,1],"x":"', b'"}'),
+        (b'{"id":"a","outputs":[1,0,1]} {"id":"b","outputs":[1,0,1]}', b'{"id":"c","outputs":[1,0,1]}'),
+    ]
+    for first, second in pairs:
+        values = [*GOOD[:10], first, second, *GOOD[10:20]]
+        check(values)
+        verdicts = batch_verdicts(values)
+        assert [verdicts[10][0], verdicts[11][0]] == [reference(first)[0], reference(second)[0]]
+        assert verdicts[10] == ("rejected", "invalid_json")
+
+
+@st.composite
+def mostly_good_batches(draw: st.DrawFn) -> list[bytes | None]:
+    """Compact valid events (the joined path takes them), some replaced by tricky ones or re-cut."""
+    count = draw(st.integers(8, 40))
+    values: list[bytes | None] = [
+        json.dumps(
+            {
+                "id": draw(st.one_of(st.text(max_size=4), st.integers(-(2**70), 2**70))),
+                "outputs": [i % 2, 1, 0],
+            },
+            separators=(",", ":"),
+            ensure_ascii=draw(st.booleans()),
+        ).encode("utf-8", "surrogatepass")
+        for i in range(count)
+    ]
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, count - 1))
+        if draw(st.booleans()):
+            values[at] = draw(events())
+        elif at + 1 < count:  # two neighbours cut elsewhere: their text joined by a comma is unchanged
+            text = values[at] + b"," + values[at + 1]
+            cut = draw(st.integers(0, len(text)))
+            values[at], values[at + 1] = text[:cut], text[cut + 1 :] if cut < len(text) else b""
+    return values
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mostly_good_batches())
+def test_decode_many_of_mostly_good_batches_is_json_loads_and_the_rules(values):
+    check(values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.lists(
+            st.one_of(
+                st.text(max_size=5), st.sampled_from(['","', ",", '"', "\\", "\x7f", "\ud800", "é", ""])
+            )
+        ),
+        st.lists(st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 2**63, -(2**63) - 1]))),
+    ),
+    st.data(),
+)
+def test_encode_many_of_ids_of_one_type_is_encode_per_event(ids, data):
+    codec = OutputsCodec(K, COSTS)
+    depths = [data.draw(st.integers(1, K)) for _ in ids]
+    flat = [
+        data.draw(st.one_of(st.integers(0, 2), st.booleans(), st.sampled_from([0.5, "a"])))
+        for _ in ids
+        for _ in range(K)
+    ]
+    expected = [
+        codec.encode(i, depth, flat[n * K + depth - 1]) for n, (i, depth) in enumerate(zip(ids, depths))
+    ]
+    assert OutputsCodec(K, COSTS).encode_many(ids, depths, flat) == expected
