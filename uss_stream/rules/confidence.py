@@ -170,13 +170,20 @@ def portable_log_many(x: np.ndarray) -> np.ndarray:
     m, e = np.frexp(x)
     low = m < _SQRT_HALF
     m = np.where(low, m * 2.0, m)
-    e = e - low
+    e -= low
     s = (m - 1.0) / (m + 1.0)
     z = s * s
-    poly = np.full_like(z, _ATANH[-1])
-    for c in _ATANH[-2::-1]:
-        poly = poly * z + c
-    return e * _LN2 + 2.0 * s * poly
+    # The scalar form's operations in its order, in place: ((c11·z + c10)·z + ...)·z + c0.
+    poly = z * _ATANH[-1]
+    for c in _ATANH[-2:0:-1]:
+        poly += c
+        poly *= z
+    poly += _ATANH[0]
+    term = 2.0 * s
+    term *= poly
+    log = e * _LN2
+    log += term
+    return log
 
 
 def kl_count(d: float, n: float, log_gap: float, log_rest: float) -> float:

@@ -112,6 +112,9 @@ def _seconds(timeout: float | None) -> float:
     return -1 if timeout is None else timeout
 
 
+_message_error = operator.methodcaller("error")
+
+
 class ConfluentRecords(Records):
     """A partition's ``Message`` list, seen as columns."""
 
@@ -222,9 +225,9 @@ class ConfluentConsumer(Consumer):
         messages = self._consumer.consume(max_records or self._max_records, timeout)
         if not messages:
             return {}
-        failed = [i for i, message in enumerate(messages) if message.error() is not None]
-        if failed:
-            messages = self._failed(messages, failed[0])
+        errors = list(map(_message_error, messages))
+        if errors.count(None) < len(errors):  # one pass in C when none failed
+            messages = self._failed(messages, next(i for i, error in enumerate(errors) if error is not None))
         grouped = self._group(messages)
         if self._sought:
             for tp in grouped:

@@ -58,6 +58,8 @@ def carried_headers(columns: Sequence[Headers | None], names: Collection[str]) -
     >>> carried_headers([None, [("x", b"1")]], names) is None
     True
     """
+    if not any(columns):  # the common case: no record has a header
+        return None
     carried: list[list] | None = None
     for i, headers in enumerate(columns):
         if not headers:
