@@ -21,6 +21,7 @@ NEEDS_BROKER = {
     "bench_kafka",
     "bench_orchestration",
     "bench_scaleout",
+    "bench_service_split",
     "bench_status",
 }
 
