@@ -22,15 +22,12 @@ rejected event never changes the learner. :class:`InvalidEvent` carries one of :
 
 from __future__ import annotations
 
-import functools
 import json
 import json.scanner
 import math
 from collections.abc import Sequence
-from itertools import chain, repeat
 from json.encoder import encode_basestring_ascii
-from operator import add, attrgetter
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
@@ -82,28 +79,11 @@ _ID_TYPES = (str, int)
 _FAST_MAX_NESTING = 256
 
 
-#: A batch smaller than this is decoded value by value (a joined batch that fails is halved down to it).
-_MIN_JOINED = 8
-_ids_of = attrgetter("id")
-_outputs_of = attrgetter("outputs")
-_encode_ids = msgspec.json.Encoder().encode
-
-
 class _FastOutputsEvent(msgspec.Struct, gc=False):
     """The valid outputs-mode event as msgspec decodes it (other fields are parsed and ignored)."""
 
     id: str | int
     outputs: list[int | float | str | bool]
-
-
-@functools.cache
-def _joined_decoder(n_stages: int) -> msgspec.json.Decoder:
-    """msgspec's decoder of a JSON array of events of exactly ``n_stages`` outputs each."""
-    outputs = Annotated[
-        list[int | float | str | bool], msgspec.Meta(min_length=n_stages, max_length=n_stages)
-    ]
-    event = msgspec.defstruct(f"_Event{n_stages}", [("id", str | int), ("outputs", outputs)], gc=False)
-    return msgspec.json.Decoder(list[event])
 
 
 class InvalidEvent(ValueError):
@@ -253,7 +233,7 @@ class OutputsCodec:
 
     """
 
-    __slots__ = ("_costs", "_fast", "_joined", "_n_stages", "_tails")
+    __slots__ = ("_costs", "_fast", "_n_stages", "_tails")
 
     #: Distinct (depth, prediction) decision tails kept encoded; labels are few in practice.
     MAX_CACHED_TAILS = 4096
@@ -265,7 +245,6 @@ class OutputsCodec:
         self._costs = [b""] + [json.dumps(float(c)).encode() for c in cumulative_costs]
         self._tails: dict[tuple[int, type, Any], bytes] = {}
         self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
-        self._joined = _joined_decoder(n_stages).decode
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
@@ -300,11 +279,13 @@ class OutputsCodec:
         outputs, flat (row-major); ``errors[i]`` is why value ``i`` was rejected (``None`` if it was
         not). Values longer than ``max_bytes`` are rejected as ``oversize``.
 
-        The batch is first decoded whole, as one JSON array of the values, by one msgspec call
-        (:meth:`_decode_joined`, which says when that is exact). A batch that does not decode so
-        (a bad value among good ones) is halved, and each half tried again, down to
-        :data:`_MIN_JOINED` values, which are decoded one by one (:meth:`_decode_each`): every bad
-        value gets the dead-letter reason it gets alone.
+        A value is first decoded by msgspec (C, typed: the id and outputs are validated while
+        parsed). It is accepted there only where msgspec and ``json.loads`` agree: ASCII input
+        (msgspec does not check the UTF-8 of the fields it skips), nesting far from the recursion
+        limit, and a result that passes :meth:`decode`'s checks. Anything msgspec refuses (NaN and
+        infinity literals, numbers beyond a double, lone surrogates, a missing or mistyped field, a
+        wrong output count ...) goes through :meth:`decode`, so the decisions and the dead-letter
+        reasons are those of ``json.loads``.
 
         >>> codec = OutputsCodec(3, [0.0, 0.15, 0.35])
         >>> positions, ids, outputs, errors = codec.decode_many(
@@ -316,102 +297,14 @@ class OutputsCodec:
         [None, InvalidEvent('missing_output: outputs[1] is NaN'), None]
 
         """
-        found: tuple[list[int], list[Any], list[Any], list[InvalidEvent | None]] = (
-            [], [], [], [None] * len(values)
-        )  # fmt: skip
-        self._decode_span(values, 0, len(values), max_bytes, found)
-        return found
-
-    def _decode_span(
-        self,
-        values: Sequence[bytes | None],
-        start: int,
-        stop: int,
-        max_bytes: int,
-        found: tuple[list[int], list[Any], list[Any], list[InvalidEvent | None]],
-    ) -> None:
-        """:meth:`decode_many` of ``values[start:stop]``, added to ``found``: whole, else halved."""
-        if stop - start >= _MIN_JOINED:
-            span = values if start == 0 and stop == len(values) else values[start:stop]
-            decoded = self._decode_joined(span, max_bytes)
-            if decoded is not None:
-                found[0].extend(range(start, stop))
-                found[1].extend(decoded[0])
-                found[2].extend(decoded[1])
-                return
-            middle = (start + stop) // 2
-            if middle - start >= _MIN_JOINED:
-                self._decode_span(values, start, middle, max_bytes, found)
-                self._decode_span(values, middle, stop, max_bytes, found)
-                return
-        self._decode_each(values, start, stop, max_bytes, found)
-
-    def _decode_joined(
-        self, values: Sequence[bytes | None], max_bytes: int
-    ) -> tuple[list[Any], list[Any]] | None:
-        """``(ids, outputs)`` of every value decoded as one JSON array, or ``None`` if that is not exact.
-
-        The array is the values joined by commas. It is decoded only where each value is, alone,
-        one JSON object that the value-by-value fast path would decode the same: no value is
-        ``None`` or longer than ``max_bytes``, all are ASCII and far from the recursion limit
-        (shorter than ``2 * _FAST_MAX_NESTING`` bytes, or few brackets in all), none holds a NUL
-        byte, each starts with ``{`` and ends with ``}``, and the values hold ``n`` of each brace
-        in all, so one each. An array of ``n`` objects then has one object per value, each
-        exactly that value's text (its braces are that value's first and last bytes), so its
-        fields decode as that value alone would; msgspec checks the ids, the outputs and their
-        count. Anything else (a bad value, whitespace around one, a nested object, a NaN) is
-        ``None``, and the caller decodes the values by smaller batches or one by one.
-        """
-        n = len(values)
-        try:
-            joined = b"\x00".join(values)  # type: ignore[arg-type]
-        except TypeError:  # a value is None
-            return None
-        longest = max(map(len, values))
-        if not (
-            longest <= max_bytes
-            and joined.isascii()
-            and joined[:1] == b"{"
-            and joined[-1:] == b"}"
-            and joined.count(b"\x00") == n - 1
-            and joined.count(b"}\x00{") == n - 1
-            and joined.count(b"{") == n
-            and joined.count(b"}") == n
-            and (longest < 2 * _FAST_MAX_NESTING or joined.count(b"[") < n + _FAST_MAX_NESTING - 2)
-        ):
-            return None
-        try:
-            events = self._joined(b"[" + joined.replace(b"\x00", b",") + b"]")
-        except (msgspec.MsgspecError, RecursionError):
-            return None
-        if len(events) != n:  # a brace was within a string: not one object per value
-            return None
-        return list(map(_ids_of, events)), list(chain.from_iterable(map(_outputs_of, events)))
-
-    def _decode_each(
-        self,
-        values: Sequence[bytes | None],
-        start: int,
-        stop: int,
-        max_bytes: int,
-        found: tuple[list[int], list[Any], list[Any], list[InvalidEvent | None]],
-    ) -> None:
-        """:meth:`decode_many` of ``values[start:stop]`` value by value, added to ``found``.
-
-        A value is first decoded by msgspec (C, typed: the id and outputs are validated while
-        parsed). It is accepted there only where msgspec and ``json.loads`` agree: ASCII input
-        (msgspec does not check the UTF-8 of the fields it skips), nesting far from the recursion
-        limit, and a result that passes :meth:`decode`'s checks. Anything msgspec refuses (NaN and
-        infinity literals, numbers beyond a double, lone surrogates, a missing or mistyped field, a
-        wrong output count ...) goes through :meth:`decode`, so the decisions and the dead-letter
-        reasons are those of ``json.loads``.
-        """
-        positions, ids, outputs, errors = found
+        errors: list[InvalidEvent | None] = [None] * len(values)
+        positions: list[int] = []
+        ids: list[Any] = []
+        outputs: list[Any] = []
         keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
         fast = self._fast
         n_stages = self._n_stages
-        for position in range(start, stop):
-            value = values[position]
+        for position, value in enumerate(values):
             if (
                 value is not None
                 and len(value) <= max_bytes
@@ -440,6 +333,7 @@ class OutputsCodec:
             keep_position(position)
             keep_id(event_id)
             keep_outputs(row)
+        return positions, ids, outputs, errors
 
     def _explain(self, document: Any) -> tuple[Any, list[Any]]:
         """The slow path: name what is wrong with the event (or accept it)."""
@@ -468,67 +362,29 @@ class OutputsCodec:
         """The decision values of a batch, as :meth:`encode` per event.
 
         ``outputs`` is flat, as :meth:`decode_many` returns it: event ``n`` predicts
-        ``outputs[n*K + depth - 1]``. A batch whose ids are all strings or all integers has its
-        ids encoded by one msgspec call (:meth:`_encode_joined`); others are encoded event by event.
+        ``outputs[n*K + depth - 1]``.
 
         >>> codec = OutputsCodec(2, [0.0, 0.1])
-        >>> codec.encode_many(["a", "b"], [1, 2], [1, 0, 1, 0])
-        [b'{"id":"a","depth":1,"prediction":1,"cost":0.0}', b'{"id":"b","depth":2,"prediction":0,"cost":0.1}']
         >>> codec.encode_many(["a", 7], [1, 2], [1, 0, 1, 0])
         [b'{"id":"a","depth":1,"prediction":1,"cost":0.0}', b'{"id":7,"depth":2,"prediction":0,"cost":0.1}']
 
         """
-        n_stages = self._n_stages
-        predictions = list(
-            map(outputs.__getitem__, map(add, range(-1, n_stages * len(ids), n_stages), depths))
-        )
-        payloads = self._encode_joined(ids, depths, predictions)
-        if payloads is not None:
-            return payloads
         tails = self._tails
         tail_of = self._tail
         encode_text = encode_basestring_ascii
         payloads = []
         keep = payloads.append
-        for event_id, depth, prediction in zip(ids, depths, predictions):
+        base = -1
+        n_stages = self._n_stages
+        for event_id, depth in zip(ids, depths):
+            prediction = outputs[base + depth]
+            base += n_stages
             tail = tails.get((depth, type(prediction), prediction)) or tail_of(depth, prediction)
             if type(event_id) is str:
                 keep(('{"id":' + encode_text(event_id)).encode() + tail)
             else:
                 keep(b'{"id":' + json_scalar(event_id) + tail)
         return payloads
-
-    def _encode_joined(
-        self, ids: Sequence[Any], depths: Sequence[int], predictions: list[Any]
-    ) -> list[bytes] | None:
-        """The decision values, the ids encoded as one JSON array by msgspec; ``None`` if that is not exact.
-
-        The array of ids is split back at its separators: ``","`` between strings (never found
-        within an encoded string, where a quote is escaped) or ``,`` between integers. It is used
-        only where msgspec writes each id as :func:`json_scalar` does: all ids strings or all
-        Python integers, the array ASCII (``json_scalar`` escapes the rest) without DEL (which it
-        escapes too), and one piece per id.
-        """
-        kinds = set(map(type, ids))
-        if kinds == {str}:
-            separator, edge, head, quote = b'","', 2, b'{"id":"', b'"'
-        elif kinds == {int}:
-            separator, edge, head, quote = b",", 1, b'{"id":', b""
-        else:
-            return None
-        try:
-            encoded = _encode_ids(ids)
-        except (msgspec.EncodeError, UnicodeEncodeError, OverflowError):  # a lone surrogate, a huge integer
-            return None
-        if not encoded.isascii() or b"\x7f" in encoded:
-            return None
-        pieces = encoded[edge:-edge].split(separator)
-        if len(pieces) != len(ids):  # an id held the separator ("," alone, say)
-            return None
-        tails = list(map(self._tails.get, zip(depths, map(type, predictions), predictions)))
-        if None in tails:  # a (depth, prediction) not seen yet
-            tails = list(map(self._tail, depths, predictions))
-        return list(map(b"".join, zip(repeat(head), pieces, repeat(quote), tails)))
 
     def _tail(self, depth: int, prediction: Any) -> bytes:
         """The decision's fields after the id (kept for the few distinct (depth, prediction) pairs)."""

@@ -277,7 +277,7 @@ def test_horizon_and_log_tables_equal_the_scalar_functions_as_a_stream_grows(dis
         start += size
 
 
-# -- the joined batch: the values decoded as one JSON array, halved around bad ones -----------------
+# -- long batches: one bad value among good ones, values that join into events -------------------------
 GOOD = [
     json.dumps({"id": f"g{i}", "outputs": [i % 2, 1, i % 3]}, separators=(",", ":")).encode()
     for i in range(64)
@@ -329,7 +329,7 @@ def test_values_that_are_halves_of_events_are_not_read_as_the_events_they_join_i
 
 @st.composite
 def mostly_good_batches(draw: st.DrawFn) -> list[bytes | None]:
-    """Compact valid events (the joined path takes them), some replaced by tricky ones or re-cut."""
+    """Compact valid events (msgspec's fast path takes them), some replaced by tricky ones or re-cut."""
     count = draw(st.integers(8, 40))
     values: list[bytes | None] = [
         json.dumps(
@@ -371,7 +371,7 @@ def test_decode_many_of_mostly_good_batches_is_json_loads_and_the_rules(values):
     ),
     st.data(),
 )
-def test_encode_many_of_ids_of_one_type_is_encode_per_event(ids, data):
+def test_encode_many_of_tricky_ids_of_one_type_is_encode_per_event(ids, data):
     codec = OutputsCodec(K, COSTS)
     depths = [data.draw(st.integers(1, K)) for _ in ids]
     flat = [
