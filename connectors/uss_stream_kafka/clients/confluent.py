@@ -226,7 +226,8 @@ class ConfluentConsumer(Consumer):
         if not messages:
             return {}
         errors = list(map(_message_error, messages))
-        if errors.count(None) < len(errors):  # one pass in C when none failed
+        # One pass in C when none failed (by identity: a KafkaError compares itself with codes, not None).
+        if any(map(operator.is_not, errors, repeat(None))):
             messages = self._failed(messages, next(i for i, error in enumerate(errors) if error is not None))
         grouped = self._group(messages)
         if self._sought:
