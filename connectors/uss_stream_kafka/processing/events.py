@@ -397,7 +397,10 @@ class OutputsCodec:
                 json_scalar(prediction),
                 self._costs[depth],
             )
-            if len(self._tails) < self.MAX_CACHED_TAILS:
+            # 0.0 and -0.0 are equal keys that encode differently: float zeros are not kept.
+            if len(self._tails) < self.MAX_CACHED_TAILS and not (
+                type(prediction) is float and not prediction
+            ):
                 self._tails[key] = tail
         return tail
 

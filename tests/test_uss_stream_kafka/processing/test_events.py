@@ -383,3 +383,15 @@ def test_encode_many_of_tricky_ids_of_one_type_is_encode_per_event(ids, data):
         codec.encode(i, depth, flat[n * K + depth - 1]) for n, (i, depth) in enumerate(zip(ids, depths))
     ]
     assert OutputsCodec(K, COSTS).encode_many(ids, depths, flat) == expected
+
+
+@pytest.mark.parametrize("first, second", [(0.0, -0.0), (-0.0, 0.0)])
+def test_a_zero_prediction_keeps_its_sign_whichever_zero_came_first(first, second):
+    codec = OutputsCodec(1, [0.5])
+    for many in (False, True):
+        encoded = [
+            codec.encode_many(["e"], [1], [value])[0] if many else codec.encode("e", 1, value)
+            for value in (first, second)
+        ]
+        assert [json.loads(p)["prediction"] for p in encoded] == [first, second]
+        assert [str(json.loads(p)["prediction"]) for p in encoded] == [str(first), str(second)]
