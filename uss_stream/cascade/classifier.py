@@ -17,6 +17,7 @@ from river import base
 
 from uss_stream.cascade.feature_costs import FeatureCosts
 from uss_stream.cascade.feedback import LabelFeedback
+from uss_stream.cascade.memo import EventMemo
 from uss_stream.cascade.querying import (
     ABSTAINED,
     both_classes,
@@ -215,9 +216,7 @@ class CascadeClassifier(base.Classifier):
         self._n_warm_up_events = 0
         self._depth_counts = [0] * len(stages)
         self._total_cost = 0.0
-        self._last_x: Any = None
-        self._last_decision: Decision | None = None
-        self._served: set[str] = set()
+        self._memo = EventMemo()  # the last decided event (see "One event, one policy step")
         self._feedback = LabelFeedback(self._policy, self._cumulative)
 
     @property
@@ -318,9 +317,7 @@ class CascadeClassifier(base.Classifier):
         stepped: a broken model's answer is not counted, whichever stage gave it.
         """
         decision = self._step(x)
-        self._last_x = x.copy() if type(x) is dict else x
-        self._last_decision = decision
-        self._served = set()
+        self._memo.remember(x, decision)
         return decision
 
     def predict_proba_one(self, x: dict[Hashable, Any]) -> dict[Any, float]:
@@ -341,37 +338,21 @@ class CascadeClassifier(base.Classifier):
         label of a stepped event is counted for the WD monitor (:meth:`summary`). Nothing else of
         the selection sees labels.
         """
-        if self._last_decision is not None and y is not None and self._same_keys(x):
+        if self._memo.decision is not None and y is not None and self._memo.same_keys(x):
             self._feedback.learn(y)
         else:
             self._feedback.forget()
         learn(self._plan, x, y, **kwargs)
         self._n_learned += 1
-        self._last_x = None
-        self._last_decision = None
+        self._memo.forget()
 
     def _decision_for(self, x: dict[Hashable, Any], method: str) -> Decision:
-        """The last decision if ``x`` is its event and ``method`` has not served it yet."""
-        decision = self._last_decision
-        if decision is None or method in self._served or not self._is_last_event(x):
+        """The last decision if ``x`` is its event and ``method`` has not served it yet, else a new one."""
+        decision = self._memo.take(x, method)
+        if decision is None:
             decision = self.decide_one(x)
-        self._served.add(method)
+            self._memo.served.add(method)
         return decision
-
-    def _same_keys(self, x: dict[Hashable, Any]) -> bool:
-        """Whether ``x`` can be the last decided event (plain dicts: the same feature names)."""
-        last = self._last_x
-        if type(x) is dict and type(last) is dict:
-            return x.keys() == last.keys()
-        return True
-
-    def _is_last_event(self, x: dict[Hashable, Any]) -> bool:
-        if type(x) is not dict:
-            return x is self._last_x
-        try:
-            return bool(x == self._last_x)
-        except (TypeError, ValueError):  # values whose == is not a bool, e.g. arrays
-            return False
 
     def _step(self, x: dict[Hashable, Any]) -> Decision:
         stepped = self._n_learned >= self.warm_up
