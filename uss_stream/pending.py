@@ -25,7 +25,6 @@ id, for a decision that did not ask, a second label, or one that expired (after
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -33,34 +32,13 @@ from typing import Any
 
 from uss_stream.core.schema import is_count, show, state_object
 from uss_stream.core.validation import check_outputs
+from uss_stream.pending_books import ClosedIds, LateLabels, RejectedReport, is_id
 from uss_stream.policies.base import Policy
 from uss_stream.policies.learning_state import learning_state
 
 __all__ = ["PendingDecisions", "RejectedReport", "STATE_FORMAT"]
 
 STATE_FORMAT = "uss-stream/pending-decisions/v1"
-
-
-def _json_kind(value: Any) -> str:
-    """The JSON type of a label or output: ``"1"``, ``1`` and ``true`` never equal one another.
-
-    >>> _json_kind("1"), _json_kind(1), _json_kind(1.0), _json_kind(True)
-    ('string', 'number', 'number', 'boolean')
-    """
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    return "string" if isinstance(value, str) else type(value).__name__
-
-
-class RejectedReport(ValueError):
-    """A report that cannot be applied; ``reason`` is one of ``unknown``, ``duplicate``,
-    ``expired``, ``too_many_outputs``, ``invalid`` (and ``not_requested`` for a label)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 class PendingDecisions:
@@ -134,26 +112,11 @@ class PendingDecisions:
         self._clock = clock
         # decision id -> (depth, round t, time decided); insertion order is decision order.
         self._pending: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
-        self._closed: OrderedDict[Hashable, str] = OrderedDict()
+        self._closed = ClosedIds(remember_reported)
         if max_label_age_decisions is not None and not max_label_age_decisions > 0:
             raise ValueError(f"max_label_age_decisions must be > 0 or None, got {max_label_age_decisions!r}")
         self.max_label_age_decisions = max_label_age_decisions
-        # decision id -> (outputs, request mask, round t) of reports that asked for their label.
-        self._awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
-        # (round, sequence, id) of each request, a heap: reports come in any order, so the age
-        # limit finds the oldest rounds here (entries of labels already closed are skipped).
-        self._label_ages: list[tuple[int, int, Hashable]] = []
-        self._labels_closed: OrderedDict[Hashable, str] = OrderedDict()
-        self.label_counters = {
-            "requested": 0,
-            "applied": 0,
-            "expired": 0,
-            "rejected_unknown": 0,
-            "rejected_not_requested": 0,
-            "rejected_duplicate": 0,
-            "rejected_expired": 0,
-            "rejected_invalid": 0,
-        }
+        self._labels = LateLabels(policy, max_label_age_decisions, remember_reported)
         self.counters = {
             "decided": 0,
             "applied": 0,
@@ -166,13 +129,18 @@ class PendingDecisions:
         }
 
     @property
+    def label_counters(self) -> dict[str, int]:
+        """The late labels' counts: ``requested``, ``applied``, ``expired`` and ``rejected_<reason>``."""
+        return self._labels.counters
+
+    @property
     def pending(self) -> int:
         """How many decisions await their report."""
         return len(self._pending)
 
     def decide(self, decision_id: Hashable) -> int:
         """Decide the depth for a new event identified by ``decision_id`` (a string or an integer)."""
-        if not _is_id(decision_id):
+        if not is_id(decision_id):
             raise ValueError(
                 "decision_id must be a string or an integer (it is saved in the JSON state), "
                 f"got {type(decision_id).__name__}"
@@ -186,7 +154,7 @@ class PendingDecisions:
         self._pending[decision_id] = (depth, t, self._clock())
         self.counters["decided"] += 1
         self.expire()
-        self._expire_labels()
+        self._labels.expire_aged(t)
         return depth
 
     def withdraw(self, decision_id: Hashable) -> None:
@@ -211,7 +179,7 @@ class PendingDecisions:
 
     def age_of(self, decision_id: Hashable) -> float | None:
         """Seconds since a pending decision was made (or restored); ``None`` if it is not pending."""
-        entry = self._pending.get(decision_id) if _is_id(decision_id) else None
+        entry = self._pending.get(decision_id) if is_id(decision_id) else None
         return None if entry is None else self._clock() - entry[2]
 
     def summary(self) -> dict[str, Any]:
@@ -249,7 +217,7 @@ class PendingDecisions:
         All or nothing: a rejected report (:class:`RejectedReport`) is counted and changes nothing
         else; the decision stays pending unless it expired.
         """
-        if not _is_id(decision_id):
+        if not is_id(decision_id):
             self._reject("unknown", f"decision {show(decision_id)} is unknown (ids are strings or integers)")
         if self.max_age_seconds is not None:
             self.expire()
@@ -285,22 +253,19 @@ class PendingDecisions:
                 self.policy.withdraw_label_request()
             self._reject("invalid", f"report of {decision_id!r}: {error}")
         if request:
-            self._awaiting[decision_id] = (values, request, entry[1])
-            if self.max_label_age_decisions is not None:
-                heapq.heappush(self._label_ages, (entry[1], self.label_counters["requested"], decision_id))
-            self.label_counters["requested"] += 1
+            self._labels.request(decision_id, values, request, entry[1])
         del self._pending[decision_id]
-        self._close(decision_id, "reported")
+        self._closed.close(decision_id, "reported")
         self.counters["applied"] += 1
 
     @property
     def awaiting_labels(self) -> int:
         """How many reported decisions await their requested label."""
-        return len(self._awaiting)
+        return len(self._labels)
 
     def label_requested(self, decision_id: Hashable) -> bool:
         """Whether the report of ``decision_id`` asked for its label (and the label is still awaited)."""
-        return decision_id in self._awaiting
+        return decision_id in self._labels
 
     def report_label(self, decision_id: Hashable, label: Hashable) -> None:
         """Apply the late label of a decision whose report asked for it.
@@ -321,60 +286,11 @@ class PendingDecisions:
         uss_stream.pending.RejectedReport: the label of decision 'e1' was already applied
 
         """
-        entry = self._awaiting.get(decision_id)
-        if entry is None:
-            state = self._labels_closed.get(decision_id)
-            if state == "applied":
-                self._reject_label("duplicate", f"the label of decision {decision_id!r} was already applied")
-            if state == "expired":
-                self._reject_label("expired", f"the label of decision {decision_id!r} expired before it came")
-            if decision_id in self._pending or self._closed.get(decision_id) == "reported":
-                self._reject_label("not_requested", f"decision {decision_id!r} did not ask for its label")
-            self._reject_label("unknown", f"decision {decision_id!r} is unknown")
-        values, request, _ = entry
-        kinds = {_json_kind(value) for value in values}
-        if _json_kind(label) not in kinds:
-            self._reject_label(
-                "invalid",
-                f"label of {decision_id!r} is a JSON {_json_kind(label)}, the outputs "
-                f"{' and '.join(sorted(kinds))}: it could never equal one (is it coded like the outputs?)",
-            )
-        try:
-            self.policy.learn_label(values, label, request)
-        except ValueError as error:
-            self._reject_label("invalid", f"label of {decision_id!r}: {error}")
-        del self._awaiting[decision_id]
-        self._close_label(decision_id, "applied")
-        self.label_counters["applied"] += 1
+        self._labels.apply(decision_id, label, self._was_decided)
 
-    def _expire_labels(self) -> None:
-        limit = self.max_label_age_decisions
-        if limit is None:
-            return
-        now_round = self.policy.stats.decisions
-        ages = self._label_ages
-        stale = []
-        while ages and now_round - ages[0][0] >= limit:
-            t, _, decision_id = heapq.heappop(ages)
-            entry = self._awaiting.get(decision_id)
-            if entry is not None and entry[2] == t:
-                stale.append(decision_id)
-        self._expire_awaited(stale)
-
-    def _expire_awaited(self, decision_ids: list[Hashable]) -> None:
-        for decision_id in decision_ids:
-            del self._awaiting[decision_id]
-            self._close_label(decision_id, "expired")
-        self.label_counters["expired"] += len(decision_ids)
-
-    def _close_label(self, decision_id: Hashable, state: str) -> None:
-        self._labels_closed[decision_id] = state
-        while len(self._labels_closed) > self.remember_reported:
-            self._labels_closed.popitem(last=False)
-
-    def _reject_label(self, reason: str, message: str) -> None:
-        self.label_counters[f"rejected_{reason}"] += 1
-        raise RejectedReport(reason, message)
+    def _was_decided(self, decision_id: Hashable) -> bool:
+        """Whether ``decision_id`` is pending or was reported (its label is not merely unknown)."""
+        return decision_id in self._pending or self._closed.get(decision_id) == "reported"
 
     def expire(self) -> list[Hashable]:
         """Expire the decisions past their age limits; returns their identifiers."""
@@ -395,7 +311,7 @@ class PendingDecisions:
             if not stale(t, decided_at):
                 break
             del self._pending[decision_id]
-            self._close(decision_id, "expired")
+            self._closed.close(decision_id, "expired")
             expired.append(decision_id)
         self.counters["expired"] += len(expired)
         return expired
@@ -428,15 +344,7 @@ class PendingDecisions:
 
         """
         expired = self._expire_oldest(lambda decided, _: decided <= t)
-        # Reports come in any order: the awaited labels are not in the order of their rounds.
-        labels = [decision_id for decision_id, (_, _, decided) in self._awaiting.items() if decided <= t]
-        self._expire_awaited(labels)
-        return len(expired) + len(labels)
-
-    def _close(self, decision_id: Hashable, state: str) -> None:
-        self._closed[decision_id] = state
-        while len(self._closed) > self.remember_reported:
-            self._closed.popitem(last=False)
+        return len(expired) + self._labels.expire_through(t)
 
     def forget_closed(self, reports: int, labels: int = 0) -> None:
         """Forget the ``reports`` oldest remembered report identifiers and the ``labels`` oldest
@@ -455,9 +363,8 @@ class PendingDecisions:
         >>> book.state_dict()["closed"]["ids"]
         ['e2']
         """
-        for remembered, count in ((self._closed, reports), (self._labels_closed, labels)):
-            for _ in range(min(count, len(remembered))):
-                remembered.popitem(last=False)
+        self._closed.forget(reports)
+        self._labels.closed.forget(labels)
 
     def _reject(self, reason: str, message: str) -> None:
         self.counters[f"rejected_{reason}"] += 1
@@ -475,21 +382,9 @@ class PendingDecisions:
             "format": STATE_FORMAT,
             "policy": self.policy.state_dict(),
             "pending": [[decision_id, depth, t] for decision_id, (depth, t, _) in self._pending.items()],
-            "closed": {
-                "ids": list(self._closed),
-                "expired": [k for k, state in enumerate(self._closed.values()) if state == "expired"],
-            },
+            "closed": self._closed.to_json(),
             "counters": dict(self.counters),
-            "labels": {
-                "awaiting": [[i, list(v), mask, t] for i, (v, mask, t) in self._awaiting.items()],
-                "closed": {
-                    "ids": list(self._labels_closed),
-                    "expired": [
-                        k for k, state in enumerate(self._labels_closed.values()) if state == "expired"
-                    ],
-                },
-                "counters": dict(self.label_counters),
-            },
+            "labels": self._labels.state_dict(),
         }
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
@@ -516,28 +411,21 @@ class PendingDecisions:
                 f"state field 'counters' must hold the counts {sorted(self.counters)} (integers in 0..2**53)"
             )
         decisions = self.policy._checked_stats(document.get("policy")).decisions
-        closed = _closed_ids(document.get("closed", {"ids": [], "expired": []}))
-        restored = _restored_pending(pending, closed, self.policy.n_stages, decisions, self._clock())
-        awaiting, labels_closed, label_counters = _restored_labels(
-            document.get("labels"), self.label_counters
+        closed = ClosedIds.from_json(
+            document.get("closed", {"ids": [], "expired": []}), self.remember_reported
         )
+        restored = _restored_pending(pending, closed, self.policy.n_stages, decisions, self._clock())
+        labels = self._labels.restored(document.get("labels"))
         self.policy.load_state_dict(document.get("policy"))
         self._pending = restored
-        self._closed = OrderedDict(list(closed.items())[len(closed) - self.remember_reported :])
+        closed.trim()
+        self._closed = closed
         self.counters = dict(counters)
-        self._awaiting = awaiting
-        self._label_ages = []
-        if self.max_label_age_decisions is not None:
-            self._label_ages = [(t, k, i) for k, (i, (_, _, t)) in enumerate(awaiting.items())]
-            heapq.heapify(self._label_ages)
-        self._labels_closed = OrderedDict(
-            list(labels_closed.items())[len(labels_closed) - self.remember_reported :]
-        )
-        self.label_counters = label_counters
+        self._labels = labels
 
 
 def _restored_pending(
-    pending: list[Any], closed: OrderedDict[Hashable, str], n_stages: int, decisions: int, now: float
+    pending: list[Any], closed: ClosedIds, n_stages: int, decisions: int, now: float
 ) -> OrderedDict[Hashable, tuple[int, int, float]]:
     """The pending decisions of a state document, validated (see :meth:`PendingDecisions.load_state_dict`)."""
     restored: OrderedDict[Hashable, tuple[int, int, float]] = OrderedDict()
@@ -547,7 +435,7 @@ def _restored_pending(
         if not (isinstance(item, list) and len(item) == 3):
             raise ValueError(f"{where} must be [id, depth, t]")
         decision_id, depth, t = item
-        if not _is_id(decision_id):
+        if not is_id(decision_id):
             raise ValueError(f"{where} has id {show(decision_id)}: ids are a string or an integer")
         if decision_id in restored:
             raise ValueError(f"{where}: decision {show(decision_id)} is pending twice")
@@ -565,69 +453,3 @@ def _restored_pending(
         restored[decision_id] = (depth, t, now)
         last_round = t
     return restored
-
-
-def _restored_labels(labels: Any, counter_names: Any) -> tuple[OrderedDict, OrderedDict, dict[str, int]]:
-    """The awaited labels, the ids whose label was applied or expired, and the label counters
-    of a state document (absent in older documents, ``closed`` too)."""
-    if labels is None:
-        return OrderedDict(), OrderedDict(), {key: 0 for key in counter_names}
-    if not isinstance(labels, dict):
-        raise ValueError("state field 'labels' must be an object")
-    awaiting_list = labels.get("awaiting")
-    counters = labels.get("counters")
-    if not isinstance(awaiting_list, list):
-        raise ValueError("state field 'labels.awaiting' must be a list")
-    if (
-        not isinstance(counters, dict)
-        or set(counters) != set(counter_names)
-        or not all(is_count(v, high=None) for v in counters.values())
-    ):
-        raise ValueError(f"state field 'labels.counters' must hold the counts {sorted(counter_names)}")
-    awaiting: OrderedDict[Hashable, tuple[list[Any], int, int]] = OrderedDict()
-    for k, item in enumerate(awaiting_list):
-        if not (isinstance(item, list) and len(item) == 4 and isinstance(item[1], list)):
-            raise ValueError(f"state field 'labels.awaiting[{k}]' must be [id, outputs, mask, t]")
-        decision_id, values, mask, t = item
-        if not isinstance(mask, int) or isinstance(mask, bool) or mask <= 0:
-            raise ValueError(f"state field 'labels.awaiting[{k}]' has request mask {mask!r}")
-        if not isinstance(t, int) or isinstance(t, bool) or t < 1:
-            raise ValueError(f"state field 'labels.awaiting[{k}]' has round {t!r}")
-        awaiting[decision_id] = (values, mask, t)
-    closed = _closed_ids(labels.get("closed", {"ids": [], "expired": []}))
-    applied = OrderedDict((i, "applied" if state == "reported" else state) for i, state in closed.items())
-    return awaiting, applied, dict(counters)
-
-
-def _closed_ids(closed: Any) -> OrderedDict[Hashable, str]:
-    """The remembered identifiers of a state document's ``closed`` field, validated."""
-    if not isinstance(closed, dict) or not isinstance(closed.get("ids"), list):
-        raise ValueError("state field 'closed' must be an object with the lists 'ids' and 'expired'")
-    ids, expired = closed["ids"], closed.get("expired")
-    states: OrderedDict[Hashable, str] = OrderedDict()
-    for k, decision_id in enumerate(ids):
-        if not _is_id(decision_id):
-            raise ValueError(
-                f"state field 'closed.ids[{k}]' is {show(decision_id)}: ids are a string or an integer"
-            )
-        if decision_id in states:
-            raise ValueError(f"state field 'closed.ids[{k}]': decision {show(decision_id)} is closed twice")
-        states[decision_id] = "reported"
-    if not isinstance(expired, list):
-        raise ValueError("state field 'closed.expired' must be a list of positions in 'closed.ids'")
-    keys = list(states)
-    last = -1
-    for position in expired:
-        if not is_count(position) or not last < position < len(keys):
-            raise ValueError(
-                f"state field 'closed.expired' must hold increasing positions in 0..{len(keys) - 1}, "
-                f"got {show(position)}"
-            )
-        states[keys[position]] = "expired"
-        last = position
-    return states
-
-
-def _is_id(value: Any) -> bool:
-    """A decision identifier: a string or an integer (not a boolean), as JSON restores them."""
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

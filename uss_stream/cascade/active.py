@@ -80,7 +80,8 @@ class ActiveCascadeClassifier(CascadeClassifier, active.base.ActiveLearningClass
 
     def _ask_for_label(self, x: dict[Hashable, Any], y_pred: Any) -> bool:
         """River's hook: whether the last decided event asks for its label."""
-        return self._last_decision is not None and self._asks(self._last_decision)
+        decision = self._memo.decision
+        return decision is not None and self._asks(decision)
 
     @property
     def _wrapped_model(self) -> base.Classifier:

@@ -16,29 +16,24 @@ import numpy as np
 from river import base
 
 from uss_stream.cascade.feature_costs import FeatureCosts
+from uss_stream.cascade.feedback import LabelFeedback
+from uss_stream.cascade.memo import EventMemo
+from uss_stream.cascade.querying import (
+    ABSTAINED,
+    both_classes,
+    for_policy,
+    learn,
+    make_plan,
+    query,
+    query_sequential,
+)
 from uss_stream.cascade.stage import Stage
 from uss_stream.cascade.summary import CascadeSummary, summarise
 from uss_stream.core.validation import check_stage_costs
-from uss_stream.labels.evidence import LabelEvidence
-from uss_stream.labels.wd_monitor import WDMonitor
 from uss_stream.policies import FixedDepth, Policy
-from uss_stream.policies.learning_state import learning_state
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
 
-__all__ = ["CascadeClassifier", "CascadeSummary", "Decision"]
-
-
-class _Abstained:
-    """What the policy sees for a queried stage that gave no prediction (``None`` or NaN)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "ABSTAINED"
-
-
-#: Equal only to itself: an abstaining stage disagrees with every stage that answers.
-ABSTAINED = _Abstained()
+__all__ = ["ABSTAINED", "CascadeClassifier", "CascadeSummary", "Decision"]
 
 
 class Decision(NamedTuple):
@@ -214,23 +209,15 @@ class CascadeClassifier(base.Classifier):
         self._stage_costs = tuple(costs)
         self._cumulative = tuple(check_stage_costs(costs))
         self._policy = _build_policy(policy, costs)
-        self._plan = _make_plan(stages)
+        self._plan = make_plan(stages)
         self._all_multiclass = all(stage.model._multiclass for stage in stages)
         self._n_learned = 0
         self._n_events = 0
         self._n_warm_up_events = 0
         self._depth_counts = [0] * len(stages)
         self._total_cost = 0.0
-        self._last_x: Any = None
-        self._last_decision: Decision | None = None
-        self._served: set[str] = set()
-        # Labels: the request of the last stepped decision (policy's view of its outputs, mask),
-        # the labels the policy learned from, and every stepped event's label for the WD monitor.
-        self._last_request: tuple[list[Any], int] | None = None
-        self._last_stepped: list[Any] | None = None
-        self._labels_used = 0
-        self._evidence = LabelEvidence(len(stages))
-        self._monitor = WDMonitor(self._cumulative, name="CascadeClassifier")
+        self._memo = EventMemo()  # the last decided event (see "One event, one policy step")
+        self._feedback = LabelFeedback(self._policy, self._cumulative)
 
     @property
     def _multiclass(self) -> bool:
@@ -251,7 +238,7 @@ class CascadeClassifier(base.Classifier):
     def label_requested(self) -> bool:
         """Whether the last decided event asked for its label (a label-asking policy such as
         :class:`~uss_stream.policies.AuditedUSS`); the next :meth:`learn_one` on it delivers it."""
-        return self._last_request is not None
+        return self._feedback.requested
 
     @property
     def total_cost(self) -> float:
@@ -303,15 +290,7 @@ class CascadeClassifier(base.Classifier):
         (1, 1, 'undecided')
 
         """
-        state = learning_state(self._policy, self._evidence)
-        policy = self._policy
-        if policy.asks_for_labels:
-            requested, answered = policy.labels_requested, policy.labels_received
-            awaited = 1 if self._last_request is not None else 0
-            state["labels_requested_total"] = requested
-            state["labels_answered_total"] = answered
-            state["labels_expired_total"] = requested - answered - awaited
-        return state
+        return self._feedback.learning_state()
 
     def summary(self) -> CascadeSummary:
         """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
@@ -322,10 +301,10 @@ class CascadeClassifier(base.Classifier):
             stage_costs=self._stage_costs,
             cumulative=self._cumulative,
             answered=self._depth_counts,
-            counters=(self._n_events, self._n_warm_up_events, self._n_learned, self._labels_used),
+            counters=(self._n_events, self._n_warm_up_events, self._n_learned, self._feedback.used),
             total_cost=self._total_cost,
-            monitor=self._monitor,
-            evidence=self._evidence,
+            monitor=self._feedback.monitor,
+            evidence=self._feedback.evidence,
             learning=self.learning_state(),
         )
 
@@ -338,9 +317,7 @@ class CascadeClassifier(base.Classifier):
         stepped: a broken model's answer is not counted, whichever stage gave it.
         """
         decision = self._step(x)
-        self._last_x = x.copy() if type(x) is dict else x
-        self._last_decision = decision
-        self._served = set()
+        self._memo.remember(x, decision)
         return decision
 
     def predict_proba_one(self, x: dict[Hashable, Any]) -> dict[Any, float]:
@@ -361,112 +338,55 @@ class CascadeClassifier(base.Classifier):
         label of a stepped event is counted for the WD monitor (:meth:`summary`). Nothing else of
         the selection sees labels.
         """
-        if self._last_decision is not None and y is not None and self._same_keys(x):
-            if self._last_stepped is not None and len(self._last_stepped) > 1:
-                self._evidence.record(self._last_stepped, y)
-            if self._last_request is not None:
-                outputs, mask = self._last_request
-                self._policy.learn_label(outputs, y, mask)
-                self._labels_used += 1
-        self._last_request = None
-        self._last_stepped = None
-        for model, features, provider in self._plan:
-            model.learn_one(_view(x, features, provider), y, **kwargs)
+        if self._memo.decision is not None and y is not None and self._memo.same_keys(x):
+            self._feedback.learn(y)
+        else:
+            self._feedback.forget()
+        learn(self._plan, x, y, **kwargs)
         self._n_learned += 1
-        self._last_x = None
-        self._last_decision = None
+        self._memo.forget()
 
     def _decision_for(self, x: dict[Hashable, Any], method: str) -> Decision:
-        """The last decision if ``x`` is its event and ``method`` has not served it yet."""
-        decision = self._last_decision
-        if decision is None or method in self._served or not self._is_last_event(x):
+        """The last decision if ``x`` is its event and ``method`` has not served it yet, else a new one."""
+        decision = self._memo.take(x, method)
+        if decision is None:
             decision = self.decide_one(x)
-        self._served.add(method)
+            self._memo.served.add(method)
         return decision
-
-    def _same_keys(self, x: dict[Hashable, Any]) -> bool:
-        """Whether ``x`` can be the last decided event (plain dicts: the same feature names)."""
-        last = self._last_x
-        if type(x) is dict and type(last) is dict:
-            return x.keys() == last.keys()
-        return True
-
-    def _is_last_event(self, x: dict[Hashable, Any]) -> bool:
-        if type(x) is not dict:
-            return x is self._last_x
-        try:
-            return bool(x == self._last_x)
-        except (TypeError, ValueError):  # values whose == is not a bool, e.g. arrays
-            return False
 
     def _step(self, x: dict[Hashable, Any]) -> Decision:
         stepped = self._n_learned >= self.warm_up
         policy = self._policy
         if stepped and policy.sequential:
-            return self._step_sequential(x)
+            labels, label, proba = query_sequential(self._plan, x, policy)
+            return self._answer(len(labels), label, proba, labels, False, policy.reason)
         depth = policy.select() if stepped else len(self._plan)
-        labels = []
-        abstained = False
         try:
-            for model, features, provider in self._plan[:depth]:
-                label, proba = _ask(model, _view(x, features, provider))
-                if label is None or label != label:
-                    abstained = True
-                labels.append(label)
+            labels, label, proba, abstained = query(self._plan, x, depth)
         except BaseException:
-            if stepped:
-                self._cancel_step()
-            raise
-        self._last_request = None
-        self._last_stepped = None
-        if stepped:
-            seen = [_for_policy(label) for label in labels] if abstained else labels
-            policy.update(seen)
-            self._last_stepped = seen
-            if policy.asks_for_labels and policy.label_request:
-                self._last_request = (seen, policy.label_request)
-        else:
-            self._n_warm_up_events += 1
-        if len(proba) < 2 and not self._all_multiclass:
-            proba = _both_classes(proba)
-        cost = self._cumulative[depth - 1]
-        self._n_events += 1
-        self._depth_counts[depth - 1] += 1
-        self._total_cost += cost
-        stopped = "fixed depth" if stepped else "warm-up"
-        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, not stepped, stopped))
-
-    def _step_sequential(self, x: dict[Hashable, Any]) -> Decision:
-        """One event under a sequential policy: query a stage, report it, go on while it says so."""
-        policy = self._policy
-        policy.begin()
-        labels = []
-        going = True
-        try:
-            for model, features, provider in self._plan:
-                label, proba = _ask(model, _view(x, features, provider))
-                labels.append(label)
-                abstained = label is None or label != label
-                confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
-                going = policy.step(ABSTAINED if abstained else label, confidence)
-                if not going:
-                    break
-        except BaseException:
-            if going:
+            if stepped:  # the policy is not left waiting for this step's outputs
                 policy.cancel()
             raise
+        self._feedback.forget()
+        if stepped:
+            seen = [for_policy(label) for label in labels] if abstained else labels
+            policy.update(seen)
+            self._feedback.stepped(seen)
+        else:
+            self._n_warm_up_events += 1
+        return self._answer(depth, label, proba, labels, not stepped, "fixed depth" if stepped else "warm-up")
+
+    def _answer(
+        self, depth: int, label: Any, proba: dict[Any, float], labels: list[Any], warm_up: bool, stopped: str
+    ) -> Decision:
+        """Count an event queried to ``depth`` and its cost; its decision, answered by ``label``."""
         if len(proba) < 2 and not self._all_multiclass:
-            proba = _both_classes(proba)
-        depth = len(labels)
+            proba = both_classes(proba)
         cost = self._cumulative[depth - 1]
         self._n_events += 1
         self._depth_counts[depth - 1] += 1
         self._total_cost += cost
-        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, False, policy.reason))
-
-    def _cancel_step(self) -> None:
-        """Undo a ``select()`` whose stages raised, so the policy is not left waiting."""
-        self._policy.cancel()
+        return _new_decision(Decision, (depth, label, proba, tuple(labels), cost, warm_up, stopped))
 
     # -- River conventions -----------------------------------------------------------------------
     def clone(
@@ -485,7 +405,7 @@ class CascadeClassifier(base.Classifier):
             )
         clone = super().clone(new_params, include_attributes)
         if include_attributes:  # River copied the plan apart from the stages: query the stages' models
-            clone._plan = _make_plan(clone.stages)
+            clone._plan = make_plan(clone.stages)
         return clone
 
     @classmethod
@@ -608,56 +528,3 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
         return policy.clone({"stage_costs": list(stage_costs)})
     except ValueError as error:
         raise ValueError(f"policy: {error}") from error
-
-
-def _make_plan(stages: Sequence[Stage]) -> tuple[tuple[base.Classifier, tuple | None, Any], ...]:
-    """Each stage's model, feature names and feature provider, as the per-event loop reads them."""
-    return tuple(
-        (stage.model, None if stage.features is None else tuple(stage.features), stage.provider)
-        for stage in stages
-    )
-
-
-def _view(x: dict[Hashable, Any], features: tuple | None, provider: Any) -> dict[Hashable, Any]:
-    """A stage's view of an event: its provider's answer (or the event), cut to its features."""
-    source = x if provider is None else provider(x)
-    if features is None:
-        return source
-    return {f: source[f] for f in features if f in source}
-
-
-def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[Any, float]]:
-    """A stage's label and probabilities on its view (a model without probabilities: ``{label: 1}``)."""
-    try:
-        proba = model.predict_proba_one(view)
-    except NotImplementedError:
-        label = model.predict_one(view)
-        return label, ({} if label is None else {label: 1.0})
-    if not all(map(math.isfinite, proba.values())):
-        raise ValueError(f"a stage answered probabilities that are not finite: {proba!r}")
-    return _argmax(proba), proba
-
-
-def _argmax(proba: dict[Any, float]) -> Any:
-    """The most probable label, the first one on ties (as River's ``predict_one``); ``None`` if empty."""
-    n_labels = len(proba)
-    if n_labels == 2:
-        (first, p_first), (second, p_second) = proba.items()
-        return second if p_second > p_first else first
-    if n_labels == 1:
-        return next(iter(proba))
-    return max(proba, key=proba.get) if proba else None
-
-
-def _for_policy(label: Any) -> Any:
-    return ABSTAINED if label is None or label != label else label
-
-
-def _both_classes(proba: dict[Any, float]) -> dict[Any, float]:
-    """Complete a binary distribution with the missing class(es), as River's binary models return."""
-    if not proba:
-        return {False: 0.5, True: 0.5}
-    completed = dict(proba)
-    for label in (False, True):
-        completed.setdefault(label, 0.0)
-    return completed

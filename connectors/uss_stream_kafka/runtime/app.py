@@ -1,6 +1,7 @@
 """The decision service: consume events, decide, produce decisions, checkpoint the learners.
 
-:class:`Application` runs the poll loop over the layers :mod:`~uss_stream_kafka.runtime.wiring` builds; a
+:class:`Application` runs the poll loop (:class:`~uss_stream_kafka.runtime.loop.PollLoop`) over the layers
+:mod:`~uss_stream_kafka.runtime.wiring` builds; a
 :class:`~uss_stream_kafka.processing.processors.Processor` says what to do with each event (one learner per
 input partition). Per batch returned by ``poll``, the loop restores newly assigned partitions
 (:mod:`~uss_stream_kafka.runtime.recovery`), decides or dead-letters every record
@@ -17,7 +18,6 @@ import logging
 import time
 from typing import Any
 
-from uss_stream_kafka.clients import ClientError, UndecodableError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.topics import Topics
 from uss_stream_kafka.exceptions import DeliveryError
@@ -25,19 +25,11 @@ from uss_stream_kafka.operations.http import HttpEndpoint, health_details, serve
 from uss_stream_kafka.operations.learning_metrics import LearningMetrics
 from uss_stream_kafka.operations.metrics import ServiceMetrics
 from uss_stream_kafka.processing.processors import Processor
-from uss_stream_kafka.runtime.commit import (
-    PRODUCER_DEFAULTS,
-    CommitSchedule,
-    Committer,
-    fatal_error,
-    transactional_id,
-)
+from uss_stream_kafka.runtime.commit import PRODUCER_DEFAULTS, CommitSchedule, Committer, transactional_id
 from uss_stream_kafka.runtime.config import ServiceConfig
 from uss_stream_kafka.runtime.context import RunContext, RunSummary
-from uss_stream_kafka.runtime.dispatch import Dispatcher
-from uss_stream_kafka.runtime.progress import IdleGate, StallWatch
+from uss_stream_kafka.runtime.loop import PollLoop
 from uss_stream_kafka.runtime.recovery import Recovery
-from uss_stream_kafka.runtime.shared import SharedLearning
 from uss_stream_kafka.runtime.startup import check_topics
 from uss_stream_kafka.runtime.wiring import Layers, wire
 
@@ -182,14 +174,16 @@ class Application:
         self._http: HttpEndpoint | None = None
         self._status = "created"
         self._started = time.monotonic()
-        self._last_poll = self._started
-        self._idle_gate = IdleGate()
-        self._stall_watch = StallWatch(started=self._started)
+        self._loop = PollLoop(
+            self._context,
+            self._committer,
+            exit_when_idle=config.exit_when_idle,
+            exactly_once=config.exactly_once,
+            started=self._started,
+        )
         # Set up by run() (see uss_stream_kafka.runtime.wiring):
         self._layers: Layers | None = None
         self._recovery: Recovery | None = None
-        self._dispatcher: Dispatcher | None = None
-        self._sharing: SharedLearning | None = None
         self._stopped_learners: dict[int, Any] | None = None
 
     def __getattr__(self, name: str) -> Any:
@@ -269,8 +263,8 @@ class Application:
         """``(healthy, details)``: healthy while running, polling within ``health_timeout`` and, with
         records waiting on its partitions, receiving one within ``health_timeout`` (:class:`StallWatch`)."""
         now = time.monotonic()
-        poll_age = now - self._last_poll
-        stalled_since = self._stall_watch.stalled_since
+        poll_age = now - self._loop.last_poll
+        stalled_since = self._loop.stall_watch.stalled_since
         timeout = self.config.health_timeout
         fetching = stalled_since is None or now - stalled_since < timeout
         healthy = self._status == "starting" or (
@@ -299,9 +293,9 @@ class Application:
         try:
             self._setup()
             self._status = "running"
-            self._loop()
+            self._loop.run()
             self._status = "stopping"
-            while not self._commit_point(checkpoint=True):
+            while not self._loop.commit_point(checkpoint=True):
                 if context.stop.is_set():
                     raise DeliveryError(
                         "the last transaction was aborted at the stop: its records are processed "
@@ -309,7 +303,7 @@ class Application:
                     )
                 # Idle stop: redo the aborted transaction's records, then stop again.
                 self._status = "running"
-                self._loop()
+                self._loop.run()
                 self._status = "stopping"
             self._stopped_learners = self.learners()
             context.consumer.close()
@@ -341,101 +335,10 @@ class Application:
             self._http = serve(context.metrics.registry, self.health, config.http_host, config.http_port)
         self._committer.start()
         self._layers = wire(
-            config, self.client, context, self._committer, self._idle_gate, partitions, limits
+            config, self.client, context, self._committer, self._loop.idle_gate, partitions, limits
         )
         self._recovery = self._layers.recovery
-        self._dispatcher = self._layers.dispatcher
-        self._sharing = self._layers.sharing
-
-    def _loop(self) -> None:
-        context = self._context
-        recovery = self._recovery
-        exit_when_idle = self.config.exit_when_idle
-        while not context.stop.is_set():
-            consumer = context.consumer  # a consumer that failed for good is replaced
-            try:
-                batch = consumer.poll(0.25)
-            except UndecodableError as error:
-                self._dispatcher.skip_undecodable(error)
-                self._maybe_commit()
-                continue
-            except ClientError as error:
-                if error.fatal and not error.retriable:
-                    recovery.replace_consumer(error)
-                    continue
-                if not error.retriable:
-                    raise
-                log.warning("poll: %s (the client retries)", error)
-                context.stop.wait(0.25)
-                self._maybe_commit()
-                continue
-            now = time.monotonic()
-            self._last_poll = now
-            # An abort in a rebalance listener: the batch predates the rewind.
-            if self._committer.rewind_needed:
-                recovery.rewind()
-                continue
-            restored = recovery.restore_pending() if recovery.pending else ()
-            if restored:  # a partition just restored has not been waited for yet
-                self._stall_watch.fetched(now)
-            if recovery.held:
-                recovery.release_labels()
-            if batch:
-                with context.lock:
-                    try:
-                        self._dispatcher.process(batch, skip=restored)
-                    except ClientError as error:
-                        self._abandon_batch(error)
-                context.last_activity = time.monotonic()
-                self._stall_watch.fetched(context.last_activity)
-            elif (
-                exit_when_idle is not None
-                and recovery.assigned_once
-                and now - context.last_activity >= exit_when_idle
-            ):
-                # Idle only counts once partitions were assigned, and ends at their end offsets.
-                if not recovery.pending and not recovery.rebalancing and self._idle_gate.may_stop(consumer):
-                    log.info("no record for %.1fs and caught up: stopping", now - context.last_activity)
-                    break
-                log.info("idle for %.1fs but not caught up: not stopping", now - context.last_activity)
-                context.last_activity = now
-            if not batch and not (recovery.pending or recovery.rebalancing):
-                self._stall_watch.check(consumer, now)
-            if context.learning is not None and context.learning.due(now):
-                with context.lock:
-                    context.learning.refresh(context.learners(), now)
-            self._maybe_commit()
-
-    def _abandon_batch(self, error: BaseException) -> None:
-        """Exactly-once: a send refused mid-batch (e.g. the producer was fenced) aborts the transaction.
-
-        Every learner and position is rewound at once to the last committed transaction (before the
-        next commit point could commit the progress of the aborted one's earlier batches), and the
-        records are processed again.
-        """
-        if not self.config.exactly_once or fatal_error(error):
-            raise error
-        self._dispatcher.discard_batch()
-        self._committer.abort(error)
-        self._recovery.rewind()
-
-    # -- commit points ---------------------------------------------------------------------------
-    def _maybe_commit(self) -> None:
-        now = time.monotonic()
-        schedule = self._committer.schedule
-        checkpoint = schedule.checkpoint_due(now)
-        if checkpoint or schedule.commit_due(now):
-            self._commit_point(checkpoint=checkpoint)
-
-    def _commit_point(self, checkpoint: bool) -> bool:
-        """Commit (see :meth:`Committer.commit_point`); rewind if the transaction was aborted."""
-        committed = self._committer.commit_point(checkpoint)
-        if not committed:
-            self._recovery.rewind()
-        elif self._sharing is not None:
-            self._sharing.share()
-        self._committer.schedule.committed()
-        return committed
+        self._loop.layers = self._layers
 
     # -- teardown --------------------------------------------------------------------------------
     def _close(self) -> None:

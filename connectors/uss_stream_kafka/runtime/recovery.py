@@ -4,8 +4,9 @@
 managers):
 
 - on assignment the new partitions are paused; the poll loop then calls
-  :meth:`~Recovery.restore_pending`, which restores each learner from its checkpoint, positions the
-  consumer as :func:`~uss_stream_kafka.runtime.checkpoint.plan_restore` says, and resumes the partitions.
+  :meth:`~Recovery.restore_pending`, which restores each learner from its checkpoint
+  (:class:`~uss_stream_kafka.runtime.restore.RestorePlanner`), positions the consumer as
+  :func:`~uss_stream_kafka.runtime.checkpoint.plan_restore` says, and resumes the partitions.
   A rebalance that lands in the middle of a restore stops it (Quix Streams #1146): the rest is
   restored again from the new assignment, never into revoked partitions;
 - on revocation the revoked partitions' progress is made durable first
@@ -36,18 +37,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from uss_stream_kafka.clients import ClientError, TopicPartition
-from uss_stream_kafka.exceptions import CheckpointError
-from uss_stream_kafka.runtime.checkpoint import (
-    Checkpoint,
-    CheckpointStore,
-    RestorePlan,
-    plan_restore,
-    unreachable,
-)
+from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore, RestorePlan, unreachable
 from uss_stream_kafka.runtime.commit import Committer
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext, names
 from uss_stream_kafka.runtime.progress import IdleGate
 from uss_stream_kafka.runtime.relearn import LabelsLog
+from uss_stream_kafka.runtime.restore import RestorePlanner, keep_membership, restored_line
 from uss_stream_kafka.runtime.shared import SharedLearning
 
 __all__ = ["Recovery", "restored_lag"]
@@ -120,6 +115,13 @@ class Recovery:
         self.new_consumer: Callable[[], Any] | None = None  # makes and subscribes a consumer (wiring)
         self._consumer_replacements: list[float] = []
         self.restoring_since: float | None = None  # monotonic start of the restore under way
+        self.planner = RestorePlanner(
+            processor,
+            group_id=context.group_id,
+            state_topic=context.topics.state,
+            auto_offset_reset=auto_offset_reset,
+            max_ahead=max_ahead,
+        )
 
     def callbacks(self) -> dict[str, Any]:
         """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
@@ -230,7 +232,6 @@ class Recovery:
     def _restore(self, pending: list[Any], revocations: int) -> set[Any]:
         context = self.context
         consumer = context.consumer
-        processor = context.processor
         topics = context.topics
         store = self.store
         try:
@@ -250,27 +251,9 @@ class Recovery:
         restored = []
         lags: dict[int, int] = {}
         for tp in pending:
-            checkpoint = store.get(tp.topic, tp.partition)
-            if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != context.group_id:
-                raise CheckpointError(
-                    f"state topic {topics.state!r} holds a checkpoint of {tp.topic}/{tp.partition} "
-                    f"written by group {checkpoint.group_id!r}, not {context.group_id!r}: every service "
-                    "(consumer group) needs its own state topic"
-                )
-            learner = processor.new_learner()
-            checkpoint = self._load(learner, checkpoint)
-            plan = plan_restore(
-                None if checkpoint is None else checkpoint.offset,
-                committed[tp],
-                starts[tp],
-                ends[tp],
-                self.auto_offset_reset,
-                self.max_ahead,
+            learner, checkpoint, plan = self.planner.plan(
+                tp, store.get(tp.topic, tp.partition), committed=committed[tp], start=starts[tp], end=ends[tp]
             )
-            if not plan.use_checkpoint:
-                learner = processor.new_learner()
-            if plan.warning:
-                log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
             labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
             seek = plan.seek
             if seek is None and self.committer.exactly_once:
@@ -315,7 +298,7 @@ class Recovery:
                 elif labels_tp in context.labels:
                     to_resume.append(labels_tp)
             consumer.resume(to_resume)
-            restored.append(_restored_line(tp, checkpoint, plan, labels_from))
+            restored.append(restored_line(tp, checkpoint, plan, labels_from))
         self._resume_orphans()
         context.summary.record_restored(restored)
         with context.lock:
@@ -341,32 +324,6 @@ class Recovery:
             ]
         if orphans:
             context.consumer.resume(orphans)
-
-    def _load(self, learner: Any, checkpoint: Checkpoint | None) -> Checkpoint | None:
-        """Load ``checkpoint`` into ``learner``; ``None`` (with a warning) if its state is refused.
-
-        Raises :class:`CheckpointError` if it was written with another processor configuration.
-        """
-        if checkpoint is None:
-            return None
-        processor = self.context.processor
-        try:
-            processor.check_checkpoint(checkpoint.processor)
-        except ValueError as error:
-            raise CheckpointError(
-                f"the checkpoint of {checkpoint.key.decode()} does not fit the configured processor "
-                f"({processor.describe()}): {error}; use a new state topic or delete the key"
-            ) from error
-        try:
-            learner.load_state_dict(checkpoint.state)
-        except ValueError as error:  # the same configuration wrote it: its state is damaged or forged
-            log.warning(
-                "ignoring the invalid checkpoint of %s (its partition restores as without a checkpoint): %s",
-                checkpoint.key.decode(),
-                error,
-            )
-            return None
-        return checkpoint
 
     def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
         """Features mode: re-learn the labels the restored learner's stages had learned.
@@ -395,35 +352,13 @@ class Recovery:
         if until < 0:
             return -1
         if self.labels_log is not None:
-            self.labels_log.relearn(learner, labels_tp, until, keepalive=self._keep_membership)
+            self.labels_log.relearn(
+                learner, labels_tp, until, keepalive=lambda: keep_membership(context.consumer)
+            )
         if labels_tp in context.labels:
             context.consumer.seek(labels_tp, until)
             context.labels[labels_tp].next_offset = until
         return until
-
-    def _keep_membership(self) -> None:
-        """Poll the group's consumer with every partition paused, so that a long re-learn does not
-        exceed ``max.poll.interval.ms`` (the group would expel the member and drop its learners).
-
-        Records fetched before the pause are not handed to anyone: their partitions are sought back
-        to them. A rebalance during this poll runs its callbacks as at any poll; a restore it
-        interrupts starts again from the new assignment.
-        """
-        consumer = self.context.consumer
-        running = consumer.assignment() - consumer.paused()
-        if running:
-            consumer.pause(running)
-        try:
-            fetched = consumer.poll(0)
-        except ClientError as error:
-            if not error.retriable:
-                raise
-            fetched = {}
-        finally:
-            if running:
-                consumer.resume(running & consumer.assignment())
-        for tp, records in fetched.items():
-            consumer.seek(tp, records.first_offset)
 
     # -- rewind ----------------------------------------------------------------------------------
     def rewind(self) -> None:
@@ -508,6 +443,7 @@ def restored_lag(plan: RestorePlan, seek: int | None, start: int, end: int, auto
 
     Examples
     --------
+    >>> from uss_stream_kafka.runtime.checkpoint import plan_restore
     >>> plan = plan_restore(checkpoint=4000, committed=5000, log_start=0, log_end=9000)
     >>> restored_lag(plan, plan.seek, 0, 9000, "earliest")      # from the commit, not the replay
     4000
@@ -526,18 +462,3 @@ def restored_lag(plan: RestorePlan, seek: int | None, start: int, end: int, auto
     else:
         first = start if auto_offset_reset == "earliest" else end
     return max(0, end - max(first, start))
-
-
-def _restored_line(tp: Any, checkpoint: Checkpoint | None, plan: RestorePlan, labels_from: int) -> str:
-    """The log line of a restored partition ``tp``: where its state and its reading start."""
-    return (
-        f"{tp.topic}/{tp.partition}: "
-        + (
-            f"checkpoint @{checkpoint.offset}"
-            if plan.use_checkpoint and checkpoint is not None
-            else "no checkpoint"
-        )
-        + f", committed @{plan.committed}, start @{plan.seek if plan.seek is not None else 'reset'}"
-        + (f", replay to @{plan.replay_until}" if plan.replay_until > (plan.seek or 0) else "")
-        + (f", labels relearned to @{labels_from}" if labels_from >= 0 else "")
-    )

@@ -38,7 +38,7 @@ def test_it_asks_for_the_warm_up_and_for_what_the_policy_requests_and_learns_onl
     for x, y in _stream():
         y_pred, ask = model.predict_one(x)
         proba, ask_again = model.predict_proba_one(x)  # the same event: the same decision
-        decision = model._last_decision
+        decision = model._memo.decision
         assert ask is ask_again and y_pred == decision.prediction and proba == decision.proba
         # Independently of the class: the warm-up asks for every label, afterwards the policy decides.
         assert ask == (decision.warm_up or model.label_requested)

@@ -424,14 +424,14 @@ def test_progressive_validation_with_delay_in_a_pipeline():
 
 
 def test_stage_label_is_the_argmax_with_rivers_tie_break():
-    from uss_stream.cascade.classifier import _argmax
+    from uss_stream.cascade.querying import argmax
 
     rng = np.random.default_rng(0)
     for _ in range(2000):
         n_labels = int(rng.integers(0, 5))
         values = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=n_labels)
         proba = dict(zip(rng.permutation(["a", "b", "c", "d", "e"])[:n_labels].tolist(), values.tolist()))
-        assert _argmax(proba) == (max(proba, key=proba.get) if proba else None)
+        assert argmax(proba) == (max(proba, key=proba.get) if proba else None)
 
 
 def test_clone_with_attributes_is_an_independent_copy_of_the_trained_cascade():

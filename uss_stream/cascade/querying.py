@@ -1,0 +1,182 @@
+"""How a cascade queries its stages on one event: each stage on its own view, cheapest first.
+
+:func:`query` asks stages ``1..d`` for a depth decided beforehand; :func:`query_sequential` asks
+one stage at a time and lets a sequential policy say whether the next one is worth its cost. The
+per-event hot path of :class:`~uss_stream.cascade.classifier.CascadeClassifier`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from river import base
+
+from uss_stream.cascade.stage import Stage
+from uss_stream.policies import Policy
+
+__all__ = [
+    "ABSTAINED",
+    "Plan",
+    "argmax",
+    "both_classes",
+    "for_policy",
+    "learn",
+    "make_plan",
+    "query",
+    "query_sequential",
+]
+
+#: Each stage's model, feature names (``None``: every feature) and feature provider.
+Plan = tuple[tuple[base.Classifier, "tuple | None", Any], ...]
+
+
+class _Abstained:
+    """What the policy sees for a queried stage that gave no prediction (``None`` or NaN)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSTAINED"
+
+
+#: Equal only to itself: an abstaining stage disagrees with every stage that answers.
+ABSTAINED = _Abstained()
+
+
+def make_plan(stages: Sequence[Stage]) -> Plan:
+    """Each stage's model, feature names and feature provider, as the per-event loop reads them."""
+    return tuple(
+        (stage.model, None if stage.features is None else tuple(stage.features), stage.provider)
+        for stage in stages
+    )
+
+
+def query(plan: Plan, x: dict[Hashable, Any], depth: int) -> tuple[list[Any], Any, dict[Any, float], bool]:
+    """Ask stages ``1..depth`` about ``x``.
+
+    Returns their labels, the deepest one's label and probabilities, and whether a stage
+    abstained (``None`` or NaN). A stage whose probabilities are not finite raises ``ValueError``.
+
+    Examples
+    --------
+    An untrained naive Bayes abstains; an untrained logistic regression answers 50/50:
+
+    >>> from river import linear_model, naive_bayes
+    >>> from uss_stream import Stage
+    >>> plan = make_plan([Stage(naive_bayes.GaussianNB(), cost=0.0, features=("a",)),
+    ...                   Stage(linear_model.LogisticRegression(), cost=1.0)])
+    >>> query(plan, {"a": 1.0, "b": 2.0}, 2)
+    ([None, False], False, {False: 0.5, True: 0.5}, True)
+    >>> query(plan, {"a": 1.0, "b": 2.0}, 1)
+    ([None], None, {}, True)
+    """
+    labels = []
+    abstained = False
+    for model, features, provider in plan[:depth]:
+        label, proba = _ask(model, _view(x, features, provider))
+        if label is None or label != label:
+            abstained = True
+        labels.append(label)
+    return labels, label, proba, abstained
+
+
+def query_sequential(
+    plan: Plan, x: dict[Hashable, Any], policy: Policy
+) -> tuple[list[Any], Any, dict[Any, float]]:
+    """Ask one stage at a time, while the sequential ``policy`` says the next one is worth its cost.
+
+    Each stage's label (``ABSTAINED`` if it gave none) and confidence (its largest class
+    probability; ``None`` if it abstained) go to ``policy.step``. Returns the queried stages'
+    labels and the deepest one's label and probabilities; if a stage raises, the policy's step is
+    cancelled.
+
+    Examples
+    --------
+    >>> from river import linear_model, naive_bayes
+    >>> from uss_stream import Stage
+    >>> from uss_stream.policies import SequentialKLUCB
+    >>> plan = make_plan([Stage(naive_bayes.GaussianNB(), cost=0.0),
+    ...                   Stage(linear_model.LogisticRegression(), cost=1.0)])
+    >>> policy = SequentialKLUCB(stage_costs=[0.0, 1.0])
+    >>> query_sequential(plan, {"a": 1.0}, policy), policy.reason   # stage 1 abstained: go on
+    (([None, False], False, {False: 0.5, True: 0.5}), 'last stage')
+    """
+    policy.begin()
+    labels = []
+    going = True
+    try:
+        for model, features, provider in plan:
+            label, proba = _ask(model, _view(x, features, provider))
+            labels.append(label)
+            abstained = label is None or label != label
+            confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
+            going = policy.step(ABSTAINED if abstained else label, confidence)
+            if not going:
+                break
+    except BaseException:
+        if going:
+            policy.cancel()
+        raise
+    return labels, label, proba
+
+
+def learn(plan: Plan, x: dict[Hashable, Any], y: Any, **kwargs: Any) -> None:
+    """Train every stage on its view of ``x`` (``kwargs``, e.g. ``w``, go to each stage)."""
+    for model, features, provider in plan:
+        model.learn_one(_view(x, features, provider), y, **kwargs)
+
+
+def _view(x: dict[Hashable, Any], features: tuple | None, provider: Any) -> dict[Hashable, Any]:
+    """A stage's view of an event: its provider's answer (or the event), cut to its features."""
+    source = x if provider is None else provider(x)
+    if features is None:
+        return source
+    return {f: source[f] for f in features if f in source}
+
+
+def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[Any, float]]:
+    """A stage's label and probabilities on its view (a model without probabilities: ``{label: 1}``)."""
+    try:
+        proba = model.predict_proba_one(view)
+    except NotImplementedError:
+        label = model.predict_one(view)
+        return label, ({} if label is None else {label: 1.0})
+    if not all(map(math.isfinite, proba.values())):
+        raise ValueError(f"a stage answered probabilities that are not finite: {proba!r}")
+    return argmax(proba), proba
+
+
+def argmax(proba: dict[Any, float]) -> Any:
+    """The most probable label, the first one on ties (as River's ``predict_one``); ``None`` if empty.
+
+    >>> argmax({"a": 0.4, "b": 0.6}), argmax({"a": 0.5, "b": 0.5}), argmax({})
+    ('b', 'a', None)
+    """
+    n_labels = len(proba)
+    if n_labels == 2:
+        (first, p_first), (second, p_second) = proba.items()
+        return second if p_second > p_first else first
+    if n_labels == 1:
+        return next(iter(proba))
+    return max(proba, key=proba.get) if proba else None
+
+
+def for_policy(label: Any) -> Any:
+    """A stage's label as the policy sees it: ``ABSTAINED`` for ``None`` or NaN."""
+    return ABSTAINED if label is None or label != label else label
+
+
+def both_classes(proba: dict[Any, float]) -> dict[Any, float]:
+    """Complete a binary distribution with the missing class(es), as River's binary models return.
+
+    >>> both_classes({True: 0.8}), both_classes({})
+    ({True: 0.8, False: 0.0}, {False: 0.5, True: 0.5})
+    """
+    if not proba:
+        return {False: 0.5, True: 0.5}
+    completed = dict(proba)
+    for label in (False, True):
+        completed.setdefault(label, 0.0)
+    return completed
