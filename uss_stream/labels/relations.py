@@ -290,9 +290,10 @@ class PairBounds:
         log_count: Callable[[int, float], float],
     ) -> tuple[bool, bool]:
         """:func:`label_relation` of ``pair`` (``d`` of ``n >= 1`` disagreements) on the loose bounds."""
+        key = (d, n, level, evidence.labels)
         cached = self._relations[pair]  # the cache's test inline: most calls find their answer
-        if cached is None or cached[0] != (d, n, level, evidence.labels) or cached[2] is not evidence:
-            cached = self._relate(evidence, pair, d, n, level, log_count, strict=False)
+        if cached is None or cached[0] != key or cached[2] is not evidence:
+            cached = self._relate(evidence, pair, key, log_count, strict=False)
         return cached[1]
 
     def confirmed(
@@ -305,27 +306,27 @@ class PairBounds:
         log_count: Callable[[int, float], float],
     ) -> bool:
         """``C_j - C_i > δ^U`` on the strict bound: the labels' "beats" holds at the level ``L_t`` itself."""
+        key = (d, n, level, evidence.labels)
         cached = self._confirmed[pair]
-        if cached is None or cached[0] != (d, n, level, evidence.labels) or cached[2] is not evidence:
-            cached = self._relate(evidence, pair, d, n, level, log_count, strict=True)
+        if cached is None or cached[0] != key or cached[2] is not evidence:
+            cached = self._relate(evidence, pair, key, log_count, strict=True)
         return cached[1][0]
 
     def _relate(
         self,
         evidence: LabelEvidence,
         pair: int,
-        d: float,
-        n: float,
-        level: float,
+        key: tuple,
         log_count: Callable[[int, float], float],
         strict: bool,
     ) -> _CachedRelation:
-        """:func:`label_relation` on the loose or the strict bounds, cached for :meth:`relation` or
-        :meth:`confirmed`."""
+        """:func:`label_relation` at ``key = (d, n, level, labels)`` on the loose or the strict bounds,
+        cached for :meth:`relation` or :meth:`confirmed`."""
+        d, n, level, _ = key
         lower, upper = self._bounds(evidence, pair, level, strict)
         found = label_relation(d, n, self.pairs[pair][1], lower, upper, self._gap[pair], level, log_count)
         cache = self._confirmed if strict else self._relations
-        cached = cache[pair] = ((d, n, level, evidence.labels), found, evidence)
+        cached = cache[pair] = (key, found, evidence)
         return cached
 
 
