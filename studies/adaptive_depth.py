@@ -156,6 +156,16 @@ CASCADE_RULE = (
 )
 
 
+def _paper_stream(
+    name: str, description: str, load: Callable[[], tuple[pd.DataFrame, pd.Series]], key: str
+) -> StreamSpec:
+    """A real dataset of the paper with its cascade: logistic regressions on the paper's stage
+    features (``REAL_STAGE_FEATURES[key]``), its costs ``REAL_COSTS[key]`` over ``C_K``."""
+    costs = REAL_COSTS[key]
+    stages = tuple((features, _lr) for features in REAL_STAGE_FEATURES[key])
+    return StreamSpec(name, description, _frame_events(load), stages, tuple(c / costs[-1] for c in costs))
+
+
 def streams() -> list[StreamSpec]:
     phishing_cheap = ("empty_server_form_handler", "popup_window", "https")
     segments = [f for f in next(iter(datasets.ImageSegments()))[0]]
@@ -178,19 +188,17 @@ def streams() -> list[StreamSpec]:
             lambda: datasets.ImageSegments(),
             _rule_stages(tuple(segments[:6]), 7),
         ),
-        StreamSpec(
+        _paper_stream(
             "PIMA",
             "768 events; the paper's cascade: LR on the profile, + glucose, + insulin (Table 2 costs)",
-            _frame_events(load_pima),
-            tuple((features, _lr) for features in REAL_STAGE_FEATURES["pima"]),
-            tuple(c / REAL_COSTS["pima"][-1] for c in REAL_COSTS["pima"]),
+            load_pima,
+            "pima",
         ),
-        StreamSpec(
+        _paper_stream(
             "Heart",
             "297 events; the paper's cascade: LR on the first 7 attributes, + 3, all 13 (Table 2 costs)",
-            _frame_events(load_heart),
-            tuple((features, _lr) for features in REAL_STAGE_FEATURES["heart"]),
-            tuple(c / REAL_COSTS["heart"][-1] for c in REAL_COSTS["heart"]),
+            load_heart,
+            "heart",
         ),
         StreamSpec(
             "Agrawal (drift)",
