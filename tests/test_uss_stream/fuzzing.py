@@ -5,14 +5,16 @@ kinds of documents to a ``load_state_dict``: arbitrary JSON values (:data:`json_
 valid document with one part replaced by an arbitrary value or removed (:func:`documents_near`:
 these get past the first checks and exercise the deeper ones). Whatever the document, the loader
 keeps one contract, checked by :func:`loads_or_refuses`: it raises ``ValueError`` and changes
-nothing, or it loads a state that saves as strict JSON (no NaN/inf) and loads back the same.
+nothing, or it loads a state that saves as strict JSON (no NaN/inf) and loads back the same;
+a ``from_json`` of arbitrary text keeps the same contract
+(:func:`assert_from_json_refuses_or_round_trips`).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Protocol
 
 from hypothesis import HealthCheck, settings
@@ -136,3 +138,19 @@ def loads_or_refuses(target: Stateful, document: Any, fresh: Stateful) -> bool:
         return False
     assert_strict_round_trip(target, fresh)
     return True
+
+
+def assert_from_json_refuses_or_round_trips(from_json: Callable[[Any], Any], text: str | bytes) -> None:
+    """``from_json(text)`` raises ``ValueError``, or what it loads saves (``to_json``) and reloads equal.
+
+    Examples
+    --------
+    >>> from uss_stream.core.stats import DisagreementStats
+    >>> assert_from_json_refuses_or_round_trips(DisagreementStats.from_json, "not JSON")
+    >>> assert_from_json_refuses_or_round_trips(DisagreementStats.from_json, DisagreementStats(2).to_json())
+    """
+    try:
+        loaded = from_json(text)
+    except ValueError:
+        return
+    assert from_json(loaded.to_json()) == loaded  # what loads, saves and reloads
