@@ -156,6 +156,16 @@ CASCADE_RULE = (
 )
 
 
+def _paper_stream(
+    name: str, description: str, load: Callable[[], tuple[pd.DataFrame, pd.Series]], key: str
+) -> StreamSpec:
+    """A real dataset of the paper with its cascade: logistic regressions on the paper's stage
+    features (``REAL_STAGE_FEATURES[key]``), its costs ``REAL_COSTS[key]`` over ``C_K``."""
+    costs = REAL_COSTS[key]
+    stages = tuple((features, _lr) for features in REAL_STAGE_FEATURES[key])
+    return StreamSpec(name, description, _frame_events(load), stages, tuple(c / costs[-1] for c in costs))
+
+
 def streams() -> list[StreamSpec]:
     phishing_cheap = ("empty_server_form_handler", "popup_window", "https")
     segments = [f for f in next(iter(datasets.ImageSegments()))[0]]
@@ -178,19 +188,17 @@ def streams() -> list[StreamSpec]:
             lambda: datasets.ImageSegments(),
             _rule_stages(tuple(segments[:6]), 7),
         ),
-        StreamSpec(
+        _paper_stream(
             "PIMA",
             "768 events; the paper's cascade: LR on the profile, + glucose, + insulin (Table 2 costs)",
-            _frame_events(load_pima),
-            tuple((features, _lr) for features in REAL_STAGE_FEATURES["pima"]),
-            tuple(c / REAL_COSTS["pima"][-1] for c in REAL_COSTS["pima"]),
+            load_pima,
+            "pima",
         ),
-        StreamSpec(
+        _paper_stream(
             "Heart",
             "297 events; the paper's cascade: LR on the first 7 attributes, + 3, all 13 (Table 2 costs)",
-            _frame_events(load_heart),
-            tuple((features, _lr) for features in REAL_STAGE_FEATURES["heart"]),
-            tuple(c / REAL_COSTS["heart"][-1] for c in REAL_COSTS["heart"]),
+            load_heart,
+            "heart",
         ),
         StreamSpec(
             "Agrawal (drift)",
@@ -460,12 +468,35 @@ def sweep(log: StreamLog) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def figure_cost_error(results: dict[str, dict], path: Path) -> None:
-    names = list(results)
+def _panels(
+    results: dict[str, dict],
+    path: Path,
+    title: str,
+    axis_labels: tuple[str, str],
+    draw: Callable[[Any, dict], None],
+) -> None:
+    """One panel a stream, ``draw(ax, results[name])``, on a 2 x 4 grid whose last cell holds the legend."""
     fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
+    for ax, name in zip(axes.flat, results):
+        draw(ax, results[name])
+        ax.set_title(name)
+        ax.set_xlabel(axis_labels[0])
+        ax.set_ylabel(axis_labels[1])
+        ax.grid(alpha=0.3)
+    axes.flat[-1].axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    axes.flat[-1].legend(handles, labels, loc="center")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def figure_cost_error(results: dict[str, dict], path: Path) -> None:
     markers = dict(zip(POLICIES, "o^sDvP"))
-    for ax, name in zip(axes.flat, names):
-        result = results[name]["base"]
+
+    def draw(ax: Any, stream: dict) -> None:
+        result = stream["base"]
         frontier = result["_frontier"]["frame"]
         hull = frontier.sort_values("cost")
         hull = hull[hull["error"] <= hull["error"].cummin()]
@@ -474,23 +505,14 @@ def figure_cost_error(results: dict[str, dict], path: Path) -> None:
             ax.scatter(
                 result[policy]["cost"], result[policy]["error"], marker=markers[policy], s=60, label=policy
             )
-        ax.set_title(name)
-        ax.set_xlabel("mean cost")
-        ax.set_ylabel("error rate")
-        ax.grid(alpha=0.3)
-    axes.flat[-1].axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    axes.flat[-1].legend(handles, labels, loc="center")
-    fig.suptitle(f"Cost against error, every policy (C_K = {SCALE})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+
+    title = f"Cost against error, every policy (C_K = {SCALE})"
+    _panels(results, path, title, ("mean cost", "error rate"), draw)
 
 
 def figure_sweep(results: dict[str, dict], path: Path) -> None:
-    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
-    for ax, name in zip(axes.flat, results):
-        table = results[name]["sweep"]
+    def draw(ax: Any, stream: dict) -> None:
+        table = stream["sweep"]
         ax.plot(table["cost_ratio"], table["error"], "o-", label="Sequential KL-UCB (multiplier sweep)")
         for _, row in table.iterrows():
             ax.annotate(f"×{row['multiplier']:g}", (row["cost_ratio"], row["error"]), fontsize=7)
@@ -498,38 +520,21 @@ def figure_sweep(results: dict[str, dict], path: Path) -> None:
         ax.axhline(full, color="k", lw=0.8, label="full cascade error")
         ax.axhline(full + 0.01, color="k", lw=0.8, ls="--", label="+1 point")
         ax.axvline(0.6, color="r", lw=0.8, ls=":", label="0.6 × full cost")
-        ax.set_title(name)
-        ax.set_xlabel("mean cost / C_K")
-        ax.set_ylabel("error rate")
-        ax.grid(alpha=0.3)
-    axes.flat[-1].axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    axes.flat[-1].legend(handles, labels, loc="center")
-    fig.suptitle("Cost multiplier sweep: error against relative cost")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+
+    title = "Cost multiplier sweep: error against relative cost"
+    _panels(results, path, title, ("mean cost / C_K", "error rate"), draw)
 
 
 def figure_regret(results: dict[str, dict], path: Path) -> None:
-    fig, axes = plt.subplots(2, 4, figsize=(18, 8.5))
-    for ax, name in zip(axes.flat, results):
-        replay = results[name]["replay"]
+    def draw(ax: Any, stream: dict) -> None:
+        replay = stream["replay"]
         for color, (policy, curve) in zip(("C0", "C1"), replay["curves"].items()):
             ax.plot(curve, color=color, label=f"{policy} vs best stopping rule")
         for color, (policy, curve) in zip(("C0", "C1"), replay["fixed_curves"].items()):
             ax.plot(curve, color=color, ls=(0, (2, 3)), lw=2, label=f"{policy} vs best fixed depth")
-        ax.set_title(name)
-        ax.set_xlabel("round")
-        ax.set_ylabel("cumulative regret")
-        ax.grid(alpha=0.3)
-    axes.flat[-1].axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    axes.flat[-1].legend(handles, labels, loc="center")
-    fig.suptitle(f"Regret on rows drawn from each log's second half ({REGRET_REPS} repetitions)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+
+    title = f"Regret on rows drawn from each log's second half ({REGRET_REPS} repetitions)"
+    _panels(results, path, title, ("round", "cumulative regret"), draw)
 
 
 def run(output: Path, figures: Path) -> dict[str, dict]:

@@ -84,29 +84,30 @@ class SyntheticSpec:
     n_samples: int = 10_000
 
 
+def _alternating(*class_weights: float) -> tuple[LinearClassifierSpec, ...]:
+    """Classifiers with these class weights, alternately a logistic regression and a linear SVM.
+
+    Examples
+    --------
+    >>> [(clf.kind, clf.class_weight) for clf in _alternating(2.0, 1.5, 0.5)]
+    [('logistic', 2.0), ('svm', 1.5), ('logistic', 0.5)]
+    """
+    kinds = ("logistic", "svm")
+    return tuple(LinearClassifierSpec(kinds[j % 2], weight) for j, weight in enumerate(class_weights))
+
+
 SYNTHETIC_SPECS: dict[int, SyntheticSpec] = {
     1: SyntheticSpec(
         n_features=3,
         label_noise=0.12,
         seed=1,
-        classifiers=(
-            LinearClassifierSpec("logistic", 3.438),
-            LinearClassifierSpec("svm", 2.428),
-            LinearClassifierSpec("logistic", 2.02),
-            LinearClassifierSpec("svm", 0.7558),
-            LinearClassifierSpec("logistic", 0.9209),
-        ),
+        classifiers=_alternating(3.438, 2.428, 2.02, 0.7558, 0.9209),
     ),
     2: SyntheticSpec(
         n_features=5,
         label_noise=0.12,
         seed=2,
-        classifiers=(
-            LinearClassifierSpec("logistic", 2.08),
-            LinearClassifierSpec("svm", 1.591),
-            LinearClassifierSpec("logistic", 1.352),
-            LinearClassifierSpec("svm", 0.8514),
-        ),
+        classifiers=_alternating(2.08, 1.591, 1.352, 0.8514),
     ),
 }
 

@@ -226,10 +226,16 @@ def plausible_many(
     return plausible.T
 
 
+#: A pair's cached bounds: ``(m, w+, w-, level)`` they were computed for, and ``(lower, upper)``.
+_CachedBounds = tuple[int, int, int, float, tuple[float, float]]
+#: A pair's cached relation: ``(d, n, level, labels)``, ``(beats, worth)`` and the evidence.
+_CachedRelation = tuple[tuple, tuple[bool, bool], LabelEvidence]
+
+
 class PairBounds:
     """Each pair's label bounds on ``e_j - e_i`` and relations, recomputed only when their inputs change.
 
-    ``loose``: ``(e^L, e^U)`` at the pair's share of the level; ``strict``: ``e^U`` at the level
+    Loose bounds: ``(e^L, e^U)`` at the pair's share of the level; strict: ``e^U`` at the level
     ``L_t`` itself (no discount for the pair's share). :meth:`relation` and :meth:`confirmed` are
     :func:`label_relation` on them, cached on the evidence (its count of labels: each recorded
     label counts), the level and the pair's disagreement counts ``(d, n)``, which stay put while
@@ -253,30 +259,25 @@ class PairBounds:
         self.pairs = [(i, j) for j in range(n_stages) for i in range(j)]
         n_pairs = len(self.pairs)
         # Per pair: (m, w+, w-, level) the cached bounds were computed for, and the bounds.
-        self._loose: list[tuple[int, int, int, float, float, float]] = [(-1, 0, 0, 0.0, -1.0, 1.0)] * n_pairs
-        self._strict: list[tuple[int, int, int, float, float]] = [(-1, 0, 0, 0.0, 1.0)] * n_pairs
+        self._loose: list[_CachedBounds] = [(-1, 0, 0, 0.0, (-1.0, 1.0))] * n_pairs
+        self._strict: list[_CachedBounds] = list(self._loose)
         # Per pair: ((d, n, level, labels), the relation, the evidence) of the last call.
-        self._relations: list[tuple[tuple, tuple[bool, bool], LabelEvidence] | None] = [None] * n_pairs
-        self._confirmed: list[tuple[tuple, bool, LabelEvidence] | None] = [None] * n_pairs
+        self._relations: list[_CachedRelation | None] = [None] * n_pairs
+        self._confirmed: list[_CachedRelation | None] = [None] * n_pairs
 
-    def loose(self, evidence: LabelEvidence, pair: int, level: float) -> tuple[float, float]:
+    def _bounds(self, evidence: LabelEvidence, pair: int, level: float, strict: bool) -> tuple[float, float]:
+        """``pair``'s loose bounds ``(e^L, e^U)``, or its strict ones ``(-1, e^U)`` (no lower bound)."""
         m = evidence.labelled[pair]
         plus = evidence.deeper_right[pair]
         minus = evidence.shallower_right[pair]
-        cached = self._loose[pair]
+        cache = self._strict if strict else self._loose
+        cached = cache[pair]
         if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            lower, upper = e_bounds(m, plus, minus, pair_level(level, m, self._n_stages))
-            cached = self._loose[pair] = (m, plus, minus, level, lower, upper)
-        return cached[4], cached[5]
-
-    def strict(self, evidence: LabelEvidence, pair: int, level: float) -> float:
-        m = evidence.labelled[pair]
-        plus = evidence.deeper_right[pair]
-        minus = evidence.shallower_right[pair]
-        cached = self._strict[pair]
-        if cached[0] != m or cached[1] != plus or cached[2] != minus or cached[3] != level:
-            upper = e_upper(m, plus, minus, level)
-            cached = self._strict[pair] = (m, plus, minus, level, upper)
+            if strict:
+                bounds = (-1.0, e_upper(m, plus, minus, level))
+            else:
+                bounds = e_bounds(m, plus, minus, pair_level(level, m, self._n_stages))
+            cached = cache[pair] = (m, plus, minus, level, bounds)
         return cached[4]
 
     def relation(
@@ -290,11 +291,9 @@ class PairBounds:
     ) -> tuple[bool, bool]:
         """:func:`label_relation` of ``pair`` (``d`` of ``n >= 1`` disagreements) on the loose bounds."""
         key = (d, n, level, evidence.labels)
-        cached = self._relations[pair]
+        cached = self._relations[pair]  # the cache's test inline: most calls find their answer
         if cached is None or cached[0] != key or cached[2] is not evidence:
-            lower, upper = self.loose(evidence, pair, level)
-            found = label_relation(d, n, self.pairs[pair][1], lower, upper, self._gap[pair], level, log_count)
-            cached = self._relations[pair] = (key, found, evidence)
+            cached = self._relate(evidence, pair, key, log_count, strict=False)
         return cached[1]
 
     def confirmed(
@@ -310,12 +309,25 @@ class PairBounds:
         key = (d, n, level, evidence.labels)
         cached = self._confirmed[pair]
         if cached is None or cached[0] != key or cached[2] is not evidence:
-            upper = self.strict(evidence, pair, level)
-            found = label_relation(d, n, self.pairs[pair][1], -1.0, upper, self._gap[pair], level, log_count)[
-                0
-            ]
-            cached = self._confirmed[pair] = (key, found, evidence)
-        return cached[1]
+            cached = self._relate(evidence, pair, key, log_count, strict=True)
+        return cached[1][0]
+
+    def _relate(
+        self,
+        evidence: LabelEvidence,
+        pair: int,
+        key: tuple,
+        log_count: Callable[[int, float], float],
+        strict: bool,
+    ) -> _CachedRelation:
+        """:func:`label_relation` at ``key = (d, n, level, labels)`` on the loose or the strict bounds,
+        cached for :meth:`relation` or :meth:`confirmed`."""
+        d, n, level, _ = key
+        lower, upper = self._bounds(evidence, pair, level, strict)
+        found = label_relation(d, n, self.pairs[pair][1], lower, upper, self._gap[pair], level, log_count)
+        cache = self._confirmed if strict else self._relations
+        cached = cache[pair] = (key, found, evidence)
+        return cached
 
 
 class PairMasks:

@@ -60,11 +60,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Consume events from Kafka, decide each event's depth, produce the decisions.",
     )
     commands = parser.add_subparsers(dest="kafka_command", required=True, metavar="SUBCOMMAND")
-    _add_run(commands)
-    _add_create_topics(commands)
-    _add_demo_producer(commands)
-    add_orchestrate(commands)
-    _add_status(commands)
+    for name in ("run", "create-topics", "demo-producer", "orchestrate", "status"):
+        handler, help_text, description = _SUBCOMMANDS[name]
+        command = commands.add_parser(name, help=help_text, description=description)
+        add_settings(command, name)
+        command.set_defaults(handler=handler)
+
+
+#: Each subcommand's handler and ``--help`` texts, by name (:func:`_subcommand`).
+_SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str, str | None]] = {}
+
+
+def _subcommand(
+    name: str, help_text: str, description: str | None = None
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    """Make the decorated handler ``uss-stream kafka NAME``, with ``help_text`` and ``description``.
+
+    Its options are the settings of ``name`` (:func:`add_settings`); a known error it raises
+    becomes one line on stderr and its exit code (:func:`~uss_stream_kafka.cli.exit_codes.one_line_errors`).
+    """
+
+    def decorate(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        handler = one_line_errors(name)(handler)
+        _SUBCOMMANDS[name] = (handler, help_text, description)
+        return handler
+
+    return decorate
 
 
 # -- options, from the settings table ---------------------------------------------------------------
@@ -202,18 +223,12 @@ def _setup_logging(level: str) -> None:
 
 
 # -- run -------------------------------------------------------------------------------------------
-def _add_run(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "run",
-        help="run the decision service",
-        description="Consume events, decide each event's depth (--policy), produce decisions; "
-        "dead-letter invalid events; checkpoint the learners to the compacted state topic.",
-    )
-    add_settings(parser, "run")
-    parser.set_defaults(handler=run)
-
-
-@one_line_errors("run")
+@_subcommand(
+    "run",
+    help_text="run the decision service",
+    description="Consume events, decide each event's depth (--policy), produce decisions; "
+    "dead-letter invalid events; checkpoint the learners to the compacted state topic.",
+)
 def run(args: argparse.Namespace) -> int:
     """``uss-stream kafka run``: serve until SIGTERM/SIGINT (or idle); exit 0 after a clean stop.
 
@@ -296,20 +311,14 @@ def _security_checked(client: Any) -> bool:
 
 
 # -- orchestrate -----------------------------------------------------------------------------------
-def add_orchestrate(commands: argparse._SubParsersAction) -> None:
-    """Add ``orchestrate``: the same settings as ``run`` where they mean the same thing."""
-    parser = commands.add_parser(
-        "orchestrate",
-        help="orchestration mode: decide requests now, learn from the sensors' later reports",
-        description="Consume requests (--input-topic), produce decisions (depth, stages, cost) to "
-        "--output-topic, join the sensors' reports (--reports-topic, co-partitioned with the requests "
-        "by id) to the pending decisions by id.",
-    )
-    add_settings(parser, "orchestrate")
-    parser.set_defaults(handler=orchestrate)
-
-
-@one_line_errors("orchestrate")
+# The same settings as ``run`` where they mean the same thing.
+@_subcommand(
+    "orchestrate",
+    help_text="orchestration mode: decide requests now, learn from the sensors' later reports",
+    description="Consume requests (--input-topic), produce decisions (depth, stages, cost) to "
+    "--output-topic, join the sensors' reports (--reports-topic, co-partitioned with the requests "
+    "by id) to the pending decisions by id.",
+)
 def orchestrate(args: argparse.Namespace) -> int:
     """``uss-stream kafka orchestrate``: the runtime with an orchestration processor.
 
@@ -342,16 +351,10 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 
 # -- create-topics ---------------------------------------------------------------------------------
-def _add_create_topics(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "create-topics",
-        help="create the input, output, dead-letter (and labels) topics and the compacted state topic",
-    )
-    add_settings(parser, "create-topics")
-    parser.set_defaults(handler=create_topics_command)
-
-
-@one_line_errors("create-topics")
+@_subcommand(
+    "create-topics",
+    help_text="create the input, output, dead-letter (and labels) topics and the compacted state topic",
+)
 def create_topics_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka create-topics``: prints one line per topic (created or exists)."""
     from uss_stream_kafka import clients
@@ -378,19 +381,13 @@ def create_topics_command(args: argparse.Namespace) -> int:
 
 
 # -- demo-producer ---------------------------------------------------------------------------------
-def _add_demo_producer(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "demo-producer",
-        help="stream the bundled PIMA events (stage outputs or features)",
-        description="Stream PIMA diabetes events. Outputs mode: the per-stage predictions of a "
-        "three-stage cascade trained offline (scikit-learn logistic regressions on growing, "
-        "cost-ordered feature subsets). Features mode: the features (and labels to --labels-topic).",
-    )
-    add_settings(parser, "demo-producer")
-    parser.set_defaults(handler=demo_producer_command)
-
-
-@one_line_errors("demo-producer")
+@_subcommand(
+    "demo-producer",
+    help_text="stream the bundled PIMA events (stage outputs or features)",
+    description="Stream PIMA diabetes events. Outputs mode: the per-stage predictions of a "
+    "three-stage cascade trained offline (scikit-learn logistic regressions on growing, "
+    "cost-ordered feature subsets). Features mode: the features (and labels to --labels-topic).",
+)
 def demo_producer_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka demo-producer``."""
     from uss_stream_kafka import clients
@@ -422,20 +419,14 @@ def demo_producer_command(args: argparse.Namespace) -> int:
 
 
 # -- status ----------------------------------------------------------------------------------------
-def _add_status(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "status",
-        help="what a group's learners have learned, from its last checkpoints in the state topic",
-        description="Per input partition with a checkpoint of --group-id in --state-topic: round, depth "
-        "mix, the depth it would choose now, disagreement rates, WD verdict, labels, pending decisions, "
-        "checkpoint age (docs/metrics.md). Works while the service runs and after it stopped; exits 5 "
-        "when the group has no checkpoint.",
-    )
-    add_settings(parser, "status")
-    parser.set_defaults(handler=status_command)
-
-
-@one_line_errors("status")
+@_subcommand(
+    "status",
+    help_text="what a group's learners have learned, from its last checkpoints in the state topic",
+    description="Per input partition with a checkpoint of --group-id in --state-topic: round, depth "
+    "mix, the depth it would choose now, disagreement rates, WD verdict, labels, pending decisions, "
+    "checkpoint age (docs/metrics.md). Works while the service runs and after it stopped; exits 5 "
+    "when the group has no checkpoint.",
+)
 def status_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka status``: a table (or ``--json``) on stdout; 5 without a checkpoint."""
     import json

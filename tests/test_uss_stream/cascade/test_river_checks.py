@@ -9,6 +9,7 @@ multiclass stages, a fixed-depth policy) and a few pipelines are checked against
 from __future__ import annotations
 
 import pytest
+from estimator_checks import river_check_params
 from river import checks, linear_model, preprocessing
 
 from uss_stream import CascadeClassifier, Stage
@@ -26,15 +27,7 @@ def _estimators():
     )
 
 
-@pytest.mark.parametrize(
-    ("estimator", "check"),
-    [
-        pytest.param(estimator, check, id=f"{position}:{check.__name__}")
-        for position, estimator in enumerate(_estimators())
-        for check in checks.yield_checks(estimator)
-        if check.__name__ not in estimator._unit_test_skips()
-    ],
-)
+@pytest.mark.parametrize(("estimator", "check"), river_check_params(_estimators()))
 def test_check_estimator(estimator, check):
     check(estimator.clone())
 

@@ -6,7 +6,8 @@ import copy
 
 import numpy as np
 import pytest
-from river import base, checks, datasets, linear_model, naive_bayes, preprocessing, tree
+from estimator_checks import river_check_params
+from river import base, datasets, linear_model, naive_bayes, preprocessing, tree
 
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.policies import FixedDepth, SequentialKLUCB
@@ -42,15 +43,7 @@ def _estimators():
     )
 
 
-@pytest.mark.parametrize(
-    ("estimator", "check"),
-    [
-        pytest.param(estimator, check, id=f"{position}:{check.__name__}")
-        for position, estimator in enumerate(_estimators())
-        for check in checks.yield_checks(estimator)
-        if check.__name__ not in estimator._unit_test_skips()
-    ],
-)
+@pytest.mark.parametrize(("estimator", "check"), river_check_params(_estimators()))
 def test_river_checks_pass_with_a_sequential_policy(estimator, check):
     check(estimator.clone())
 

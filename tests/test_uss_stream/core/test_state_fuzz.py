@@ -10,36 +10,26 @@ first checks and exercise the deeper ones).
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.test_uss_stream.fuzzing import (
+    SETTINGS,
+    assert_from_json_refuses_or_round_trips,
+    assert_strict_round_trip,
+    documents_near,
+    json_values,
+    loads_or_refuses,
+)
 from uss_stream.core.schema import MAX_COUNT
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.pending import PendingDecisions, RejectedReport
 from uss_stream.policies import USSKLUCB, USSTS, USSUCB, FixedDepth, Hanawal2017WD, SupervisedUCB
 
 COSTS = [0.0, 0.1, 0.2]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.sampled_from([-1, 0, 1, 2, 3, 2**53, 2**53 + 1, 2**63, 10**400])
-    | st.floats()
-    | st.text(max_size=8)
-)
-json_values = st.recursive(
-    scalars,
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
-    ),
-    max_leaves=12,
-)
 
 POLICIES = {
     "USSUCB": lambda discount=None: USSUCB(COSTS, discount=discount),
@@ -52,13 +42,16 @@ POLICIES = {
 ROWS = [[1, 0, 1], [1, 1, 1], [0, 0, 1], [1, 1, 0], ["a", "a", 1]]
 
 
+def _update(policy, outputs) -> None:
+    if isinstance(policy, SupervisedUCB):
+        policy.update(outputs, label=1)
+    else:
+        policy.update(outputs)
+
+
 def _step(policy) -> None:
     depth = policy.select()
-    row = ROWS[policy.stats.decisions % len(ROWS)][:depth]
-    if isinstance(policy, SupervisedUCB):
-        policy.update(row, label=1)
-    else:
-        policy.update(row)
+    _update(policy, ROWS[policy.stats.decisions % len(ROWS)][:depth])
 
 
 def _trained(name: str, discount=None):
@@ -68,58 +61,13 @@ def _trained(name: str, discount=None):
     return policy
 
 
-def _paths(value, prefix=()):
-    """Every path into a JSON document (the document itself too)."""
-    yield prefix
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield from _paths(child, (*prefix, key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            yield from _paths(child, (*prefix, index))
-
-
-def _mutated(document, path, replacement, delete: bool):
-    if not path:
-        return replacement
-    document = copy.deepcopy(document)
-    parent = document
-    for key in path[:-1]:
-        parent = parent[key]
-    if delete:
-        del parent[path[-1]]
-    else:
-        parent[path[-1]] = replacement
-    return document
-
-
-@st.composite
-def documents_near(draw, document):
-    """``document`` with one part replaced by an arbitrary JSON value (or removed)."""
-    path = draw(st.sampled_from(list(_paths(document))))
-    delete = bool(path) and draw(st.booleans())
-    return _mutated(document, path, draw(json_values), delete)
-
-
-def _strict_round_trip(save, load) -> None:
-    text = json.dumps(save(), allow_nan=False)
-    load(json.loads(text))
-    assert json.loads(json.dumps(save(), allow_nan=False)) == json.loads(text)
-
-
 def _check_policy_loader(name: str, document) -> None:
     for discount in (None, 0.9):
         policy = POLICIES[name](discount)
         _step(policy)
-        before = policy.state_dict()
-        try:
-            policy.load_state_dict(document)
-        except ValueError:
-            assert policy.state_dict() == before
-            continue
-        _strict_round_trip(policy.state_dict, POLICIES[name](discount).load_state_dict)
-        for _ in range(3):
-            _step(policy)
+        if loads_or_refuses(policy, document, POLICIES[name](discount)):
+            for _ in range(3):
+                _step(policy)
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
@@ -196,11 +144,7 @@ def test_stats_loader_takes_near_valid_documents(data, discount):
 @SETTINGS
 @given(text=st.text() | st.binary())
 def test_stats_from_json_takes_arbitrary_text(text):
-    try:
-        stats = DisagreementStats.from_json(text)
-    except ValueError:
-        return
-    assert DisagreementStats.from_json(stats.to_json()) == stats  # what loads, saves and reloads
+    assert_from_json_refuses_or_round_trips(DisagreementStats.from_json, text)
 
 
 def test_stats_from_json_refuses_deeply_nested_json():
@@ -219,13 +163,8 @@ def _book():
 
 def _check_book_loader(document) -> None:
     book = _book()
-    before = book.state_dict()
-    try:
-        book.load_state_dict(document)
-    except ValueError:
-        assert book.state_dict() == before
+    if not loads_or_refuses(book, document, PendingDecisions(USSUCB(COSTS), max_age_decisions=50)):
         return
-    _strict_round_trip(book.state_dict, PendingDecisions(USSUCB(COSTS), max_age_decisions=50).load_state_dict)
     for decision_id, _, _ in book.state_dict()["pending"][:3]:
         book.report(decision_id, [1])  # a restored pending decision takes its report
     for k in range(3):
@@ -262,7 +201,7 @@ def test_reports_of_arbitrary_json_are_applied_or_rejected(decision_id, outputs)
         assert book.policy.state_dict() == before
         return
     assert book.counters["applied"] == 3
-    _strict_round_trip(book.state_dict, PendingDecisions(USSUCB(COSTS), max_age_decisions=50).load_state_dict)
+    assert_strict_round_trip(book, PendingDecisions(USSUCB(COSTS), max_age_decisions=50))
 
 
 @pytest.mark.parametrize("name", list(POLICIES))
@@ -273,14 +212,8 @@ def test_updates_with_arbitrary_json_are_applied_or_refused(name, outputs):
     depth = policy.select()
     before = policy.state_dict()
     try:
-        if isinstance(policy, SupervisedUCB):
-            policy.update(outputs, label=1)
-        else:
-            policy.update(outputs)
+        _update(policy, outputs)
     except ValueError:
         assert policy.state_dict() == before
-        if isinstance(policy, SupervisedUCB):
-            policy.update([1] * depth, label=1)
-        else:
-            policy.update([1] * depth)
-    _strict_round_trip(policy.state_dict, POLICIES[name]().load_state_dict)
+        _update(policy, [1] * depth)
+    assert_strict_round_trip(policy, POLICIES[name]())

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from policy_counts import loaded, random_counts
 
-from uss_stream.core.stats import DisagreementStats
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.policies import USSKLUCB, USSUCB
 from uss_stream.replay.engine import replay
@@ -122,18 +122,10 @@ def test_beats_many_on_a_batch_equals_the_scalar_test_entry_by_entry(layout):
     assert 0 < settled_by_divergence < rows * pairs / 2  # both kinds of entries are in the batch
 
 
-def _loaded(costs, decisions, queried, disagreements, **params) -> USSKLUCB:
-    policy = USSKLUCB(costs, **params)
-    stats = DisagreementStats(len(costs))
-    stats.decisions, stats.queried, stats.disagreements = decisions, queried, disagreements
-    policy.load_state_dict({"policy": "USSKLUCB", "stats": stats.to_dict()})
-    return policy
-
-
 def test_level_and_bounds_by_hand():
     # K = 3, round t = 101, n = (100, 30, 5): levels x_j = max(0, log 101 - log(3·n_j)).
     queried, disagreements = [100, 30, 5], [[0, 3, 1], [0, 0, 2], [0, 0, 0]]
-    policy = _loaded([0.0, 0.1, 0.2], 100, queried, disagreements)
+    policy = loaded(USSKLUCB([0.0, 0.1, 0.2]), 100, queried, disagreements)
     bounds = policy.upper_bounds()
     for i, j in [(0, 1), (0, 2), (1, 2)]:
         x = max(0.0, math.log(101) - math.log(3 * queried[j]))
@@ -148,12 +140,10 @@ def test_decisions_are_the_set_test_on_the_kl_bounds():
     for _ in range(300):
         k = int(rng.integers(2, 6))
         costs = rng.choice([0.0, 0.01, 0.05, 0.1, 0.3], size=k).tolist()
-        queried = sorted(rng.integers(0, 300, size=k).tolist(), reverse=True)
-        disagreements = [[0] * k for _ in range(k)]
-        for j in range(k):
-            for i in range(j):
-                disagreements[i][j] = int(rng.integers(0, queried[j] + 1) * rng.random() * 0.5)
-        policy = _loaded(costs, queried[0] + int(rng.integers(0, 2000)), queried, disagreements)
+        queried, disagreements = random_counts(
+            rng, k, 300, lambda n: int(rng.integers(0, n + 1) * rng.random() * 0.5)
+        )
+        policy = loaded(USSKLUCB(costs), queried[0] + int(rng.integers(0, 2000)), queried, disagreements)
         bounds = policy.upper_bounds()
         cumulative = np.cumsum(costs)
         gaps = cumulative[None, :] - cumulative[:, None]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from policy_counts import loaded, random_counts
 from scipy.special import betaincinv
 
-from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import USSTS
 from uss_stream.rules.counter_rng import (
     pair_uniform,
@@ -69,18 +69,10 @@ def test_vectorised_uniforms_equal_scalar_ones():
             assert uniforms[k, pair] == pair_uniform(int(seeds[k]), pair)
 
 
-def _loaded(costs, decisions, queried, disagreements, **params) -> USSTS:
-    policy = USSTS(costs, **params)
-    stats = DisagreementStats(len(costs))
-    stats.decisions, stats.queried, stats.disagreements = decisions, queried, disagreements
-    policy.load_state_dict({"policy": "USSTS", "stats": stats.to_dict()})
-    return policy
-
-
 def test_beta_draw_is_the_inverse_cdf_of_the_counter_uniform():
     costs = [0.0, 0.1, 0.2]
     queried, disagreements = [40, 30, 10], [[0, 6, 3], [0, 0, 1], [0, 0, 0]]
-    policy = _loaded(costs, 40, queried, disagreements, seed=11)
+    policy = loaded(USSTS(costs, seed=11), 40, queried, disagreements)
     key = repetition_key(seed_key(11), 0)
     h_t = round_seed(key, 41)  # the next round
     draws = policy.samples()
@@ -96,12 +88,8 @@ def test_depth_is_the_first_stage_beating_every_deeper_draw():
     for trial in range(300):
         k = int(rng.integers(2, 6))
         costs = rng.choice([0.0, 0.02, 0.05, 0.1, 0.3], size=k).tolist()
-        queried = sorted(rng.integers(0, 50, size=k).tolist(), reverse=True)
-        disagreements = [[0] * k for _ in range(k)]
-        for j in range(k):
-            for i in range(j):
-                disagreements[i][j] = int(rng.integers(0, queried[j] + 1))
-        policy = _loaded(costs, queried[0], queried, disagreements, seed=trial)
+        queried, disagreements = random_counts(rng, k, 50, lambda n: int(rng.integers(0, n + 1)))
+        policy = loaded(USSTS(costs, seed=trial), queried[0], queried, disagreements)
         draws = policy.samples()
         cumulative = np.cumsum(costs)
         expected = k

@@ -17,24 +17,18 @@ import resource
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
 from conftest import (
     COSTS,
     PROCESSES,
-    checkpoints_of,
     decisions_of,
-    new_app,
-    produce,
     read_all,
-    run_app,
     send_keyed,
-    stream,
 )
+from restarts import first_run
 
 from uss_stream.policies import USSUCB
-from uss_stream_kafka import OutputsProcessor
 from uss_stream_kafka.runtime.checkpoint import Checkpoint
 
 pytestmark = [
@@ -73,15 +67,8 @@ def test_a_checkpoint_a_billion_events_old_is_restored_and_decided_from(
     kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics()
-    values, outputs = stream(520)
-    produce(bootstrap_servers, topics.input, values[:20])
-    group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
-        OutputsProcessor(COSTS, alpha=0.51),
-    )
-    written = checkpoints_of(bootstrap_servers, topics.state)[-1]
-    assert written.offset == 20
+    run = first_run(bootstrap_servers, topics, kafka_client, total=520, first=20)
+    written = run.checkpoint
     # The same partition's checkpoint, as the service writes it, after a billion events.
     late = Checkpoint(
         topic=written.topic,
@@ -93,12 +80,11 @@ def test_a_checkpoint_a_billion_events_old_is_restored_and_decided_from(
         written_at=time.time(),
     )
     send_keyed(bootstrap_servers, topics.state, late.key, late.to_bytes())
-    produce(bootstrap_servers, topics.input, values[20:])
 
     command = [
         sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap_servers,
         "--input-topic", topics.input, "--output-topic", topics.output, "--dlq-topic", topics.dead_letter,
-        "--state-topic", topics.state, "--group-id", group, "--stage-costs", ",".join(map(str, COSTS)),
+        "--state-topic", topics.state, "--group-id", run.group, "--stage-costs", ",".join(map(str, COSTS)),
         "--policy", "uss-ucb:alpha=0.51", "--metrics-port", "-1", "--client", kafka_client,
         "--exit-when-idle", "2",
     ]  # fmt: skip
@@ -112,5 +98,5 @@ def test_a_checkpoint_a_billion_events_old_is_restored_and_decided_from(
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=520))
     expected = USSUCB(COSTS, alpha=0.51)
     expected.load_state_dict(json.loads(json.dumps(late.state)))
-    assert [d["depth"] for d in decisions[20:]] == expected.run(outputs[20:]).tolist()
+    assert [d["depth"] for d in decisions[20:]] == expected.run(run.outputs[20:]).tolist()
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(520)]

@@ -29,6 +29,7 @@ from conftest import (
 )
 from orchestrated import Orchestrator
 from orchestrated import orchestrator as orchestration_service
+from restarts import first_run, processor
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
@@ -92,25 +93,15 @@ def test_a_nested_state_record_is_ignored_and_the_learner_rebuilt_from_the_log(
     kafka_client, bootstrap_servers, make_topics
 ):
     topics = make_topics()
-    values, outputs = stream(40)
-    produce(bootstrap_servers, topics.input, values[:20])
-    group = f"g-{uuid.uuid4().hex[:10]}"
-    run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
-        OutputsProcessor(COSTS, alpha=0.51),
-    )
+    run = first_run(bootstrap_servers, topics, kafka_client, total=40, first=20)
     # A corrupt record under the partition's key, after the valid checkpoint (offset 20).
     send_keyed(bootstrap_servers, topics.state, checkpoint_key(topics.input, 0), NESTED)
-    produce(bootstrap_servers, topics.input, values[20:])
-    summary = run_app(
-        new_app(bootstrap_servers, topics, group, client_library=kafka_client),
-        OutputsProcessor(COSTS, alpha=0.51),
-    )
+    summary = run_app(new_app(bootstrap_servers, topics, run.group, client_library=kafka_client), processor())
 
     # The key's last record is invalid: as without a checkpoint, the first 20 events replayed.
     assert summary.restored == [f"{topics.input}/0: no checkpoint, committed @20, start @0, replay to @20"]
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=40))
-    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(run.outputs).tolist()
 
 
 @pytest.fixture

@@ -12,24 +12,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import uuid
 
 import pytest
 from conftest import (
     COSTS,
-    checkpoints_of,
     decisions_of,
     new_app,
-    produce,
     read_all,
     run_app,
     send_keyed,
-    stream,
 )
+from restarts import first_run, processor
 
 from uss_stream.core.schema import MAX_COUNT
 from uss_stream.policies import USSUCB
-from uss_stream_kafka import Checkpoint, OutputsProcessor
+from uss_stream_kafka import Checkpoint
 
 pytestmark = [
     pytest.mark.kafka,
@@ -37,22 +34,6 @@ pytestmark = [
 ]
 
 FIRST, TOTAL, BATCH = 100, 600, 50
-
-
-def _processor() -> OutputsProcessor:
-    return OutputsProcessor(COSTS, alpha=0.51)
-
-
-def _first_run(bootstrap_servers, topics, client):
-    """Decide the first events; returns the group, the stream's outputs and the checkpoint @FIRST."""
-    values, outputs = stream(TOTAL)
-    group = f"trust-{uuid.uuid4().hex[:8]}"
-    produce(bootstrap_servers, topics.input, values[:FIRST])
-    run_app(new_app(bootstrap_servers, topics, group, client_library=client), _processor())
-    (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)
-    assert checkpoint.offset == FIRST
-    produce(bootstrap_servers, topics.input, values[FIRST:])
-    return group, outputs, checkpoint
 
 
 def _forged(checkpoint: Checkpoint, forgery: str) -> bytes:
@@ -82,12 +63,12 @@ def test_a_forged_checkpoint_is_ignored_and_every_event_is_decided_as_without_it
     forgery, bootstrap_servers, make_topics, caplog
 ):
     topics = make_topics()
-    group, outputs, checkpoint = _first_run(bootstrap_servers, topics, "kafka-python")
-    send_keyed(bootstrap_servers, topics.state, checkpoint.key, _forged(checkpoint, forgery))
+    run = first_run(bootstrap_servers, topics, "kafka-python", TOTAL, FIRST)
+    send_keyed(bootstrap_servers, topics.state, run.checkpoint.key, _forged(run.checkpoint, forgery))
 
     with caplog.at_level(logging.WARNING):
         summary = run_app(
-            new_app(bootstrap_servers, topics, group, max_poll_records=BATCH), _processor(), timeout=60
+            new_app(bootstrap_servers, topics, run.group, max_poll_records=BATCH), processor(), timeout=60
         )
     # Rebuilt from the log: events [0, 100) counted again without producing, the others decided.
     assert summary.restored == [
@@ -96,7 +77,7 @@ def test_a_forged_checkpoint_is_ignored_and_every_event_is_decided_as_without_it
     assert (summary.replayed, summary.decisions) == (FIRST, TOTAL - FIRST)
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=TOTAL))
     assert [d["id"] for d in decisions] == [f"e{i}" for i in range(TOTAL)]
-    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(run.outputs).tolist()
     warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     assert "checkpoint" in warnings and ("invalid" in warnings or "not trusted" in warnings)
 
@@ -111,7 +92,7 @@ def _rerun_committed_at(bootstrap_servers, topics, group, client, committed):
     admin.alter_group_offsets(group, {TopicPartition(topics.input, 0): OffsetAndMetadata(committed, "", -1)})
     admin.close()
     app = new_app(bootstrap_servers, topics, group, max_poll_records=BATCH, client_library=client)
-    return run_app(app, _processor(), timeout=60)
+    return run_app(app, processor(), timeout=60)
 
 
 def test_a_checkpoint_ahead_by_at_most_a_batch_is_trusted(
@@ -119,15 +100,15 @@ def test_a_checkpoint_ahead_by_at_most_a_batch_is_trusted(
 ):
     """A crash between a checkpoint and its commit: the records between were decided, not again."""
     topics = make_topics()
-    group, outputs, _ = _first_run(bootstrap_servers, topics, kafka_client)
+    run = first_run(bootstrap_servers, topics, kafka_client, TOTAL, FIRST)
     with caplog.at_level(logging.WARNING):
-        summary = _rerun_committed_at(bootstrap_servers, topics, group, kafka_client, FIRST - BATCH)
+        summary = _rerun_committed_at(bootstrap_servers, topics, run.group, kafka_client, FIRST - BATCH)
     assert summary.restored == [
         f"{topics.input}/0: checkpoint @{FIRST}, committed @{FIRST - BATCH}, start @{FIRST}"
     ]
     assert summary.decisions == TOTAL - FIRST
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=TOTAL))
-    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(outputs).tolist()
+    assert [d["depth"] for d in decisions] == USSUCB(COSTS).run(run.outputs).tolist()
     assert not [r for r in caplog.records if "not trusted" in r.getMessage()]
 
 
@@ -136,16 +117,16 @@ def test_a_checkpoint_ahead_by_more_than_a_batch_is_not_trusted(
 ):
     """One record more than a batch ahead: every record from the committed offset is decided again."""
     topics = make_topics()
-    group, outputs, _ = _first_run(bootstrap_servers, topics, kafka_client)
+    run = first_run(bootstrap_servers, topics, kafka_client, TOTAL, FIRST)
     committed = FIRST - BATCH - 1
     with caplog.at_level(logging.WARNING):
-        summary = _rerun_committed_at(bootstrap_servers, topics, group, kafka_client, committed)
+        summary = _rerun_committed_at(bootstrap_servers, topics, run.group, kafka_client, committed)
     assert summary.restored == [
         f"{topics.input}/0: no checkpoint, committed @{committed}, start @0, replay to @{committed}"
     ]
     assert (summary.replayed, summary.decisions) == (committed, TOTAL - committed)
     decisions = decisions_of(read_all(bootstrap_servers, topics.output, expected=FIRST + TOTAL - committed))
     # [committed, FIRST) decided twice (at least once), with the same depths: the learner counts each once.
-    depths = USSUCB(COSTS).run(outputs).tolist()
+    depths = USSUCB(COSTS).run(run.outputs).tolist()
     assert [d["depth"] for d in decisions] == depths[:FIRST] + depths[committed:]
     assert [r for r in caplog.records if "not trusted" in r.getMessage() and str(BATCH) in r.getMessage()]
