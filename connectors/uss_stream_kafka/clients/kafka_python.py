@@ -84,11 +84,19 @@ def _error(error: BaseException, what: str, transactional: bool = False) -> Clie
     )
 
 
+#: Every kafka-python client's settings unless given. kafka-python doubles the wait between two
+#: attempts to reach a broker up to 30 s: a client that lived through an outage of a minute then
+#: found the broker back only up to 30 s later (and a producer created meanwhile gave up
+#: bootstrapping). Java's client and librdkafka retry at least every 1 s and 10 s.
+CLIENT_DEFAULTS: dict[str, Any] = {"reconnect_backoff_max_ms": 1000}
+
+
 def _create(kind: str, settings: dict[str, Any]) -> Any:
-    """A kafka-python ``kind`` client; failing to reach the brokers is a retriable :class:`ClientError`."""
+    """A kafka-python ``kind`` client (:data:`CLIENT_DEFAULTS` under ``settings``); failing to reach
+    the brokers is a retriable :class:`ClientError`."""
     kafka = _kafka()
     try:
-        return getattr(kafka, kind)(**settings)
+        return getattr(kafka, kind)(**{**CLIENT_DEFAULTS, **settings})
     except kafka.errors.KafkaError as error:
         raise _error(error, f"creating a {kind}") from error
 

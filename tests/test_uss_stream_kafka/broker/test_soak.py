@@ -4,11 +4,12 @@ Three ``uss-stream kafka run`` workers (exactly-once, shared learning) in one gr
 partitions decide a stream produced in real time, while random workers are SIGKILLed or stopped
 with SIGTERM (a clean exit, 0) and restarted (every other SIGKILLed one only after the survivors
 took its partitions over: a rebalance each way) and the broker is stopped and restarted on its
-data. Every worker's resident memory is sampled each second and must stay under
-``SOAK_MAX_RSS_MIB``. Then the ``read_committed`` output
-must hold exactly one decision per event, in order per partition; the last checkpoint of each
-partition must hold exactly the counts of its committed decisions (recomputed here from the
-events' outputs and the decided depths: nothing learned twice or lost); with shared learning off
+data (the next fault waits until the workers commit again on every partition). Every worker's
+resident memory is sampled each second and must stay under ``SOAK_MAX_RSS_MIB``. Then the
+``read_committed`` output must hold exactly one decision per event, in order per partition; the
+last checkpoint of each partition must hold exactly the counts of its committed decisions
+(recomputed here from the events' outputs and the decided depths: nothing learned twice or lost);
+with shared learning off
 (``SOAK_SHARED=0``) the depths must equal an uninterrupted ``USSUCB.run`` of the partition. With
 shared learning on they depend on when the other partitions' checkpoints arrived, so no
 uninterrupted run reproduces them; the count check is what holds them to the events.
@@ -174,6 +175,7 @@ class Soak:
         self.restore_seconds: list[float] = []
         self.takeover_seconds: list[float] = []
         self.broker_down_seconds: list[float] = []
+        self.recovery_seconds: list[float] = []
         self.crashes: list[str] = []
         self.timeline: list[str] = []
         self._t0 = time.monotonic()
@@ -250,12 +252,31 @@ class Soak:
         self.restore_seconds.append(self.start(k))
         self.note(f"worker {k} restored after {self.restore_seconds[-1]:.1f}s")
 
-    def restart_broker(self) -> None:
+    def restart_broker(self, sizes: list[int]) -> None:
+        """Stop and restart the broker, then wait until the workers commit again on every partition
+        (or have committed all of its input): the next fault meets a group that rode this one out."""
+        from kafka import KafkaAdminClient, TopicPartition
+
         self.note("broker stop")
         stopped = self.broker.stop()
         started = self.broker.start()
         self.broker_down_seconds.append(stopped + started)
         self.note(f"broker up again after {stopped + started:.1f}s")
+        partitions = [TopicPartition(self.topics.input, p) for p in range(PARTITIONS)]
+        admin = KafkaAdminClient(bootstrap_servers=self.broker.bootstrap)
+        try:
+            before = committed_offsets(admin, self.group, partitions)  # what was committed before the stop
+
+            def recovered() -> bool:
+                now = committed_offsets(admin, self.group, partitions)
+                return all(now[tp] > before[tp] or now[tp] >= sizes[tp.partition] for tp in partitions)
+
+            self.recovery_seconds.append(
+                self.wait(recovered, "commits on every partition after the restart", every=0.5)
+            )
+        finally:
+            admin.close()
+        self.note(f"every partition committed again {self.recovery_seconds[-1]:.1f}s later")
 
     def stop(self) -> list[str]:
         for worker in self.workers.values():
@@ -356,7 +377,7 @@ def test_soak(soak_broker, record_property, tmp_path):
                 every=0.5,
             )
             if fault == "broker":
-                soak.restart_broker()
+                soak.restart_broker(sizes)
             elif fault == "term":
                 soak.term(rng.choice(sorted(soak.workers)))
             else:
@@ -402,7 +423,8 @@ def test_soak(soak_broker, record_property, tmp_path):
         f"soak: {EVENTS} events at {RATE:.0f}/s, {WORKERS} exactly-once workers, {PARTITIONS} partitions, "
         f"shared learning {'on' if SHARED else 'off'}; {KILLS} SIGKILLs, {TERMS} SIGTERMs, "
         f"{BROKER_RESTARTS} broker restarts "
-        f"(down {fmt(soak.broker_down_seconds)}); all input committed after {total_seconds:.0f}s; "
+        f"(down {fmt(soak.broker_down_seconds)}, every partition committing again "
+        f"{fmt(soak.recovery_seconds)} later); all input committed after {total_seconds:.0f}s; "
         f"restore after a restart {fmt(soak.restore_seconds)} (first start {first_restore:.1f}s), "
         f"take-over after a kill {fmt(soak.takeover_seconds)}; peak lag {sampler.peak} records "
         f"({sampler.samples} samples); read_committed: {len(records)} decisions, {len(missing)} events "

@@ -70,3 +70,20 @@ def test_the_service_s_consumer_gets_them_and_the_user_s_options_win(monkeypatch
     startup.new_consumer(library, ClientConfig("b:9092"), ["events"], {}, user)
     assert _Recorded.settings["fetch.queue.backoff.ms"] == 250
     assert _Recorded.settings["fetch_max_wait_ms"] == 10
+
+
+@pytest.mark.parametrize("kind", ["producer", "consumer", "admin"])
+def test_every_kafka_python_client_probes_a_lost_broker_at_least_every_second(monkeypatch, kind):
+    """kafka-python's own ceiling is 30 s between attempts; the service's is Java's 1 s, and a
+    user's value wins."""
+    import kafka
+
+    from uss_stream_kafka import clients
+
+    made: list[dict[str, Any]] = []
+    for name in ("KafkaProducer", "KafkaConsumer", "KafkaAdminClient"):
+        monkeypatch.setattr(kafka, name, lambda **settings: made.append(settings))
+    factory = getattr(clients, kind)
+    factory("kafka-python", bootstrap_servers="b:9092")
+    factory("kafka-python", bootstrap_servers="b:9092", reconnect_backoff_max_ms=5000)
+    assert [settings["reconnect_backoff_max_ms"] for settings in made] == [1000, 5000]
