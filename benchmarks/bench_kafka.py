@@ -495,7 +495,8 @@ def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> Non
     print()
 
 
-def main() -> None:
+def _parse_args() -> argparse.Namespace:
+    """The command line; ``--learning-only`` implies ``--easy-only --learning-off --e2e-rounds 0``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=2)
@@ -532,6 +533,11 @@ def main() -> None:
     if args.learning_only:
         args.easy_only = args.learning_off = True
         args.e2e_rounds = 0
+    return args
+
+
+def main() -> None:
+    args = _parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
@@ -539,7 +545,30 @@ def main() -> None:
         _end_to_end(bootstrap, args.events, args.e2e_rounds, args.variant)
     if args.no_loop:
         return
+    _loop(args, bootstrap)
 
+
+def _write_inputs(
+    admin: Any, bootstrap: str, cases: tuple[Case, ...], n: int, seed: int, run_id: str, made: list[str]
+) -> tuple[dict[Case, str], dict[Case, np.ndarray]]:
+    """One input topic per case holding ``n`` events, and the depths its policy decides on them."""
+    sources, expected = {}, {}
+    for c, case in enumerate(cases):
+        outputs = _outputs(n, seed, len(case.stage_costs))
+        expected[case] = serving_policy(case.policy, case.stage_costs, "bench")[0].run(outputs)
+        sources[case] = f"bench-in-{run_id}-{c}"
+        admin.create_topics(
+            {sources[case]: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True
+        )
+        made.append(sources[case])
+        started = time.perf_counter()
+        _produce_input(bootstrap, sources[case], outputs)
+        print(f"{case.name}: {n} events written in {time.perf_counter() - started:.1f}s", flush=True)
+    return sources, expected
+
+
+def _loop(args: argparse.Namespace, bootstrap: str) -> None:
+    """The loop benchmark: services started in-process on prefetched inputs, then the passthroughs."""
     from kafka import KafkaAdminClient
     from kafka.record import util as record_util
 
@@ -550,20 +579,33 @@ def main() -> None:
     run_id = uuid.uuid4().hex[:8]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     made: list[str] = []
-    sources, expected = {}, {}
-    for c, case in enumerate(cases):
-        outputs = _outputs(n, args.seed, len(case.stage_costs))
-        expected[case] = serving_policy(case.policy, case.stage_costs, "bench")[0].run(outputs)
-        sources[case] = f"bench-in-{run_id}-{c}"
-        admin.create_topics(
-            {sources[case]: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True
-        )
-        made.append(sources[case])
-        started = time.perf_counter()
-        _produce_input(bootstrap, sources[case], outputs)
-        print(f"{case.name}: {n} events written in {time.perf_counter() - started:.1f}s", flush=True)
+    sources, expected = _write_inputs(admin, bootstrap, cases, n, args.seed, run_id, made)
     print(f"kafka-python with {crc}", flush=True)
+    rates, cpu, pass_rates, pass_cpu = _loop_rounds(
+        args, bootstrap, admin, run_id, cases, sources, expected, made
+    )
+    admin.delete_topics(made)
+    admin.close()
 
+    print()
+    if args.learning_only:
+        _print_learning_ratios(rates, cpu)
+        return
+    _print_loop_summary(cases, rates, cpu, pass_rates, pass_cpu)
+
+
+def _loop_rounds(
+    args: argparse.Namespace,
+    bootstrap: str,
+    admin: Any,
+    run_id: str,
+    cases: tuple[Case, ...],
+    sources: dict[Case, str],
+    expected: dict[Case, np.ndarray],
+    made: list[str],
+) -> tuple[dict, dict, dict[str, list[float]], dict[str, list[float]]]:
+    """Every round's services and passthroughs: events/s and CPU microseconds per event of each."""
+    n = args.events
     easy = sources[cases[0]]
     loops = {"kafka-python": _passthrough, "confluent": _passthrough_confluent}
     pass_rates: dict[str, list[float]] = {name: [] for name in loops}
@@ -617,13 +659,17 @@ def main() -> None:
             )
             gc.collect()  # the records read back must not slow the next run's garbage collections
         print(" | ".join(line) + " ev/s (CPU per event)", flush=True)
-    admin.delete_topics(made)
-    admin.close()
+    return rates, cpu, pass_rates, pass_cpu
 
-    print()
-    if args.learning_only:
-        _print_learning_ratios(rates, cpu)
-        return
+
+def _print_loop_summary(
+    cases: tuple[Case, ...],
+    rates: dict,
+    cpu: dict,
+    pass_rates: dict[str, list[float]],
+    pass_cpu: dict[str, list[float]],
+) -> None:
+    """The rounds' medians: passthroughs, then per case its services and their ratios to the targets."""
     for name, values in pass_rates.items():
         print(
             f"bare passthrough {name:12s} (median): {statistics.median(values):9.0f} events/s,"

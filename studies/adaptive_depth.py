@@ -592,8 +592,8 @@ def targets(results: dict[str, dict]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def markdown(results: dict[str, dict]) -> str:
-    checks = targets(results)
+def _intro(results: dict[str, dict]) -> list[str]:
+    """Title, protocol, the check of the protocol against the real cascade, and the streams."""
     lines = [
         "# Adaptive depth: stop or continue after each stage, without labels",
         "",
@@ -620,7 +620,12 @@ def markdown(results: dict[str, dict]) -> str:
         lines.append(
             f"- **{name}** ({len(log.codes)} events): {log.spec.description}. C_j / C_K = ({profile})."
         )
-    lines += ["", *_cascade_section(results), f"## Every policy at C_K = {SCALE}", ""]
+    return lines
+
+
+def _policy_tables(results: dict[str, dict]) -> list[str]:
+    """Per stream, every policy's cost, error, depth mix and regret at ``C_K = SCALE``."""
+    lines = [f"## Every policy at C_K = {SCALE}", ""]
     header = [
         "policy",
         "mean cost",
@@ -655,13 +660,12 @@ def markdown(results: dict[str, dict]) -> str:
         "",
         "![cost against error](figures/adaptive_cost_error.png)",
         "",
-        "## Cost multiplier sweep",
-        "",
-        "C_K = 0.1 × m. Cost is relative to the full cascade's at the same m; the threshold ratio is "
-        "Sequential KL-UCB's cost over the cheapest hindsight threshold cascade whose error is not "
-        "higher (1.0: as cheap at equal error).",
-        "",
     ]
+    return lines
+
+
+def _sweep_section(results: dict[str, dict]) -> list[str]:
+    """The cost multiplier sweep: cost ratio, error and threshold ratio per stream and multiplier."""
     header = ["stream"] + [f"×{m:g}" for m in MULTIPLIERS]
     rows = []
     for name, result in results.items():
@@ -672,7 +676,13 @@ def markdown(results: dict[str, dict]) -> str:
             for r in table.itertuples()
         ]
         rows.append([name, *cells])
-    lines += [
+    return [
+        "## Cost multiplier sweep",
+        "",
+        "C_K = 0.1 × m. Cost is relative to the full cascade's at the same m; the threshold ratio is "
+        "Sequential KL-UCB's cost over the cheapest hindsight threshold cascade whose error is not "
+        "higher (1.0: as cheap at equal error).",
+        "",
         "Each cell: cost ratio / error minus the full cascade's (points) / threshold ratio (n/a: no "
         "threshold cascade on the grid is as accurate as the policy).",
         "",
@@ -680,16 +690,11 @@ def markdown(results: dict[str, dict]) -> str:
         "",
         "![sweep](figures/adaptive_sweep.png)",
         "",
-        "## Regret where the stream is stationary",
-        "",
-        f"Rows drawn uniformly from the second half of each log (the stages have learned; "
-        f"{REGRET_HORIZON} rounds, {REGRET_REPS} repetitions, mean regret). The best stopping rule "
-        "and its contexts (confidence quartiles of the half-log) are computed on the rows drawn from. "
-        "Growth is log2(R(T) / R(T/2)): 1 for linear regret, 0 for bounded. Per-context WD is checked "
-        "from labels (`uss_stream.replay.sequential.context_wd`: the context's rows as a USS instance "
-        "on stages s..K).",
-        "",
     ]
+
+
+def _regret_section(results: dict[str, dict], checks: dict[str, dict[str, Any]]) -> list[str]:
+    """Regret on rows drawn from each log's second half, against the best rule and fixed depth."""
     header = [
         "stream",
         "contexts with WD",
@@ -711,7 +716,30 @@ def markdown(results: dict[str, dict]) -> str:
                 _fmt(float(replay["curves"]["USS-KL-UCB"][-1]), 1),
             ]
         )
-    lines += [_table(header, rows), "", "![regret](figures/adaptive_regret.png)", ""]
+    return [
+        "## Regret where the stream is stationary",
+        "",
+        f"Rows drawn uniformly from the second half of each log (the stages have learned; "
+        f"{REGRET_HORIZON} rounds, {REGRET_REPS} repetitions, mean regret). The best stopping rule "
+        "and its contexts (confidence quartiles of the half-log) are computed on the rows drawn from. "
+        "Growth is log2(R(T) / R(T/2)): 1 for linear regret, 0 for bounded. Per-context WD is checked "
+        "from labels (`uss_stream.replay.sequential.context_wd`: the context's rows as a USS instance "
+        "on stages s..K).",
+        "",
+        _table(header, rows),
+        "",
+        "![regret](figures/adaptive_regret.png)",
+        "",
+    ]
+
+
+def markdown(results: dict[str, dict]) -> str:
+    checks = targets(results)
+    lines = _intro(results)
+    lines += ["", *_cascade_section(results)]
+    lines += _policy_tables(results)
+    lines += _sweep_section(results)
+    lines += _regret_section(results, checks)
     lines += _target_section(checks)
     lines += reach_section({name: result["reach"] for name, result in results.items()})
     lines += _causes(results, checks)

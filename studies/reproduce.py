@@ -879,11 +879,50 @@ def _case_list(main: dict[str, _Run], names: Sequence[str], policies: Sequence[s
     )
 
 
-def _beyond_section(
-    main: dict[str, _Run], drift: dict[str, _DriftRun], river: _RiverRun, images: dict[str, str]
-) -> list[str]:
-    """Section 9 of results.md: the new policies against the paper's, stationary and drifting."""
-    wd = [n for n in PAPER_CASES if main[n].instance.satisfies_wd]
+def _forgetting_cost(main: dict[str, _Run], wd: Sequence[str]) -> list[float]:
+    """Per WD instance above the floor: the drift-aware policy's regret over USS-KL-UCB's."""
+    return [
+        main[n].curves[DRIFT_AWARE].final / main[n].curves[USS_KL].final
+        for n in wd
+        if main[n].curves[USS_KL].final > TARGET_FLOOR
+    ]
+
+
+def _beyond_policies_text() -> str:
+    """The three policies of section 9 that the paper does not have, and USS-KL-UCB's guarantee."""
+    return (
+        "Three policies the paper does not have, on the same replays (same rows, seeds, T and "
+        "repetitions as above):\n\n"
+        f"- **{USS_TS}** (`USSTS(costs, seed={TS_SEED})`): Thompson sampling as in Verma, Hanawal & "
+        "Hemachandra (ACML 2020): p̃_ij ~ Beta(1 + D_ij, 1 + n_j − D_ij), depth = the first i with "
+        "C_j − C_i > p̃_ij for all j > i. Its random numbers are counter-based (SplitMix64 of the seed, "
+        "the round and the pair; `uss_stream.rules.counter_rng`) and the draw is the inverse "
+        "regularised incomplete beta of that uniform, so a decision is a function of (seed, t, counts): "
+        "the replay is exact against the streaming loop (tested), and repetition r replays the stream "
+        f"of `USSTS(costs, seed={TS_SEED}).for_repetition(r)`.\n"
+        f"- **{USS_KL}** (`USSKLUCB(costs)`, ours): the paper's B^l ∩ B^h test with KL upper "
+        "confidence bounds U_ij = max{q : n_j·kl(p̂_ij, q) ≤ log₊(t / (K·n_j))}. KL bounds are never "
+        "wider than Hoeffding's and much narrower for disagreement rates far from 1/2; the anytime "
+        "level log₊(t/(K·n)) (KL-UCB++/MOSS) stops exploring a pair seen in a 1/K share of the rounds. "
+        "**Guarantee** under WD: O(log T) regret. A deeper j > i* is selected only if C_j − C_i* ≤ "
+        "U_i*j; since the level is ≤ log T and Pinsker gives U ≤ p̂ + sqrt(level / 2n), the paper's "
+        "Proposition 2 bound for j > i* holds with α = 1/2 (and asymptotically the sharper "
+        "log T / kl(p_i*j, C_j − C_i*)). A shallower j < i* is selected only if U_ji* < C_i* − C_j = "
+        "p_ji* − ξ_j; Chernoff's bound and kl(a, p) ≥ kl(a, g) + kl(g, p) for a ≤ g ≤ p bound its "
+        "probability in round t by Σ_s (K·s/t)·e^{−2ξ_j²·s} ≤ K / (4ξ_j⁴·t), so E[N_j(T)] ≤ "
+        "K(1 + log T) / (4ξ_j⁴): logarithmic, where USS-UCB's is finite — the price of exploring less. "
+        "Decisions compare n·kl(p̂, C_j − C_i) with the level directly (no root finding), with a "
+        "portable logarithm so that the vectorised replay agrees with the streaming loop to the bit.\n"
+        f"- **{DRIFT_AWARE}** (`USSKLUCB(costs, discount={DRIFT_DISCOUNT})`), the drift-aware "
+        "variant: every count is multiplied by γ at each round before the round's indicators are "
+        "added (memory ≈ 1/(1 − γ) = "
+        f"{1 / (1 - DRIFT_DISCOUNT):.0f} rounds), and t is replaced by the discounted number of "
+        "rounds τ_t = (1 − γ^t)/(1 − γ) (`uss_stream.core.forgetting`; every policy takes `discount=`)."
+    )
+
+
+def _beyond_targets(main: dict[str, _Run], wd: Sequence[str], forgetting_cost: list[float]) -> str:
+    """Section 9's targets: USS-TS and USS-KL-UCB against USS-UCB, and the cost of forgetting."""
     not_wd = [n for n in PAPER_CASES if n not in wd]
     ts_met, ts_missed = _halves(main, USS_TS)
     kl_met, kl_missed = _halves(main, USS_KL)
@@ -891,35 +930,79 @@ def _beyond_section(
     kl_vs_ucb, _ = _versus(main, wd, USS_KL, USS_UCB)
     kl_not_wd, _ = _versus(main, not_wd, USS_KL, USS_UCB)
     judged = len(ts_met) + len(ts_missed)
-    forgetting_cost = [
-        main[n].curves[DRIFT_AWARE].final / main[n].curves[USS_KL].final
-        for n in wd
-        if main[n].curves[USS_KL].final > TARGET_FLOOR
-    ]
-    drift_rows, drift_lines = [], []
-    for direction, run in drift.items():
-        for name, ((first, first_half), (second, second_half)) in run.segments.items():
-            drift_rows.append(
-                [direction, name, f"{first:.1f} ± {first_half:.1f}", f"{second:.1f} ± {second_half:.1f}"]
-            )
-        stationary = run.segments[USS_UCB][1][0]
-        aware = run.segments[DRIFT_AWARE][1][0]
-        ratio = aware / stationary if stationary > 0 else math.nan
-        best = min(run.segments, key=lambda name: run.segments[name][1][0])
-        drift_lines.append(
-            f"- **{direction}** (i* = {run.instances[0].optimal_depth} then "
-            f"{run.instances[1].optimal_depth}; ξ = {run.instances[0].xi:.3f} then "
-            f"{run.instances[1].xi:.3f}): second-half regret of "
-            f"{DRIFT_AWARE} {aware:.1f} against stationary USS-UCB's {stationary:.1f}, a ratio of "
-            f"{ratio:.2f} ("
-            + (
-                f"the target is ≤ 1/3: {'met' if ratio <= 1 / 3 else 'missed'}"
-                if direction == DRIFT_DIRECTIONS[0]
-                else "no target: this direction is a second check"
-            )
-            + f"); lowest second half: {best} ({run.segments[best][1][0]:.1f})."
+    return "\n".join(
+        [
+            f"Targets (WD instances on our data: {len(wd)}; those where USS-UCB's regret exceeds "
+            f"{TARGET_FLOOR:g}: {judged}):",
+            f"- {USS_TS} ≤ 0.5 × USS-UCB: **{len(ts_met)}/{judged}**"
+            + (f"; missed on {_case_list(main, ts_missed, (USS_TS, USS_UCB))}" if ts_missed else "")
+            + ".",
+            f"- {USS_KL} ≤ 0.5 × USS-UCB: **{len(kl_met)}/{judged}**"
+            + (f"; missed on {_case_list(main, kl_missed, (USS_KL, USS_UCB))}" if kl_missed else "")
+            + ".",
+            f"- {USS_KL} ≤ {USS_TS} on most WD instances: **{len(kl_vs_ts)}/{len(wd)}**; "
+            f"{USS_KL} is higher by more than the combined 95% half-widths on "
+            f"{_case_list(main, kl_worse_ts, (USS_KL, USS_TS))}. Against USS-UCB, {USS_KL} is lower or "
+            f"equal on {len(kl_vs_ucb)}/{len(wd)} WD instances; where i* = K USS-UCB never leaves "
+            f"depth K (regret 0) while {USS_KL} pays a few early rounds at a shallower depth.",
+            f"- WD fails ({', '.join(not_wd)}): every policy's regret grows linearly, as the theory "
+            f"says; {USS_KL} is lower than USS-UCB on {len(kl_not_wd)}/{len(not_wd)} of them.",
+            "- Forgetting costs regret when nothing drifts: on the WD instances above the floor, "
+            f"{DRIFT_AWARE} has {min(forgetting_cost):.1f}–{max(forgetting_cost):.1f}× the regret of "
+            f"{USS_KL} (median {float(np.median(forgetting_cost)):.1f}×)."
+            if forgetting_cost
+            else "- (No WD instance above the floor to measure the cost of forgetting.)",
+        ]
+    )
+
+
+def _drift_line(direction: str, run: _DriftRun) -> str:
+    """One drift stream's verdict: the drift-aware policy's second half against stationary USS-UCB's."""
+    stationary = run.segments[USS_UCB][1][0]
+    aware = run.segments[DRIFT_AWARE][1][0]
+    ratio = aware / stationary if stationary > 0 else math.nan
+    best = min(run.segments, key=lambda name: run.segments[name][1][0])
+    return (
+        f"- **{direction}** (i* = {run.instances[0].optimal_depth} then "
+        f"{run.instances[1].optimal_depth}; ξ = {run.instances[0].xi:.3f} then "
+        f"{run.instances[1].xi:.3f}): second-half regret of "
+        f"{DRIFT_AWARE} {aware:.1f} against stationary USS-UCB's {stationary:.1f}, a ratio of "
+        f"{ratio:.2f} ("
+        + (
+            f"the target is ≤ 1/3: {'met' if ratio <= 1 / 3 else 'missed'}"
+            if direction == DRIFT_DIRECTIONS[0]
+            else "no target: this direction is a second check"
         )
-    totals = {name: river.error[name] + river.cost[name] for name in river.error}
+        + f"); lowest second half: {best} ({run.segments[best][1][0]:.1f})."
+    )
+
+
+def _drift_section(drift: dict[str, _DriftRun], images: dict[str, str]) -> list[str]:
+    """Section 9's piecewise-stationary stream: its protocol, figure, table and verdicts."""
+    drift_rows = [
+        [direction, name, f"{first:.1f} ± {first_half:.1f}", f"{second:.1f} ± {second_half:.1f}"]
+        for direction, run in drift.items()
+        for name, ((first, first_half), (second, second_half)) in run.segments.items()
+    ]
+    return [
+        "### Piecewise-stationary stream",
+        (
+            "`uss_stream.replay.engine.replay_piecewise`: each repetition plays T/2 rounds sampled "
+            "from one log, "
+            "then T/2 from another, with one policy state throughout; the regret of a round is measured "
+            "against the optimal depth of its own segment. The logs are the BSC log with case 2 costs "
+            "(C = 0, 0.15, 0.35; i* = 2) and the same events after stage 1 has improved (it outputs "
+            f"stage 2's prediction flipped with probability {DRIFT_FLIP}; i* = 1), in both orders. "
+            "Besides the five policies above, the table has USS-UCB and USS-TS with the same discount."
+        ),
+        f"![Drift]({images['fig6_drift.png']})",
+        _table(["stream", "policy", "regret, first half", "regret, second half"], drift_rows),
+        "\n".join(_drift_line(direction, run) for direction, run in drift.items()),
+    ]
+
+
+def _river_section(river: _RiverRun, totals: dict[str, float]) -> list[str]:
+    """Section 9's River cascade whose stages learn online: each policy's error, cost and depths."""
     best_fixed = min((n for n in totals if n.startswith("fixed")), key=totals.get)
     river_rows = [
         [
@@ -934,86 +1017,6 @@ def _beyond_section(
     adaptive = [n for n in totals if not n.startswith("fixed")]
     river_best = min(adaptive, key=totals.get)
     return [
-        "## 9. Beyond the paper: USS-TS, USS-KL-UCB and drift-aware statistics",
-        (
-            "Three policies the paper does not have, on the same replays (same rows, seeds, T and "
-            "repetitions as above):\n\n"
-            f"- **{USS_TS}** (`USSTS(costs, seed={TS_SEED})`): Thompson sampling as in Verma, Hanawal & "
-            "Hemachandra (ACML 2020): p̃_ij ~ Beta(1 + D_ij, 1 + n_j − D_ij), depth = the first i with "
-            "C_j − C_i > p̃_ij for all j > i. Its random numbers are counter-based (SplitMix64 of the seed, "
-            "the round and the pair; `uss_stream.rules.counter_rng`) and the draw is the inverse "
-            "regularised incomplete beta of that uniform, so a decision is a function of (seed, t, counts): "
-            "the replay is exact against the streaming loop (tested), and repetition r replays the stream "
-            f"of `USSTS(costs, seed={TS_SEED}).for_repetition(r)`.\n"
-            f"- **{USS_KL}** (`USSKLUCB(costs)`, ours): the paper's B^l ∩ B^h test with KL upper "
-            "confidence bounds U_ij = max{q : n_j·kl(p̂_ij, q) ≤ log₊(t / (K·n_j))}. KL bounds are never "
-            "wider than Hoeffding's and much narrower for disagreement rates far from 1/2; the anytime "
-            "level log₊(t/(K·n)) (KL-UCB++/MOSS) stops exploring a pair seen in a 1/K share of the rounds. "
-            "**Guarantee** under WD: O(log T) regret. A deeper j > i* is selected only if C_j − C_i* ≤ "
-            "U_i*j; since the level is ≤ log T and Pinsker gives U ≤ p̂ + sqrt(level / 2n), the paper's "
-            "Proposition 2 bound for j > i* holds with α = 1/2 (and asymptotically the sharper "
-            "log T / kl(p_i*j, C_j − C_i*)). A shallower j < i* is selected only if U_ji* < C_i* − C_j = "
-            "p_ji* − ξ_j; Chernoff's bound and kl(a, p) ≥ kl(a, g) + kl(g, p) for a ≤ g ≤ p bound its "
-            "probability in round t by Σ_s (K·s/t)·e^{−2ξ_j²·s} ≤ K / (4ξ_j⁴·t), so E[N_j(T)] ≤ "
-            "K(1 + log T) / (4ξ_j⁴): logarithmic, where USS-UCB's is finite — the price of exploring less. "
-            "Decisions compare n·kl(p̂, C_j − C_i) with the level directly (no root finding), with a "
-            "portable logarithm so that the vectorised replay agrees with the streaming loop to the bit.\n"
-            f"- **{DRIFT_AWARE}** (`USSKLUCB(costs, discount={DRIFT_DISCOUNT})`), the drift-aware "
-            "variant: every count is multiplied by γ at each round before the round's indicators are "
-            "added (memory ≈ 1/(1 − γ) = "
-            f"{1 / (1 - DRIFT_DISCOUNT):.0f} rounds), and t is replaced by the discounted number of "
-            "rounds τ_t = (1 − γ^t)/(1 − γ) (`uss_stream.core.forgetting`; every policy takes `discount=`)."
-        ),
-        f"![Beyond the paper]({images['fig5_beyond_regret.png']})",
-        _table(
-            [
-                "instance",
-                "WD",
-                "i*",
-                "ξ",
-                *(f"{p} R_T" for p in BEYOND),
-                f"{USS_TS} / USS-UCB",
-                f"{USS_KL} / USS-UCB",
-            ],
-            _beyond_rows(main),
-        ),
-        "\n".join(
-            [
-                f"Targets (WD instances on our data: {len(wd)}; those where USS-UCB's regret exceeds "
-                f"{TARGET_FLOOR:g}: {judged}):",
-                f"- {USS_TS} ≤ 0.5 × USS-UCB: **{len(ts_met)}/{judged}**"
-                + (f"; missed on {_case_list(main, ts_missed, (USS_TS, USS_UCB))}" if ts_missed else "")
-                + ".",
-                f"- {USS_KL} ≤ 0.5 × USS-UCB: **{len(kl_met)}/{judged}**"
-                + (f"; missed on {_case_list(main, kl_missed, (USS_KL, USS_UCB))}" if kl_missed else "")
-                + ".",
-                f"- {USS_KL} ≤ {USS_TS} on most WD instances: **{len(kl_vs_ts)}/{len(wd)}**; "
-                f"{USS_KL} is higher by more than the combined 95% half-widths on "
-                f"{_case_list(main, kl_worse_ts, (USS_KL, USS_TS))}. Against USS-UCB, {USS_KL} is lower or "
-                f"equal on {len(kl_vs_ucb)}/{len(wd)} WD instances; where i* = K USS-UCB never leaves "
-                f"depth K (regret 0) while {USS_KL} pays a few early rounds at a shallower depth.",
-                f"- WD fails ({', '.join(not_wd)}): every policy's regret grows linearly, as the theory "
-                f"says; {USS_KL} is lower than USS-UCB on {len(kl_not_wd)}/{len(not_wd)} of them.",
-                "- Forgetting costs regret when nothing drifts: on the WD instances above the floor, "
-                f"{DRIFT_AWARE} has {min(forgetting_cost):.1f}–{max(forgetting_cost):.1f}× the regret of "
-                f"{USS_KL} (median {float(np.median(forgetting_cost)):.1f}×)."
-                if forgetting_cost
-                else "- (No WD instance above the floor to measure the cost of forgetting.)",
-            ]
-        ),
-        "### Piecewise-stationary stream",
-        (
-            "`uss_stream.replay.engine.replay_piecewise`: each repetition plays T/2 rounds sampled "
-            "from one log, "
-            "then T/2 from another, with one policy state throughout; the regret of a round is measured "
-            "against the optimal depth of its own segment. The logs are the BSC log with case 2 costs "
-            "(C = 0, 0.15, 0.35; i* = 2) and the same events after stage 1 has improved (it outputs "
-            f"stage 2's prediction flipped with probability {DRIFT_FLIP}; i* = 1), in both orders. "
-            "Besides the five policies above, the table has USS-UCB and USS-TS with the same discount."
-        ),
-        f"![Drift]({images['fig6_drift.png']})",
-        _table(["stream", "policy", "regret, first half", "regret, second half"], drift_rows),
-        "\n".join(drift_lines),
         "### A River cascade whose stages learn online",
         (
             f"`CascadeClassifier` on {river.events} events of River's SEA stream with a concept change "
@@ -1030,82 +1033,70 @@ def _beyond_section(
             f"Lowest objective of the adaptive policies: {river_best} ({totals[river_best]:.4f}); best fixed "
             f"depth in hindsight: {best_fixed} ({totals[best_fixed]:.4f})."
         ),
-        "### Defaults",
-        (
-            f"`CascadeClassifier(policy=None)` uses **{USS_KL}** (α = 1, no discount) instead of the "
-            f"paper's USS-UCB (α = 0.51): it halves USS-UCB's regret on {len(kl_met)} of the {judged} WD "
-            f"instances where USS-UCB's exceeds {TARGET_FLOOR:g} (ratio "
-            f"{_ratio_range(main, kl_met + kl_missed, USS_KL)}), keeps an O(log T) guarantee under WD, and "
-            f"in the River cascade above its objective is {totals[USS_KL]:.4f} against USS-UCB's "
-            f"{totals[USS_UCB]:.4f}. What it gives up: where i* = K it pays a few early rounds at "
-            f"shallower depths (regret ≤ {_worst_at_deepest(main, USS_KL):.1f} at T = "
-            f"{len(main[wd[0]].curves[USS_KL].mean)}, USS-UCB's is 0), and its bound for shallower "
-            "stages is logarithmic rather than finite. USS-UCB stays available as "
-            "`policy=USSUCB(stage_costs)`. The default does not forget: stages that keep learning online "
-            "change the disagreement rates slowly, and forgetting costs "
-            f"{float(np.median(forgetting_cost)) if forgetting_cost else math.nan:.1f}× the regret "
-            f"(median) when nothing drifts; `discount={DRIFT_DISCOUNT}` is the recommendation when the "
-            "stages' relative quality can change (a stage retrained or swapped, a sensor degrading); the "
-            "drift streams above show what it buys."
-        ),
     ]
 
 
-def _markdown(
-    main: dict[str, _Run],
-    swapped: dict[str, _Run],
-    sweep: list[tuple[float, _Run]],
-    beyond: tuple[dict[str, _DriftRun], _RiverRun],
-    figures: dict[str, Figure],
-    settings: dict,
-    elapsed: float,
+def _defaults_text(
+    main: dict[str, _Run], wd: Sequence[str], totals: dict[str, float], forgetting_cost: list[float]
 ) -> str:
-    error_table, worst = _error_rate_section(main)
-    tables, optimal_mismatch, wd_mismatch = _tables_section(main)
-    fig2, fig3, fig4a = _fig2_text(main), _comparison_text(main), _supervised_text(main)
-    fig4b, fig4c = _xi_text(sweep), _swapped_text(swapped)
-    n_cases = len(PAPER_CASES)
-    comparison_names = [f"{d}-{c}" for c in COMPARISON_CASES for d in DATASETS]
-    sup_names = [f"{d}-{c}" for c in SUPERVISED_CASES for d in REAL_STAGE_FEATURES]
-    xi_rows = [
-        [
-            f"{xi:+.3f}",
-            f"{run.instance.cumulative_costs[2]:.4f}",
-            _fmt(run.instance.gaps[2]),
-            _yes(run.instance.satisfies_wd),
-            run.curves[USS_UCB].text(),
-            f"{run.optimal_share[USS_UCB]:.1%}",
-        ]
-        for xi, run in sweep
+    """Section 9's choice of the cascade's default policy, and what it gives up."""
+    ts_met, ts_missed = _halves(main, USS_TS)
+    kl_met, kl_missed = _halves(main, USS_KL)
+    judged = len(ts_met) + len(ts_missed)
+    return (
+        f"`CascadeClassifier(policy=None)` uses **{USS_KL}** (α = 1, no discount) instead of the "
+        f"paper's USS-UCB (α = 0.51): it halves USS-UCB's regret on {len(kl_met)} of the {judged} WD "
+        f"instances where USS-UCB's exceeds {TARGET_FLOOR:g} (ratio "
+        f"{_ratio_range(main, kl_met + kl_missed, USS_KL)}), keeps an O(log T) guarantee under WD, and "
+        f"in the River cascade above its objective is {totals[USS_KL]:.4f} against USS-UCB's "
+        f"{totals[USS_UCB]:.4f}. What it gives up: where i* = K it pays a few early rounds at "
+        f"shallower depths (regret ≤ {_worst_at_deepest(main, USS_KL):.1f} at T = "
+        f"{len(main[wd[0]].curves[USS_KL].mean)}, USS-UCB's is 0), and its bound for shallower "
+        "stages is logarithmic rather than finite. USS-UCB stays available as "
+        "`policy=USSUCB(stage_costs)`. The default does not forget: stages that keep learning online "
+        "change the disagreement rates slowly, and forgetting costs "
+        f"{float(np.median(forgetting_cost)) if forgetting_cost else math.nan:.1f}× the regret "
+        f"(median) when nothing drifts; `discount={DRIFT_DISCOUNT}` is the recommendation when the "
+        "stages' relative quality can change (a stage retrained or swapped, a sensor degrading); the "
+        "drift streams above show what it buys."
+    )
+
+
+def _beyond_section(
+    main: dict[str, _Run], drift: dict[str, _DriftRun], river: _RiverRun, images: dict[str, str]
+) -> list[str]:
+    """Section 9 of results.md: the new policies against the paper's, stationary and drifting."""
+    wd = [n for n in PAPER_CASES if main[n].instance.satisfies_wd]
+    forgetting_cost = _forgetting_cost(main, wd)
+    totals = {name: river.error[name] + river.cost[name] for name in river.error}
+    return [
+        "## 9. Beyond the paper: USS-TS, USS-KL-UCB and drift-aware statistics",
+        _beyond_policies_text(),
+        f"![Beyond the paper]({images['fig5_beyond_regret.png']})",
+        _table(
+            [
+                "instance",
+                "WD",
+                "i*",
+                "ξ",
+                *(f"{p} R_T" for p in BEYOND),
+                f"{USS_TS} / USS-UCB",
+                f"{USS_KL} / USS-UCB",
+            ],
+            _beyond_rows(main),
+        ),
+        _beyond_targets(main, wd, forgetting_cost),
+        *_drift_section(drift, images),
+        *_river_section(river, totals),
+        "### Defaults",
+        _defaults_text(main, wd, totals, forgetting_cost),
     ]
-    policy_rows = [
-        [n, *(main[n].curves[p].text() for p in (ALG2, USS_UCB_15, USS_UCB_1, USS_UCB))]
-        for n in comparison_names
-    ]
-    sup_rows = [[n, main[n].curves[USS_UCB].text(), main[n].curves[SUPERVISED].text()] for n in sup_names]
-    mismatch_lines = []
-    for name in wd_mismatch:
-        case = PAPER_CASES[name]
-        instance = main[name].instance
-        star = instance.optimal_depth - 1
-        costs = instance.cumulative_costs
-        detail = ", ".join(
-            f"C_{j + 1} − C_{star + 1} = {costs[j] - costs[star]:.4f} "
-            f"vs p_{star + 1}{j + 1} = {instance.disagreement[star, j]:.4f}"
-            for j in range(star + 1, instance.n_stages)
-        )
-        mismatch_lines.append(
-            f"- **{name}**: the paper says WD {'holds' if case.paper_wd else 'fails'}; on our data it "
-            f"{'holds' if instance.satisfies_wd else 'fails'} ({detail})."
-        )
-    for name in optimal_mismatch:
-        mismatch_lines.append(
-            f"- **{name}**: our optimal classifier is {main[name].instance.optimal_depth}, "
-            f"the paper's {PAPER_CASES[name].paper_optimal_depth}."
-        )
-    images = {name: f"figures/{name}" for name in figures}
+
+
+def _front_matter(settings: dict, elapsed: float) -> list[str]:
+    """Title, how results.md was generated, the seed paper and the protocol."""
     horizon, reps, seed = settings["horizon"], settings["reps"], settings["seed"]
-    sections = [
+    return [
         "# Reproduction of the paper's experiments",
         (
             "> Generated by `python -m studies.reproduce --out docs "
@@ -1127,6 +1118,12 @@ def _markdown(
             "identical to the "
             "streaming `select`/`update` loop (tested)."
         ),
+    ]
+
+
+def _data_section(error_table: str, worst: dict[str, float]) -> list[str]:
+    """Section 1: the datasets, their classifiers, error rates and feature costs."""
+    return [
         "## 1. Data, classifiers and error rates",
         (
             f"- **Synthetic BSC** (Table 1): `uss_stream.datasets.bsc`, Y ~ Bernoulli(0.7), γ = (0.4, 0.1, "
@@ -1162,14 +1159,25 @@ def _markdown(
             "the feature sets the text describes."
         ),
         _feature_cost_table(),
-        "## 2. Tables 1–4 recomputed: optimal classifier and weak dominance",
-        (
-            f"i* = max argmin_j (C_j + γ_j) with our error rates; ξ = min_{{j > i*}} (C_j − C_i* − p_i*j) "
-            f"with p measured on the log; WD holds iff ξ > 0 (ξ = ∞ when i* = K). Our i* matches the paper "
-            f"in {n_cases - len(optimal_mismatch)} of {n_cases} instances and the WD verdict in "
-            f"{n_cases - len(wd_mismatch)} of {n_cases}."
-        ),
-        tables,
+    ]
+
+
+def _paper_figure_sections(
+    main: dict[str, _Run],
+    images: dict[str, str],
+    fig2: tuple[str, str],
+    fig3: tuple[str, str],
+    fig4a: tuple[str, str],
+) -> list[str]:
+    """Sections 3 to 5: Fig. 2, Fig. 3 and Fig. 4a of the paper on every instance."""
+    comparison_names = [f"{d}-{c}" for c in COMPARISON_CASES for d in DATASETS]
+    sup_names = [f"{d}-{c}" for c in SUPERVISED_CASES for d in REAL_STAGE_FEATURES]
+    policy_rows = [
+        [n, *(main[n].curves[p].text() for p in (ALG2, USS_UCB_15, USS_UCB_1, USS_UCB))]
+        for n in comparison_names
+    ]
+    sup_rows = [[n, main[n].curves[USS_UCB].text(), main[n].curves[SUPERVISED].text()] for n in sup_names]
+    return [
         "## 3. Fig. 2 (and appendix): cumulative regret of USS-UCB (α = 0.51), every instance",
         f"![Fig. 2]({images['fig2_regret.png']})",
         fig2[0],
@@ -1186,6 +1194,29 @@ def _markdown(
         f"![Fig. 4a]({images['fig4a_supervised.png']})",
         fig4a[0],
         _table(["instance", USS_UCB, SUPERVISED], sup_rows),
+    ]
+
+
+def _xi_and_swapped_sections(
+    sweep: list[tuple[float, _Run]],
+    swapped: dict[str, _Run],
+    images: dict[str, str],
+    fig4b: tuple[str, str],
+    fig4c: tuple[str, str],
+) -> list[str]:
+    """Sections 6 and 7: regret against ξ (Fig. 4b) and with the last two stages swapped (Fig. 4c)."""
+    xi_rows = [
+        [
+            f"{xi:+.3f}",
+            f"{run.instance.cumulative_costs[2]:.4f}",
+            _fmt(run.instance.gaps[2]),
+            _yes(run.instance.satisfies_wd),
+            run.curves[USS_UCB].text(),
+            f"{run.optimal_share[USS_UCB]:.1%}",
+        ]
+        for xi, run in sweep
+    ]
+    return [
         "## 6. Fig. 4b: regret against ξ (BSC, i* = 2)",
         (
             "C_1 = 0, C_2 = 0.15 and C_3 = C_2 + p_23 + ξ, with p_23 measured on the BSC log, so that ξ "
@@ -1202,25 +1233,93 @@ def _markdown(
         f"![Fig. 4c]({images['fig4c_swapped.png']})",
         fig4c[0],
         _regret_table(swapped, list(swapped), USS_UCB),
+    ]
+
+
+def _mismatch_lines(main: dict[str, _Run], optimal_mismatch: list[str], wd_mismatch: list[str]) -> list[str]:
+    """One line per instance whose WD verdict or optimal classifier differs from the paper's."""
+    lines = []
+    for name in wd_mismatch:
+        case = PAPER_CASES[name]
+        instance = main[name].instance
+        star = instance.optimal_depth - 1
+        costs = instance.cumulative_costs
+        detail = ", ".join(
+            f"C_{j + 1} − C_{star + 1} = {costs[j] - costs[star]:.4f} "
+            f"vs p_{star + 1}{j + 1} = {instance.disagreement[star, j]:.4f}"
+            for j in range(star + 1, instance.n_stages)
+        )
+        lines.append(
+            f"- **{name}**: the paper says WD {'holds' if case.paper_wd else 'fails'}; on our data it "
+            f"{'holds' if instance.satisfies_wd else 'fails'} ({detail})."
+        )
+    for name in optimal_mismatch:
+        lines.append(
+            f"- **{name}**: our optimal classifier is {main[name].instance.optimal_depth}, "
+            f"the paper's {PAPER_CASES[name].paper_optimal_depth}."
+        )
+    return lines
+
+
+def _match_section(
+    main: dict[str, _Run],
+    optimal_mismatch: list[str],
+    wd_mismatch: list[str],
+    worst: dict[str, float],
+    verdicts: Sequence[str],
+) -> list[str]:
+    """Section 8: where the reproduction matches the paper and where it does not."""
+    n_cases = len(PAPER_CASES)
+    return [
         "## 8. Where we match the paper and where we do not",
         "\n".join(
             [
                 f"- **Tables 1–4**: i* matches in {n_cases - len(optimal_mismatch)}/{n_cases} instances, WD "
                 f"in {n_cases - len(wd_mismatch)}/{n_cases}.",
-                *mismatch_lines,
+                *_mismatch_lines(main, optimal_mismatch, wd_mismatch),
                 "- **Error rates** (§1): the real-data classifiers differ from the paper's by up to "
                 f"{max(worst['pima'], worst['heart']):.3f} (the first Heart classifier is the furthest off; "
                 "the paper's training protocol is not recoverable); the synthetic ones are calibrated to "
                 "the paper's. The BSC and synthetic generators are ours (the paper does not publish its "
                 "own), so what we find on them holds for our generators.",
-                f"- {fig2[1]}",
-                f"- {fig3[1]}",
-                f"- {fig4a[1]}",
-                f"- {fig4b[1]}",
-                f"- {fig4c[1]}",
+                *(f"- {verdict}" for verdict in verdicts),
                 "- Regret values cannot be compared number by number with the paper's plots (other data, "
                 "and the paper gives no tables); the comparisons above are of the qualitative claims.",
             ]
+        ),
+    ]
+
+
+def _markdown(
+    main: dict[str, _Run],
+    swapped: dict[str, _Run],
+    sweep: list[tuple[float, _Run]],
+    beyond: tuple[dict[str, _DriftRun], _RiverRun],
+    figures: dict[str, Figure],
+    settings: dict,
+    elapsed: float,
+) -> str:
+    error_table, worst = _error_rate_section(main)
+    tables, optimal_mismatch, wd_mismatch = _tables_section(main)
+    fig2, fig3, fig4a = _fig2_text(main), _comparison_text(main), _supervised_text(main)
+    fig4b, fig4c = _xi_text(sweep), _swapped_text(swapped)
+    n_cases = len(PAPER_CASES)
+    images = {name: f"figures/{name}" for name in figures}
+    sections = [
+        *_front_matter(settings, elapsed),
+        *_data_section(error_table, worst),
+        "## 2. Tables 1–4 recomputed: optimal classifier and weak dominance",
+        (
+            f"i* = max argmin_j (C_j + γ_j) with our error rates; ξ = min_{{j > i*}} (C_j − C_i* − p_i*j) "
+            f"with p measured on the log; WD holds iff ξ > 0 (ξ = ∞ when i* = K). Our i* matches the paper "
+            f"in {n_cases - len(optimal_mismatch)} of {n_cases} instances and the WD verdict in "
+            f"{n_cases - len(wd_mismatch)} of {n_cases}."
+        ),
+        tables,
+        *_paper_figure_sections(main, images, fig2, fig3, fig4a),
+        *_xi_and_swapped_sections(sweep, swapped, images, fig4b, fig4c),
+        *_match_section(
+            main, optimal_mismatch, wd_mismatch, worst, [fig2[1], fig3[1], fig4a[1], fig4b[1], fig4c[1]]
         ),
         *_beyond_section(main, *beyond, images),
     ]

@@ -157,8 +157,8 @@ def shared_figure(frame: pd.DataFrame) -> Figure:
     return figure
 
 
-def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
-    """A results section: per W a case x sharing table of regret ± CI, a summary, what it shows."""
+def _case_tables(frame: pd.DataFrame) -> list[str]:
+    """Per W, a case x sharing table of the total regret ± its 95% CI."""
     tables = []
     for w, by_workers in frame.groupby("workers", sort=False):
         settings = list(dict.fromkeys(by_workers["setting"]))
@@ -166,9 +166,11 @@ def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
         for name, group in by_workers.groupby("case", sort=False):
             tables.append(_row([name, *(f"{r:.1f} ± {c:.1f}" for r, c in zip(group["regret"], group["ci"]))]))
         tables.append("")
-    learning = frame[frame["gap_K"] > 0]
-    synced = learning[learning["sync_every"].notna()].groupby(["workers", "sync_every"])
-    after = synced["added"].mean() - synced["before_sync"].mean()
+    return tables
+
+
+def _summary_table(learning: pd.DataFrame) -> list[str]:
+    """Per W and sharing, over the cases where K is not optimal: the regret added over pooling."""
     summary = [
         _row(["W", "sharing", "added", "within CI", "share", "before 1st sync", "after it"]),
         "|" + " --- |" * 7,
@@ -197,6 +199,16 @@ def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
                 ]
             )
         )
+    return summary
+
+
+def shared_markdown(frame: pd.DataFrame, figure_path: str) -> str:
+    """A results section: per W a case x sharing table of regret ± CI, a summary, what it shows."""
+    tables = _case_tables(frame)
+    learning = frame[frame["gap_K"] > 0]
+    synced = learning[learning["sync_every"].notna()].groupby(["workers", "sync_every"])
+    after = synced["added"].mean() - synced["before_sync"].mean()
+    summary = _summary_table(learning)
     flat = frame[frame["gap_K"] == 0]
     flat_text = (
         f"Cases where K is optimal ({', '.join(flat['case'].unique())}) lose nothing in any setting."
