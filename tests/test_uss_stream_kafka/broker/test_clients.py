@@ -597,3 +597,24 @@ def test_a_newer_producer_fences_the_older_one(client, bootstrap_servers, make_t
     assert caught.value.fenced and caught.value.fatal, repr(caught.value)
     committed = read_all(bootstrap_servers, topic, isolation_level="read_committed")
     assert [r.value for r in committed] == [b"live"]
+
+
+def test_the_service_s_kafka_python_clients_on_the_broker_retry_a_lost_broker_every_second(
+    bootstrap_servers, make_topic, closing
+):
+    """The seam's kafka-python clients, connected to the real broker, run with the service's 1 s
+    reconnect ceiling (kafka-python's own is 30 s); a user's value wins."""
+    topic = make_topic()
+    producer = closing(clients.producer("kafka-python", bootstrap_servers=bootstrap_servers))
+    consumer = closing(
+        clients.consumer("kafka-python", bootstrap_servers=bootstrap_servers, group_id=group())
+    )
+    mine = closing(
+        clients.producer("kafka-python", bootstrap_servers=bootstrap_servers, reconnect_backoff_max_ms=5000)
+    )
+    producer.send(topic, b"reached", partition=0)
+    producer.flush(30)
+    assert producer.take_errors() == []
+    assert producer._producer.config["reconnect_backoff_max_ms"] == 1000
+    assert consumer._consumer.config["reconnect_backoff_max_ms"] == 1000
+    assert mine._producer.config["reconnect_backoff_max_ms"] == 5000
