@@ -121,6 +121,7 @@ class Recovery:
             state_topic=context.topics.state,
             auto_offset_reset=auto_offset_reset,
             max_ahead=max_ahead,
+            exactly_once=committer.exactly_once,
         )
 
     def callbacks(self) -> dict[str, Any]:
