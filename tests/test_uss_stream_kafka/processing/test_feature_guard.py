@@ -263,6 +263,8 @@ def test_the_application_runs_the_processor_with_its_configured_guard(monkeypatc
     learner = app._context.processor.new_learner()
     with pytest.raises(InvalidEvent, match="out_of_range"):
         learner.process(_event(0, 2.0))
-    _seen(learner._guard, [0.5] * MIN_SEEN)
-    assert learner._guard.state_dict() == {}  # learned ranges off
+    for _ in range(MIN_SEEN):
+        learner._guard.accept({"y": 0.5})
+    learner._guard.accept({"y": 1e10})  # learned ranges off: only x's declared range is checked
+    assert learner._guard.state_dict() == {}
     assert processor.guard.declared == {}  # the caller's processor is left as it was
