@@ -16,7 +16,7 @@ import pandas as pd
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.labels.wd_monitor import WDMonitor, WDReport
 from uss_stream.policies import Policy
-from uss_stream.policies.learning_state import chosen_depth, verdict_name
+from uss_stream.policies.learning_state import chosen_depth
 from uss_stream.rules.membership import set_membership
 
 __all__ = ["CascadeSummary", "summarise"]
@@ -101,8 +101,8 @@ class CascadeSummary:
 
     @property
     def wd_verdict(self) -> str | None:
-        """``"holds"``, ``"violated"`` or ``"undecided"`` (the WD monitor's ``"unknown"``)."""
-        return None if self.wd is None else verdict_name(self.wd.verdict)
+        """``"holds"``, ``"violated"`` or ``"undecided"`` (the WD monitor's verdict)."""
+        return None if self.wd is None else self.wd.verdict
 
     @property
     def labels_requested_total(self) -> int:

@@ -16,7 +16,8 @@ counts, :func:`wd_report` gives
   ``"violated"`` when some deeper ``j`` has ``p^L_îj >= C_j - C_î`` (the disagreement rate says
   ``j`` is worth its cost over ``î``) and either ``î`` is certain or the labels show the opposite
   for that very pair (``δ^U_îj < C_j - C_î``): the failure WD rules out, at the estimated best
-  depth; else ``"unknown"``. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.labels.evidence`).
+  depth; else ``"undecided"``. The names are :data:`~uss_stream.core.instances.WD_VERDICTS`, as
+  everywhere. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.labels.evidence`).
 
 :class:`WDMonitor` wraps it and logs a warning once, the first time WD is judged violated.
 """
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from uss_stream.core.instances import WD_VERDICTS
 from uss_stream.labels.evidence import (
     LabelEvidence,
     delta_bounds,
@@ -42,7 +44,8 @@ __all__ = ["VERDICTS", "WDMonitor", "WDReport", "wd_report"]
 
 logger = logging.getLogger(__name__)
 
-VERDICTS = ("holds", "violated", "unknown")
+#: The verdicts (the one vocabulary, :data:`~uss_stream.core.instances.WD_VERDICTS`).
+VERDICTS = WD_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class WDReport:
     agrees
         ``label_free_depth == best_depth`` (``None`` if not given).
     verdict
-        ``"holds"``, ``"violated"`` or ``"unknown"``.
+        ``"holds"``, ``"violated"`` or ``"undecided"``.
     """
 
     labels: int
@@ -145,7 +148,7 @@ def wd_report(
 
     dominated = [any(worse(s, x) for x in range(k) if x != s) for s in range(k)]
     certain = not dominated[best] and all(dominated[s] for s in range(k) if s != best)
-    verdict = "unknown"
+    verdict = "undecided"
     deeper = range(best + 1, k)
     if certain and all(p_bounds[best, j][1] < gap(best, j) for j in deeper):
         verdict = "holds"

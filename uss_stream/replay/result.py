@@ -16,7 +16,6 @@ import pandas as pd
 
 from uss_stream.core.extras import require
 from uss_stream.core.instances import Instance
-from uss_stream.policies.learning_state import verdict_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -163,7 +162,7 @@ class ReplayResult:
                 row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
             row["labels_mean"] = float(self.labels_used[name].mean())
             reports = self.wd_reports.get(name)
-            row["wd_verdict"] = _most_common([verdict_name(r.verdict) for r in reports]) if reports else ""
+            row["wd_verdict"] = _most_common([r.verdict for r in reports]) if reports else ""
             row["wd_best_depth"] = _most_common([r.best_depth for r in reports]) if reports else ""
             records.append(row)
         return pd.DataFrame.from_records(records)
