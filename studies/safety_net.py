@@ -153,9 +153,7 @@ def run_instance(
         }
         reports = result.wd_reports.get(policy)
         if reports:
-            entry["wd_verdicts"] = {
-                v: sum(r.verdict == v for r in reports) for v in WD_VERDICTS
-            }
+            entry["wd_verdicts"] = {v: sum(r.verdict == v for r in reports) for v in WD_VERDICTS}
             entry["wd_best_depth"] = [r.best_depth for r in reports]
         summary["policies"][policy] = entry
     summary["seconds"] = time.perf_counter() - began
