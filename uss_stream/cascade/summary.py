@@ -60,6 +60,12 @@ class CascadeSummary:
     learning
         :meth:`CascadeClassifier.learning_state`: the policy's quantities under the names of the
         Kafka service's metrics, also readable as the properties below (``docs/metrics.md``).
+    scored, correct
+        Decided events whose label :meth:`CascadeClassifier.learn_one` gave right after their
+        decision (warm-up included), and how many of them the cascade answered right.
+    price_of_error
+        The cascade's ``price_of_error`` (costs here are in error units; ``None``: they were given
+        in error units).
     """
 
     events: int
@@ -73,6 +79,9 @@ class CascadeSummary:
     labels_used: int = 0
     wd: WDReport | None = None
     learning: dict[str, Any] = field(default_factory=dict)
+    scored: int = 0
+    correct: int = 0
+    price_of_error: float | None = None
 
     @property
     def cost_total(self) -> float:
@@ -124,14 +133,41 @@ class CascadeSummary:
         """Average acquisition cost per event (NaN before the first event)."""
         return self.total_cost / self.events if self.events else math.nan
 
+    @property
+    def cost_saved(self) -> float:
+        """The share of the whole cascade's cost saved: ``1 - total_cost / full_cascade_cost_total``
+        (NaN before the first event or if the whole cascade costs nothing)."""
+        full = self.full_cascade_cost_total
+        return 1.0 - self.total_cost / full if full > 0 else math.nan
+
+    @property
+    def accuracy(self) -> float:
+        """``correct / scored``: the accuracy of the answers whose label came (NaN without one)."""
+        return self.correct / self.scored if self.scored else math.nan
+
+    @property
+    def advice(self) -> str | None:
+        """:attr:`WDReport.advice <uss_stream.labels.wd_monitor.WDReport.advice>`: what to do when
+        the label-free choice contradicts a best depth the labels make certain; else ``None``."""
+        return None if self.wd is None else self.wd.advice
+
     def __str__(self) -> str:
+        cost = f"mean cost {self.mean_cost:.4g}"
+        if self.price_of_error is not None:
+            cost += f" ({self.mean_cost * self.price_of_error:.4g} at {self.price_of_error:g} per error)"
+        saved = (
+            "" if math.isnan(self.cost_saved) else f", {100 * self.cost_saved:.1f}% of the full cost saved"
+        )
+        accuracy = f"; accuracy {100 * self.accuracy:.2f}% on {self.scored} labels" if self.scored else ""
         head = (
             f"{self.events} events ({self.warm_up_events} in warm-up), {self.learned} labelled, "
-            f"mean cost {self.mean_cost:.4g}, next depth {self.next_depth}"
+            f"{cost}{saved}{accuracy}, next depth {self.next_depth}"
         )
         rates = self.disagreement.round(4).to_string()
         monitor = "" if self.wd is None else f"; {self.wd}"
         labels = f"labels used by the policy: {self.labels_used}{monitor}"
+        if self.advice is not None:
+            labels += f"\nadvice: {self.advice}"
         text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
         if self.contexts is not None:
             text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
@@ -151,12 +187,15 @@ def summarise(
     monitor: WDMonitor,
     evidence: LabelEvidence,
     learning: dict[str, Any] | None = None,
+    scored: tuple[int, int] = (0, 0),
+    price_of_error: float | None = None,
 ) -> CascadeSummary:
     """The summary of a cascade whose policy is ``policy``.
 
     ``answered`` is the depth histogram; ``counters`` are the events, warm-up events, labelled
     samples and labels used by the policy; ``learning`` the cascade's
-    :meth:`~uss_stream.CascadeClassifier.learning_state`. The policy's next depth is computed by
+    :meth:`~uss_stream.CascadeClassifier.learning_state`; ``scored`` the labelled decided events and
+    those answered right; ``price_of_error`` the cascade's. The policy's next depth is computed by
     its vectorised rule (:meth:`~uss_stream.policies.Policy.decide_many`) on its counts, so the
     summary does not step it.
     """
@@ -205,4 +244,7 @@ def summarise(
         disagreement=pd.DataFrame(rates, index=table.index, columns=list(names)),
         contexts=policy.contexts() if sequential else None,
         learning=dict(learning or {}),
+        scored=scored[0],
+        correct=scored[1],
+        price_of_error=price_of_error,
     )

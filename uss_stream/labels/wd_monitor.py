@@ -75,6 +75,37 @@ class WDReport:
     agrees: bool | None
     verdict: str
 
+    @property
+    def advice(self) -> str | None:
+        """What to do when the label-free choice contradicts a *certain* best depth; else ``None``.
+
+        "Certain" is :attr:`best_depth_certain`: by the confidence bounds at the round's level
+        (:mod:`~uss_stream.labels.evidence`), every other depth is worse than some depth and the best
+        one is not. Then a label-free choice elsewhere is a cost the labels have measured: with WD
+        violated it persists (every label-free policy keeps it), otherwise the policy may still be
+        exploring.
+
+        >>> print(WDReport(200, 2, True, 3, False, "violated").advice)
+        the labels show depth 2 is best with confidence, the label-free choice is depth 3 and weak
+        dominance is violated: it will stay there; use AuditedUSS (it checks the label-free choice
+        with a few labels) or FixedDepth(2)
+        >>> WDReport(200, 2, False, 3, False, "undecided").advice is None   # not certain
+        True
+        """
+        if not self.best_depth_certain or self.agrees is not False:
+            return None
+        head = (
+            f"the labels show depth {self.best_depth} is best with confidence, the label-free choice is "
+            f"depth {self.label_free_depth}"
+        )
+        remedy = (
+            "use AuditedUSS (it checks the label-free choice with a few labels) or "
+            f"FixedDepth({self.best_depth})"
+        )
+        if self.verdict == "violated":
+            return f"{head} and weak dominance is violated: it will stay there; {remedy}"
+        return f"{head}: the policy may still be exploring; if this persists, {remedy}"
+
     def __str__(self) -> str:
         certainty = "certain" if self.best_depth_certain else "not yet certain"
         agreement = (

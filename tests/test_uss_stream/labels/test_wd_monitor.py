@@ -230,6 +230,27 @@ def test_certainty_turns_on_the_label_bounds_next_to_the_extra_cost(side):
     assert verdict == ("violated" if side > 0 else "undecided")
 
 
+@pytest.mark.parametrize("side", [-1.0, 1.0])
+def test_advice_exactly_when_the_label_free_choice_contradicts_a_certain_best_depth(side):
+    # Next to δ^L: depth 2 is best, certain just below the bound (side < 0) and not just above.
+    evidence, d_low = _bound_case("low")
+    state = ([0.0, d_low * (1.0 + side * 1e-6)], [N, N], [[0, 1500], [0, 0]], evidence, T)
+    certain = side < 0
+    assert Reference(*state).report()[1] == certain
+    assert (wd_report(*state, label_free_depth=1).advice is not None) == certain
+    assert wd_report(*state, label_free_depth=2).advice is None  # the policy agrees
+    assert wd_report(*state).advice is None  # no label-free choice to compare
+    # Next to δ^U: depth 1 is best, certain (and WD violated) just above the bound.
+    evidence, d_high = _bound_case("high")
+    state = ([0.0, d_high * (1.0 + side * 1e-6)], [N, N], [[0, 1500], [0, 0]], evidence, T)
+    advice = wd_report(*state, label_free_depth=2).advice
+    if side > 0:
+        assert advice.startswith("the labels show depth 1 is best with confidence, the label-free choice")
+        assert "weak dominance is violated: it will stay there" in advice
+    else:
+        assert advice is None
+
+
 # -- three and four stages: the uncertain-but-violated path, and states snapped to every bound -----
 def test_a_violation_on_one_pair_is_reported_before_the_best_depth_is_certain():
     # Stage 4 was seen 10 times only: the best depth (2) cannot be certain. The pair (2, 3) has
