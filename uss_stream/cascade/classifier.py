@@ -232,7 +232,7 @@ class CascadeClassifier(base.Classifier):
         self._stage_costs = tuple(costs)
         self._cumulative = tuple(check_stage_costs(costs))
         self._policy = _build_policy(policy, costs)
-        self._plan = make_plan(stages)
+        self._plan = make_plan(stages, self._names)
         self._all_multiclass = all(stage.model._multiclass for stage in stages)
         self._n_learned = 0
         self._n_events = 0
@@ -324,7 +324,7 @@ class CascadeClassifier(base.Classifier):
         return summarise(
             self._policy,
             names=self._names,
-            models=[str(model) for model, _, _ in self._plan],
+            models=[str(model) for model, _ in self._plan],
             stage_costs=self._stage_costs,
             cumulative=self._cumulative,
             answered=self._depth_counts,
@@ -436,7 +436,7 @@ class CascadeClassifier(base.Classifier):
             )
         clone = super().clone(new_params, include_attributes)
         if include_attributes:  # River copied the plan apart from the stages: query the stages' models
-            clone._plan = make_plan(clone.stages)
+            clone._plan = make_plan(clone.stages, clone._names)
         return clone
 
     @classmethod

@@ -16,6 +16,7 @@ from river import base, datasets, evaluate, linear_model, metrics, preprocessing
 
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.cascade.classifier import ABSTAINED
+from uss_stream.cascade.querying import EmptyViewWarning
 from uss_stream.core.units import CostScaleWarning
 from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth
 
@@ -298,7 +299,8 @@ def test_warm_up_keeps_untrained_stages_out_of_the_disagreement_counts():
 
 def test_abstaining_stage_is_reported_as_disagreeing():
     cascade = echo_cascade(policy=FixedDepth(3))
-    decision = cascade.decide_one({"s1": 1, "s3": 1})  # stage 2's feature is missing: it abstains
+    with pytest.warns(EmptyViewWarning):  # stage 2's feature is missing: it abstains
+        decision = cascade.decide_one({"s1": 1, "s3": 1})
     assert decision.outputs == (1, None, 1)
     stats = cascade._policy.stats
     assert (stats.disagreements[0][1], stats.disagreements[1][2], stats.disagreements[0][2]) == (1, 1, 0)
@@ -359,9 +361,37 @@ def test_missing_features_are_tolerated():
         Stage(linear_model.LogisticRegression(), features=("a", "b", "c"), cost=0.1),
     ]
     cascade = CascadeClassifier(stages=stages, warm_up=0)
-    for x, y in [({"a": 1.0}, True), ({}, False), ({"c": 2.0, "z": 3.0}, True)]:
-        cascade.learn_one(x, y)
-        assert set(cascade.predict_proba_one(x)) == {False, True}
+    with pytest.warns(EmptyViewWarning) as caught:
+        for x, y in [({"a": 1.0}, True), ({}, False), ({"c": 2.0, "z": 3.0}, True)]:
+            cascade.learn_one(x, y)
+            assert set(cascade.predict_proba_one(x)) == {False, True}
+    # {} empties both stages' views; {"c", "z"} stage 1's again: one warning per stage.
+    assert [str(w.message)[:14] for w in caught] == ["stage 'stage1'", "stage 'stage2'"]
+
+
+def test_a_stage_whose_features_are_absent_warns_once():
+    stages = [
+        Stage(Echo(), features=("s1",), cost=0.0, name="cheap"),
+        Stage(Echo(), features=("typo",), cost=0.1, name="dear"),
+    ]
+    cascade = CascadeClassifier(stages=stages, warm_up=0, policy=FixedDepth(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for value in (0, 1, 1, 0):
+            cascade.predict_one({"s1": value, "s2": value})
+            cascade.learn_one({"s1": value, "s2": value}, value)
+    assert [w.category for w in caught] == [EmptyViewWarning]
+    message = str(caught[0].message)
+    assert message.startswith("stage 'dear': none of its features ('typo',) is in the event")
+    assert "'s1', 's2'" in message
+    # A clone is a new cascade: it warns again.
+    with pytest.warns(EmptyViewWarning):
+        cascade.clone().predict_one({"s1": 1})
+    # A stage that names no feature reads nothing on purpose: no warning.
+    prior = CascadeClassifier(stages=[Stage(Echo(), features=(), cost=0.0)], warm_up=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prior.predict_one({"s1": 1})
 
 
 def test_learn_one_trains_every_stage_on_its_own_view():
