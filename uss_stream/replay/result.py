@@ -143,15 +143,20 @@ class ReplayResult:
         labels, the expected ``1 - Σ_d f_d·γ_d`` from the depth fractions ``f_d`` and the given error
         rates; NaN without either); ``accuracy_vs_deepest`` and ``accuracy_vs_best_fixed`` (accuracy
         minus that of always answering from the deepest stage, or from the best fixed depth
-        ``i*`` of :attr:`instance`, on the same rounds; negative: less accurate).
-
-        The instance's own weak-dominance verdict and best fixed depth are those of
-        :attr:`instance` (:attr:`~uss_stream.core.instances.Instance.wd_verdict`,
-        :attr:`~uss_stream.core.instances.Instance.optimal_depth`).
+        ``i*`` of :attr:`instance`, on the same rounds; negative: less accurate);
+        ``best_fixed_depth`` and ``instance_wd_verdict``, the same in every row: ``i*`` and whether
+        weak dominance holds on the log (:attr:`~uss_stream.core.instances.Instance.optimal_depth`,
+        :attr:`~uss_stream.core.instances.Instance.wd_verdict` of :attr:`instance`; empty without
+        error rates).
         """
         costs = self.instance.cumulative_costs
         n_stages = costs.size
         deepest, best_fixed = self._fixed_accuracy(n_stages), self._fixed_accuracy(None)
+        known = self.has_regret and self.instance.disagreement is not None
+        instance = {
+            "best_fixed_depth": self.instance.optimal_depth if known else "",
+            "instance_wd_verdict": self.instance.wd_verdict if known else "",
+        }
         records = []
         for name, depths in self.depths.items():
             row: dict[str, Any] = {"policy": name}
@@ -181,6 +186,7 @@ class ReplayResult:
                 row["accuracy"] = 1.0 - row["error_rate"]
             row["accuracy_vs_deepest"] = row["accuracy"] - deepest
             row["accuracy_vs_best_fixed"] = row["accuracy"] - best_fixed
+            row.update(instance)
             records.append(row)
         return pd.DataFrame.from_records(records)
 

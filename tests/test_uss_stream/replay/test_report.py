@@ -40,6 +40,9 @@ def test_savings_and_accuracy_against_the_deepest_stage_and_the_best_fixed_depth
     assert summary["accuracy_vs_deepest"].tolist() == pytest.approx([-0.3, -0.1, 0.0])
     assert summary["accuracy_vs_best_fixed"].tolist() == pytest.approx([-0.2, 0.0, 0.1])
     assert summary["cost_saved"].tolist() == pytest.approx([1.0, 1 - 0.05 / 0.3, 0.0])
+    # p_23 = 0.1 (row 0) < C_3 - C_2 = 0.25: WD holds at the best depth 2, in every row.
+    assert summary["best_fixed_depth"].tolist() == [2, 2, 2]
+    assert summary["instance_wd_verdict"].tolist() == ["holds"] * 3
 
 
 def test_without_labels_the_accuracy_is_the_expected_one_from_the_given_error_rates():
