@@ -36,6 +36,7 @@ API_MODULES = (
     "uss_stream.policies.sequential_kl_ucb",
     "uss_stream.core.stats",
     "uss_stream.core.instances",
+    "uss_stream.core.units",
     "uss_stream.replay.engine",
     "uss_stream.policies.kernel",
     "uss_stream.replay.io",
