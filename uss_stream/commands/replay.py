@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     check_replay_memory(args.horizon, args.reps, len(policies), **size, names=("--horizon", "--reps"))
     print(
         f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
-        f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
+        f"{args.reps} reps x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
     )
     if args.price_of_error is not None:
         print(f"costs in units of one error: the costs given / {args.price_of_error:g} per error")
