@@ -337,8 +337,8 @@ class RegistryOutputsCodec(OutputsCodec):
 
     __slots__ = (
         "_avro", "_client", "_context", "_decision", "_decision_costs", "_decision_reader",
-        "_deserialize", "_fastavro", "_label", "_out_context", "_proto", "_readers", "_serialize",
-        "_writer",
+        "_deserialize", "_event", "_fastavro", "_label", "_out_context", "_proto", "_readers",
+        "_serialize", "_writer",
     )  # fmt: skip
 
     #: Distinct input schemas whose parsed form is kept (Avro); more are decoded the slow way.
@@ -357,12 +357,12 @@ class RegistryOutputsCodec(OutputsCodec):
 
         client = payloads.client()
         self._serialize = payloads.serializer(client)
-        self._deserialize = None if payloads.value_format == "avro" else payloads.deserializer(client)
+        self._deserialize = payloads.deserializer(client) if payloads.value_format == "jsonschema" else None
         self._decision_reader = _decision_reader(payloads, client)
         self._context = SerializationContext(input_topic, MessageField.VALUE)
         self._out_context = SerializationContext(output_topic, MessageField.VALUE)
         self._proto = payloads.value_format == "protobuf"
-        self._label, _, self._decision = proto_messages() if self._proto else (None, None, None)
+        self._label, self._event, self._decision = proto_messages() if self._proto else (None, None, None)
         self._decision_costs = [math.nan] + [float(cost) for cost in cumulative_costs]
         self._avro = payloads.value_format == "avro"
         self._fastavro = require("fastavro", purpose="--value-format avro") if self._avro else None
@@ -395,6 +395,8 @@ class RegistryOutputsCodec(OutputsCodec):
                 stream = BytesIO(value)
                 stream.seek(5)
                 document = self._fastavro.schemaless_reader(stream, reader, None)
+            elif self._proto:
+                document = self._proto_event(value)
             else:
                 document = self._deserialize(value, self._context)
         except (InvalidEvent, RegistryError):
@@ -413,6 +415,23 @@ class RegistryOutputsCodec(OutputsCodec):
                 "outputs": [from_label(output) for output in document.outputs] or None,
             }
         return self._check(document)
+
+    def _proto_event(self, value: bytes) -> Any:
+        """A Protobuf value as a ``uss_stream.Event``, read as confluent-kafka's deserializer reads it.
+
+        The deserializer reads the body with the ``Event`` message whatever the writer's schema
+        says, but parses that schema first in its serialized form, which some registries (Apicurio)
+        do not serve for a schema registered as ``.proto`` text: every record of such a schema would
+        be refused. The schema is only asked for here (it must exist and be a Protobuf one).
+        """
+        from confluent_kafka.schema_registry.serde import SchemaId
+
+        framing = SchemaId("PROTOBUF")
+        body = framing.from_bytes(BytesIO(value))  # the schema id and the message indexes
+        schema = self._client.get_schema(framing.id)
+        if schema.schema_type != "PROTOBUF":
+            raise InvalidEvent("invalid_payload", f"schema id {framing.id} is {schema.schema_type}, not PROTOBUF")
+        return self._event.FromString(body.read())
 
     def _avro_schema(self, framing: bytes) -> Any:
         """The parsed writer schema of a framing's schema id (asked of the registry once per id).

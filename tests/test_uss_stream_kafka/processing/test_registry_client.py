@@ -284,3 +284,30 @@ def test_values_without_the_framing_are_dead_letters_without_asking(fake):
         with pytest.raises(InvalidEvent, match="invalid_payload: no Schema Registry framing"):
             events.decode(value)
     assert len(fake.requests) == asked
+
+
+def test_protobuf_events_of_a_schema_served_as_proto_text_are_decided():
+    """Apicurio serves a schema registered as .proto text as text, even when asked for the serialized
+    form: confluent-kafka's deserializer refused every such record. The body is an ``Event``."""
+    label, event, _ = formats.proto_messages()
+    server = FakeRegistry({
+        "/schemas/ids/1": (200, {"schema": formats.PROTO_SCHEMA, "schemaType": "PROTOBUF"}),
+        "/schemas/ids/2": (200, {"schema": formats.EVENT_AVRO}),
+    })  # fmt: skip
+    try:
+        events = PayloadFormat("protobuf", server.url).outputs_codec(
+            3, [0.0, 0.15, 0.35], "events", "decisions"
+        )
+        body = event(id=label(text="e1"), outputs=[label(integer=1), label(integer=0), label(flag=True)])
+        # The framing: a zero byte, the id, the message indexes ([1]: zigzag count 1, index 1), the body.
+        value = b"\x00" + (1).to_bytes(4, "big") + b"\x02\x02" + body.SerializeToString()
+        assert events.decode(value) == ("e1", [1, 0, True])
+        with pytest.raises(InvalidEvent, match="invalid_payload: schema id 2 is AVRO, not PROTOBUF"):
+            events.decode(b"\x00" + (2).to_bytes(4, "big") + b"\x02\x02" + body.SerializeToString())
+        with pytest.raises(InvalidEvent, match="unknown_schema"):
+            events.decode(b"\x00" + (3).to_bytes(4, "big") + b"\x02\x02" + body.SerializeToString())
+        huge = b"\x00" + (1).to_bytes(4, "big") + b"\xfe\xff\xff\xff\x0f" + body.SerializeToString()
+        with pytest.raises(InvalidEvent, match="invalid_payload"):
+            events.decode(huge)  # an index list of 2**31 entries: refused, not read
+    finally:
+        server.stop()
