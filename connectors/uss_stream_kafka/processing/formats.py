@@ -430,7 +430,8 @@ class RegistryOutputsCodec(OutputsCodec):
         body = framing.from_bytes(BytesIO(value))  # the schema id and the message indexes
         schema = self._client.get_schema(framing.id)
         if schema.schema_type != "PROTOBUF":
-            raise InvalidEvent("invalid_payload", f"schema id {framing.id} is {schema.schema_type}, not PROTOBUF")
+            kind = schema.schema_type
+            raise InvalidEvent("invalid_payload", f"schema id {framing.id} is {kind}, not PROTOBUF")
         return self._event.FromString(body.read())
 
     def _avro_schema(self, framing: bytes) -> Any:
