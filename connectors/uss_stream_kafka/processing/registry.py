@@ -6,9 +6,11 @@ HTTP timeout by default), and its failures are of many types: a transport error 
 when the URL answers with a page that is not JSON. :class:`RegistryClient` wraps it so that a
 failure means one of two things:
 
-- the registry says it has no such schema, subject or version: its ``SchemaRegistryError`` goes up
-  unchanged (HTTP 404 with one of :data:`NOT_FOUND_CODES`, the registry's own codes, which a wrong
-  path never carries), and the record that named it is a dead letter (``unknown_schema``);
+- an answer the caller judges: HTTP 404 and 409 go up unchanged as ``SchemaRegistryError``.
+  confluent-kafka itself takes a 404 of an optional endpoint for "none" (the associations of a
+  subject); the codec takes one with the registry's own code (:func:`not_found`, one of
+  :data:`NOT_FOUND_CODES`, which a wrong path never carries) for an unknown schema, and the
+  record for a dead letter (``unknown_schema``), and any other 404 for a wrong URL;
 - the registry cannot be used: a :class:`~uss_stream_kafka.exceptions.RegistryError` that ends the
   run with nothing dead-lettered or committed (:func:`registry_error` says which kind).
 
@@ -113,18 +115,17 @@ def not_found(error: Any) -> bool:
 
 
 def registry_error(error: BaseException, url: str) -> RegistryError | None:
-    """The :class:`RegistryError` a failed registry call means, or ``None`` if it is the registry's answer.
+    """The :class:`RegistryError` a failed registry call means, or ``None`` if it is for the caller to judge.
 
-    ``None`` for the registry saying it has no such schema, subject or version (HTTP 404 with one
-    of :data:`NOT_FOUND_CODES`) or that a registration conflicts (HTTP 409): the caller judges those.
-    Any other failure means the registry cannot be used: HTTP 401 or 403 are ``security``; a
-    transport error, a timeout, HTTP 408, 429 and 5xx an ``outage``; any other answer (a 404
-    without the registry's code, a page that is not the API's JSON) a ``configuration`` error.
+    ``None`` for HTTP 404 (no such schema, subject, version, or no such endpoint: see the module)
+    and 409 (a registration conflicts). Any other failure means the registry cannot be used: HTTP
+    401 or 403 are ``security``; a transport error, a timeout, HTTP 408, 429 and 5xx an ``outage``;
+    any other answer (400, 422, a page that is not the API's JSON) a ``configuration`` error.
 
     >>> from confluent_kafka.schema_registry.error import SchemaRegistryError
     >>> registry_error(SchemaRegistryError(404, 40403, "Schema not found"), "http://r") is None
     True
-    >>> registry_error(SchemaRegistryError(404, 404, "Could not find resource"), "http://r").kind
+    >>> registry_error(SchemaRegistryError(400, 42201, "Invalid schema"), "http://r").kind
     'configuration'
     >>> registry_error(SchemaRegistryError(503, -1, "Unavailable"), "http://r").kind
     'outage'
@@ -139,7 +140,7 @@ def registry_error(error: BaseException, url: str) -> RegistryError | None:
     if isinstance(error, SchemaRegistryError):
         status, code = error.http_status_code, error.error_code
         answer = f"HTTP {status}, code {code}: {' '.join(str(error.error_message).split())[:300]}"
-        if not_found(error) or status == 409:
+        if status in (404, 409):
             return None
         if status in (401, 403):
             return RegistryError(

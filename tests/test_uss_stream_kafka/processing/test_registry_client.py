@@ -107,16 +107,9 @@ def closed_port() -> int:
 @pytest.mark.parametrize(
     ("status", "code", "kind"),
     [
-        (404, 40403, None),  # the registry: no such schema
-        (404, 40401, None),  # no such subject (a reference's)
-        (404, 40400, None),  # confluent-kafka's mock registry
-        (404, 40499, None),
-        (404, 40399, "configuration"),
-        (404, 40500, "configuration"),
-        (404, 404, "configuration"),  # Apicurio's answer to a wrong path
-        (404, -1, "configuration"),  # a page that is not the registry's JSON
-        (404, 0, "configuration"),
-        (409, 409, None),  # a registration conflict: the caller's to judge
+        (404, 40403, None),  # for the caller to judge: an unknown schema (the registry's code) ...
+        (404, 404, None),  # ... or a wrong path, or an optional endpoint the registry lacks
+        (409, 409, None),  # a registration conflict
         (400, 42201, "configuration"),
         (422, 42201, "configuration"),
         (401, 40101, "security"),
@@ -128,9 +121,21 @@ def closed_port() -> int:
         (503, -1, "outage"),
     ],
 )
-def test_only_the_registrys_not_found_codes_are_unknown_schemas(status, code, kind):
+def test_failed_registry_calls_are_told_apart(status, code, kind):
     failure = registry.registry_error(SchemaRegistryError(status, code, "message"), "http://r:8081")
     assert (None if failure is None else failure.kind) == kind
+
+
+@pytest.mark.parametrize(
+    ("code", "unknown"),
+    [(40403, True), (40401, True), (40400, True), (40499, True), (40399, False), (40500, False),
+     (404, False), (-1, False), (0, False)],
+)  # fmt: skip
+def test_only_the_registrys_not_found_codes_are_unknown_schemas(code, unknown):
+    """HTTP 404 with the registry's own code (404xx: 40403 schema, 40401 subject, 40402 version,
+    40400 confluent-kafka's mock) means it has no such thing; a wrong path's 404 carries another."""
+    assert registry.not_found(SchemaRegistryError(404, code, "message")) is unknown
+    assert not registry.not_found(SchemaRegistryError(500, 40403, "message"))
 
 
 def test_transport_errors_timeouts_and_pages_that_are_not_json_are_told_apart():
@@ -309,5 +314,22 @@ def test_protobuf_events_of_a_schema_served_as_proto_text_are_decided():
         huge = b"\x00" + (1).to_bytes(4, "big") + b"\xfe\xff\xff\xff\x0f" + body.SerializeToString()
         with pytest.raises(InvalidEvent, match="invalid_payload"):
             events.decode(huge)  # an index list of 2**31 entries: refused, not read
+    finally:
+        server.stop()
+
+
+def test_a_404_the_library_takes_for_none_is_not_an_error():
+    """confluent-kafka's JSON deserializer asks for the subject's associations, an endpoint Apicurio
+    lacks (404, code 0), and takes the 404 for none: the service must let it."""
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "outputs": {"type": "array"}}}
+    server = FakeRegistry(
+        {"/schemas/ids/1": (200, {"schema": json.dumps(schema), "schemaType": "JSON"})},
+        default=(404, {"error_code": 0, "message": "RESTEASY003210: Could not find resource"}),
+    )
+    try:
+        events = PayloadFormat("jsonschema", server.url).outputs_codec(3, [0.0, 0.15, 0.35], "events", "out")
+        value = b"\x00" + (1).to_bytes(4, "big") + json.dumps({"id": "e1", "outputs": [1, 0, 1]}).encode()
+        assert events.decode(value) == ("e1", [1, 0, 1])
+        assert any(path.startswith("/associations") for path in server.requests)  # the 404 was asked
     finally:
         server.stop()
