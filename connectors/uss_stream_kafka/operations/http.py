@@ -98,15 +98,15 @@ class _BoundedServer(ThreadingHTTPServer):
         """``(deadline, probe slot)`` of a connection being served."""
         return self._admitted[request]
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._release(request)
+    def shutdown_request(self, request: Any) -> None:
+        """Free the connection's slot, then close it: a client that sees the close finds the slot free."""
+        self._release(request)
+        super().shutdown_request(request)
 
     def _release(self, request: Any) -> None:
-        _, probe = self._admitted.pop(request)
-        (self._probe_slots if probe else self._slots).release()
+        admitted = self._admitted.pop(request, None)
+        if admitted is not None:  # a connection closed on arrival had no slot
+            (self._probe_slots if admitted[1] else self._slots).release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
@@ -163,8 +163,6 @@ class HttpEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            timeout = READ_TIMEOUT
-
             def setup(self) -> None:
                 super().setup()
                 deadline, self.probe_slot = self.server.admission(self.request)  # type: ignore[attr-defined]

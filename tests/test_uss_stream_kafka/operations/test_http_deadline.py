@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -48,13 +46,17 @@ def closed_by_server(connection: socket.socket) -> bool:
 
 
 def get(endpoint: HttpEndpoint, path: str) -> int | str:
+    """GET ``path``: the reply's status, read to the server's close (its slot is then free again);
+    the connection's fate if there is no reply."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{endpoint.port}{path}", timeout=10) as reply:
-            return reply.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (ConnectionError, urllib.error.URLError) as error:
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as connection:
+            connection.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+            reply = b""
+            while chunk := connection.recv(65536):
+                reply += chunk
+    except ConnectionError as error:
         return type(error).__name__
+    return int(reply.split(b" ", 2)[1]) if reply else "closed without a reply"
 
 
 def test_a_client_sending_a_byte_at_a_time_is_closed_at_the_requests_deadline(endpoint):
