@@ -37,6 +37,8 @@ API_MODULES = (
     "uss_stream.policies.audited_uss",
     "uss_stream.policies.uee_ucb",
     "uss_stream.policies.sequential_kl_ucb",
+    "uss_stream.policies.stagewise",
+    "uss_stream.policies.thresholds",
     "uss_stream.core.stats",
     "uss_stream.core.instances",
     "uss_stream.core.units",

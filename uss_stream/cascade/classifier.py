@@ -58,7 +58,10 @@ class Decision(NamedTuple):
     stopped
         Why the event stopped at ``depth``: ``"fixed depth"`` (the policy chose the depth before
         any stage answered), ``"warm-up"``, or for a sequential policy ``"cost test"`` (the context
-        of the last stage found no deeper stage worth its cost) or ``"last stage"``.
+        of the last stage found no deeper stage worth its cost:
+        :class:`~uss_stream.policies.SequentialKLUCB`), ``"threshold"`` (the last stage was sure
+        enough for a threshold rule such as :class:`~uss_stream.policies.ConfidenceThreshold`) or
+        ``"last stage"``.
     """
 
     depth: int
@@ -110,10 +113,12 @@ class CascadeClassifier(base.Classifier):
     answers.
 
     **Sequential policies** (``policy.sequential``, e.g.
-    :class:`~uss_stream.policies.SequentialKLUCB`) decide after each stage instead of before the
-    first: stage 1 is queried, its label and confidence (its largest class probability; ``None`` if
-    it abstained, ``1.0`` for a stage without ``predict_proba_one``) go to the policy, which says
-    whether stage 2 is worth its cost, and so on. :attr:`Decision.stopped` says why an event
+    :class:`~uss_stream.policies.SequentialKLUCB` or the threshold rules
+    :class:`~uss_stream.policies.ConfidenceThreshold`, :class:`~uss_stream.policies.EntropyThreshold`
+    and :class:`~uss_stream.policies.ThresholdBandit`) decide after each stage instead of before the
+    first: stage 1 is queried, its label, confidence (its largest class probability; ``None`` if
+    it abstained, ``1.0`` for a stage without ``predict_proba_one``) and probabilities go to the
+    policy, which says whether stage 2 is worth asking, and so on. :attr:`Decision.stopped` says why an event
     stopped, and :meth:`summary` lists the depth mix per context.
 
     **Policies that ask for labels** (``policy.asks_for_labels``, e.g.

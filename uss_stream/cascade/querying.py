@@ -165,10 +165,10 @@ def query_sequential(
 ) -> tuple[list[Any], Any, dict[Any, float]]:
     """Ask one stage at a time, while the sequential ``policy`` says the next one is worth its cost.
 
-    Each stage's label (``ABSTAINED`` if it gave none) and confidence (its largest class
-    probability; ``None`` if it abstained) go to ``policy.step``. Returns the queried stages'
-    labels and the deepest one's label and probabilities; if a stage raises, the policy's step is
-    cancelled.
+    Each stage's label (``ABSTAINED`` if it gave none), confidence (its largest class
+    probability; ``None`` if it abstained) and class probabilities go to ``policy.step``. Returns
+    the queried stages' labels and the deepest one's label and probabilities; if a stage raises,
+    the policy's step is cancelled.
 
     Examples
     --------
@@ -190,7 +190,7 @@ def query_sequential(
             labels.append(label)
             abstained = label is None or label != label
             confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
-            going = policy.step(ABSTAINED if abstained else label, confidence)
+            going = policy.step(ABSTAINED if abstained else label, confidence, proba)
             if not going:
                 break
     except BaseException:

@@ -54,9 +54,11 @@ class CascadeSummary:
         :meth:`CascadeClassifier.learn_one`: best depth, agreement of the label-free choice,
         verdict. ``None`` only for summaries built by hand.
     contexts
-        For a sequential policy, one row per context (stage, confidence bin): its confidence
-        range, events, how many stopped there and the depth mix of its events, and what its cost
-        test would do next (:meth:`~uss_stream.policies.SequentialKLUCB.contexts`); else ``None``.
+        What a sequential policy learned per context (``policy.contexts()``): for
+        :class:`~uss_stream.policies.SequentialKLUCB` one row per context (stage, confidence bin):
+        its confidence range, events, how many stopped there and the depth mix of its events, and
+        what its cost test would do next; for :class:`~uss_stream.policies.ThresholdBandit` one
+        row per threshold (its plays and mean reward); ``None`` for the other policies.
     learning
         :meth:`CascadeClassifier.learning_state`: the policy's quantities under the names of the
         Kafka service's metrics, also readable as the properties below (``docs/metrics.md``).
