@@ -1,6 +1,6 @@
 """The safety-net evaluation: AuditedUSS against five policies on 51 instances, labels D rounds late.
 
-Writes ``docs/results_safety_net.md`` and its figures (``docs/figures/safety_net_*.png``)::
+Writes ``docs/evidence/results_safety_net.md`` and its figures (``docs/evidence/figures/safety_net_*.png``)::
 
     python -m studies.safety_net --horizon 100000 --reps 50 --label-delay 100
 
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.core.instances import Instance
+from uss_stream.core.instances import WD_VERDICTS, Instance
 from uss_stream.datasets.paper import PAPER_CASES
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, SupervisedUCB
 from uss_stream.replay.engine import Z_95, replay
@@ -153,9 +153,7 @@ def run_instance(
         }
         reports = result.wd_reports.get(policy)
         if reports:
-            entry["wd_verdicts"] = {
-                v: sum(r.verdict == v for r in reports) for v in ("holds", "violated", "unknown")
-            }
+            entry["wd_verdicts"] = {v: sum(r.verdict == v for r in reports) for v in WD_VERDICTS}
             entry["wd_best_depth"] = [r.best_depth for r in reports]
         summary["policies"][policy] = entry
     summary["seconds"] = time.perf_counter() - began
@@ -212,7 +210,7 @@ def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = replay_parser(__doc__.splitlines()[0], 50, "out/safety_net")
-    parser.add_argument("--out", default="docs")
+    parser.add_argument("--out", default="docs/evidence")
     parser.add_argument("--page", default="results_safety_net.md", help="page name under --out")
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
     parser.add_argument("--policies", help="comma-separated policy names to replay (default: all six)")

@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream.core.units import check_price_of_error, in_error_units
 from uss_stream.policies.specs import policy_spec, serving_policy
 from uss_stream_kafka.clients.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, merge_options
 
 __all__ = [
     "COMMANDS",
+    "COMMON_GROUP",
     "KafkaSettings",
     "SETTINGS",
     "Setting",
@@ -96,6 +98,18 @@ def _costs(value: Any) -> list[float]:
         raise ValueError(f"stage costs must be comma-separated numbers, got {value!r}") from None
 
 
+def _price(value: Any) -> float:
+    """The price of one error: a finite number > 0 (:func:`~uss_stream.core.units.check_price_of_error`)."""
+    try:
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"must be a number, got {value!r}") from None
+    try:
+        return check_price_of_error(number)  # type: ignore[return-value]
+    except ValueError:
+        raise ValueError(f"must be a finite number > 0, got {value!r}") from None
+
+
 def _names(value: Any) -> list[str]:
     parts = value.split(",") if isinstance(value, str) else list(value)
     return [str(part).strip() for part in parts if str(part).strip()]
@@ -161,7 +175,7 @@ class Setting:
     commands
         The subcommands that take it.
     group
-        The ``--help`` section.
+        The ``--help`` section: :data:`COMMON_GROUP` (listed first) for the settings most runs give.
     convert
         Text or value -> checked value; raises ``ValueError`` with the reason.
     choices
@@ -219,6 +233,8 @@ def setting(default: Any, help: str, commands: tuple[str, ...], group: str, **ro
     return field(default=default, metadata={"setting": Setting(help, commands, group, **row)})
 
 
+#: The ``--help`` section listed first: the settings most runs give (the topics, the group, the costs).
+COMMON_GROUP = "common options"
 _CONNECTION, _TOPIC, _PROCESSING = "connection and security", "topics", "processing"
 _DELIVERY, _GROUP, _OPS, _CREATE, _DEMO = (
     "delivery, checkpoints and lifecycle",
@@ -257,7 +273,7 @@ class KafkaSettings:
     command: str
     # connection and security (every subcommand)
     bootstrap_servers: str | None = setting(
-        None, "host:port[,host:port]", _ALL, _CONNECTION, required=_ALL, legacy_env="KAFKA_BOOTSTRAP_SERVERS"
+        None, "host:port[,host:port]", _ALL, COMMON_GROUP, required=_ALL, legacy_env="KAFKA_BOOTSTRAP_SERVERS"
     )
     client_id: str = setting("uss-stream", "client id prefix", _ALL, _CONNECTION)
     security_protocol: str = setting(
@@ -291,7 +307,7 @@ class KafkaSettings:
         None,
         "events to decide (orchestrate: the requests; demo-producer writes its events there)",
         (*_TOPICS, "demo-producer"),
-        _TOPIC,
+        COMMON_GROUP,
         required=(*_TOPICS, "demo-producer"),
         aliases={"--requests-topic": ("orchestrate",), "--topic": ("demo-producer",)},
     )
@@ -299,13 +315,13 @@ class KafkaSettings:
         None,
         "decisions",
         _TOPICS,
-        _TOPIC,
+        COMMON_GROUP,
         required=_TOPICS,
         aliases={"--decisions-topic": ("orchestrate",)},
     )
-    dlq_topic: str | None = setting(None, "dead letters", _TOPICS, _TOPIC, required=_TOPICS)
+    dlq_topic: str | None = setting(None, "dead letters", _TOPICS, COMMON_GROUP, required=_TOPICS)
     state_topic: str | None = setting(
-        None, "checkpoints (compacted)", (*_TOPICS, "status"), _TOPIC, required=(*_TOPICS, "status")
+        None, "checkpoints (compacted)", (*_TOPICS, "status"), COMMON_GROUP, required=(*_TOPICS, "status")
     )
     labels_topic: str | None = setting(
         None,
@@ -314,26 +330,32 @@ class KafkaSettings:
         _TOPIC,
     )
     reports_topic: str | None = setting(
-        None, "the sensors' reports", ("orchestrate",), _TOPIC, required=("orchestrate",)
+        None, "the sensors' reports", ("orchestrate",), COMMON_GROUP, required=("orchestrate",)
     )
     # processing
     group_id: str | None = setting(
         None,
         "consumer group (and checkpoint key)",
         (*_SERVICE, "status"),
-        _PROCESSING,
+        COMMON_GROUP,
         required=(*_SERVICE, "status"),
     )
     mode: str = setting(
         "outputs",
         "outputs: events carry the stage outputs; features: they carry features, the service runs a cascade",
         ("run", "demo-producer"),
-        _PROCESSING,
+        COMMON_GROUP,
         choices=("outputs", "features"),
     )
     stage_costs: list[float] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
-        None, "c_1,...,c_K (outputs mode, orchestrate)", _SERVICE, _PROCESSING, convert=_costs,
+        None, "c_1,...,c_K in units of one error (the objective is error rate + cost), or in any unit "
+        "with --price-of-error (outputs mode, orchestrate)", _SERVICE, COMMON_GROUP, convert=_costs,
         required=("orchestrate",),
+    )  # fmt: skip
+    price_of_error: float | None = setting(
+        None, "the price of one error in the unit of --stage-costs, e.g. 250 for costs in dollars where "
+        "a wrong decision costs 250 dollars; the service works with the costs divided by it, in error "
+        "units (outputs mode, orchestrate)", _SERVICE, _PROCESSING, convert=_price,
     )  # fmt: skip
     stage_names: list[str] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
         None, "names of the stages in the decisions (default stage1..K)", ("orchestrate",), _PROCESSING,
@@ -346,7 +368,7 @@ class KafkaSettings:
         "also take discount=G (default uss-kl-ucb, the library's default); orchestrate also takes the "
         "label-asking audited[:label_budget=C,alpha=A]",
         _SERVICE,
-        _PROCESSING,
+        COMMON_GROUP,
         convert=_spec,
     )
     alpha: float | None = setting(
@@ -404,7 +426,7 @@ class KafkaSettings:
         "at-least-once",
         "delivery guarantee (exactly-once: transactions; readers use read_committed)",
         _SERVICE,
-        _DELIVERY,
+        COMMON_GROUP,
         choices=("at-least-once", "exactly-once"),
     )
     shared_learning: bool = setting(
@@ -519,7 +541,7 @@ class KafkaSettings:
         kind="switch", convert=parse_switch,
     )  # fmt: skip
     # create-topics
-    partitions: int = setting(1, "partitions", ("create-topics",), _CREATE, convert=_positive_int)
+    partitions: int = setting(1, "partitions", ("create-topics",), COMMON_GROUP, convert=_positive_int)
     replication_factor: int = setting(
         1, "replicas per partition", ("create-topics",), _CREATE, convert=_positive_int
     )
@@ -528,11 +550,11 @@ class KafkaSettings:
     )
     # demo-producer
     events: int = setting(
-        10_000, "how many", ("demo-producer",), _DEMO, convert=_non_negative_int,
+        10_000, "how many", ("demo-producer",), COMMON_GROUP, convert=_non_negative_int,
         legacy_env="USS_KAFKA_DEMO_EVENTS",
     )  # fmt: skip
     rate: float = setting(
-        0.0, "events per second (0 = as fast as possible)", ("demo-producer",), _DEMO,
+        0.0, "events per second (0 = as fast as possible)", ("demo-producer",), COMMON_GROUP,
         convert=_non_negative_float, legacy_env="USS_KAFKA_DEMO_RATE",
     )  # fmt: skip
     seed: int = setting(
@@ -561,13 +583,20 @@ class KafkaSettings:
         """The spec of ``--policy`` / ``--alpha``; the library's default without either."""
         return policy_spec(self.policy, self.alpha)
 
+    def error_unit_costs(self) -> list[float]:
+        """``--stage-costs`` in units of one error (divided by ``--price-of-error`` if given), as the
+        policy, the decisions, the metrics and the checkpoints take them; converted once by the
+        library (:func:`~uss_stream.core.units.in_error_units`), which warns when a depth is
+        unreachable."""
+        return self._once("costs", lambda: in_error_units(self.stage_costs, self.price_of_error))
+
     def policy_template(self) -> tuple[Any, str]:
         """The policy of ``run`` (outputs mode) or ``orchestrate`` and its canonical spec, built once
         by the library (:func:`~uss_stream.policies.specs.serving_policy`); every learner clones it."""
         orchestrate = self.command == "orchestrate"
         mode, labels = ("orchestration", "requested") if orchestrate else ("outputs mode", "none")
         return self._once(
-            "policy", lambda: serving_policy(self.policy_spec(), self.stage_costs, mode, labels)
+            "policy", lambda: serving_policy(self.policy_spec(), self.error_unit_costs(), mode, labels)
         )
 
     def payload_format(self) -> Any:
@@ -761,6 +790,11 @@ def _check_processing(settings: KafkaSettings) -> None:
                 f"--policy and --alpha are for outputs mode (env {policy.env}, {alpha.env}): in features "
                 "mode the cascade factory builds the cascade and its policy (CascadeClassifier(policy=...))"
             )
+        if settings.price_of_error is not None:
+            raise ValueError(
+                f"{row('price_of_error').named()} is for outputs mode: in features mode the cascade "
+                "factory gives the cascade its costs and price (CascadeClassifier(price_of_error=...))"
+            )
         if settings.shared_learning:
             raise ValueError(f"{row('shared_learning').named()} needs outputs mode (--mode outputs)")
         if settings.value_format != "json":
@@ -778,6 +812,10 @@ def _check_processing(settings: KafkaSettings) -> None:
     if settings.alpha is not None:
         instead = f"--policy uss-ucb:alpha={settings.alpha!r}"
         warnings.warn(f"--alpha is deprecated: use {instead}", FutureWarning, stacklevel=4)
+    try:
+        settings.error_unit_costs()
+    except ValueError as error:
+        raise ValueError(f"{row('stage_costs').named()}: {error}") from None
     try:
         built, _ = settings.policy_template()
     except ValueError as error:
