@@ -64,6 +64,8 @@ def variant(name: str, costs: list[float]) -> Policy | KeyedPolicy:
 
     >>> variant("m300-h100", [0.0, 0.1]).prior_half_life, variant("m300-hinf", [0.0, 0.1]).prior_half_life
     (100, None)
+    >>> variant("m300-h100-c5", [0.0, 0.1]).prior_tolerance
+    5.0
     >>> type(variant("one", [0.0, 0.1])).__name__, variant("independent", [0.0, 0.1]).prior_strength
     ('USSKLUCB', 0)
     """
@@ -74,13 +76,16 @@ def variant(name: str, costs: list[float]) -> Policy | KeyedPolicy:
         return KeyedPolicy(base, prior_strength=0)
     if name == "keyed":
         return KeyedPolicy(base)
-    strength, _, half_life = name.partition("-")
-    if not (strength.startswith("m") and half_life.startswith("h")):
-        raise ValueError(f"variant must be one, independent, keyed or m<M>-h<H>, got {name!r}")
+    strength, half_life, *tolerance = name.split("-")
+    if not (
+        strength.startswith("m") and half_life.startswith("h") and all(t.startswith("c") for t in tolerance)
+    ):
+        raise ValueError(f"variant must be one, independent, keyed or m<M>-h<H>[-c<C>], got {name!r}")
     return KeyedPolicy(
         base,
         prior_strength=int(strength[1:]),
         prior_half_life=None if half_life == "hinf" else int(half_life[1:]),
+        prior_tolerance=float(tolerance[0][1:]) if tolerance else None,
     )
 
 
@@ -132,6 +137,7 @@ def run_variant(instance: KeyedInstance, name: str, settings: dict[str, Any]) ->
             )
         regret, events = result.key_regret(name)[0], result.key_events()[0]
         small = events < SMALL_KEY
+        wd = _wd_keys(instance, result.keys)
         per_rep.append(
             {
                 "regret": float(regret.sum()),
@@ -139,6 +145,9 @@ def run_variant(instance: KeyedInstance, name: str, settings: dict[str, Any]) ->
                 "small_events": int(events[small].sum()),
                 "small_keys": int((small & (events > 0)).sum()),
                 "keys": int((events > 0).sum()),
+                "wd_regret": None if wd is None else float(regret[wd].sum()),
+                "wd_small_regret": None if wd is None else float(regret[wd & small].sum()),
+                "wd_events": None if wd is None else int(events[wd].sum()),
             }
         )
     return {
@@ -151,6 +160,16 @@ def run_variant(instance: KeyedInstance, name: str, settings: dict[str, Any]) ->
         "cpu_seconds": time.process_time() - began,
         "settings": settings,
     }
+
+
+def _wd_keys(instance: KeyedInstance, keys: list[Any]) -> np.ndarray | None:
+    """Which of ``keys`` (a replay's) are of a type where weak dominance holds (``ξ >= 0``), for a
+    generated mixture (``None`` for a real cascade)."""
+    if instance.family == "real":
+        return None
+    holds = [xi >= 0 for xi in instance.details["xi"]]
+    kinds = dict(zip(instance.key_names, instance.details["key_types"]))
+    return np.array([holds[kinds[key]] for key in keys], dtype=bool)
 
 
 def _key_error_rates(instance: KeyedInstance) -> dict[str, list[float]]:

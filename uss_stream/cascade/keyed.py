@@ -73,6 +73,7 @@ def keyed_policy(
             base,
             prior_strength=policy.prior_strength,
             prior_half_life=policy.prior_half_life,
+            prior_tolerance=policy.prior_tolerance,
             pool_refresh=policy.pool_refresh,
             max_keys=policy.max_keys,
             ttl=policy.ttl,

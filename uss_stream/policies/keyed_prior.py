@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from uss_stream.policies.kernel import pair_order
+from uss_stream.rules.confidence import portable_log, portable_log_many
 
 __all__ = ["MAX_HALF_LIFE", "MAX_STRENGTH", "CountLayout", "PoolPrior"]
 
@@ -113,10 +114,16 @@ class PoolPrior:
     half_life
         ``h``: the prior's strength halves after ``h`` own rounds of the key (``None``: it never
         decays, a fixed prior).
+    tolerance
+        ``c``: a key whose own counts contradict the other keys' on some pair, ``n_j·kl(d_ij/n_j,
+        r_ij) > c`` with ``r_ij`` the other keys' disagreement rate, gets no prior (``None``: no
+        test). A key that differs from the pool stops leaning on it as soon as its own counts show
+        it, whatever its rounds.
     """
 
     strength: int
     half_life: int | None
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
         strength, half_life = self.strength, self.half_life
@@ -130,6 +137,13 @@ class PoolPrior:
             raise ValueError(
                 f"prior_half_life must be None or an integer in 1..{MAX_HALF_LIFE}, got {half_life!r}"
             )
+        tolerance = self.tolerance
+        if tolerance is not None and (
+            isinstance(tolerance, bool)
+            or not isinstance(tolerance, (int, float))
+            or not 0 < tolerance < math.inf
+        ):
+            raise ValueError(f"prior_tolerance must be None or a finite number > 0, got {tolerance!r}")
 
     def strength_at(self, rounds: np.ndarray) -> np.ndarray:
         """``s(t)`` (float64, whole numbers) for an array of own rounds ``t``.
@@ -151,8 +165,10 @@ class PoolPrior:
         strength = self.strength_at(own_f[:, 0])[:, None]
         width = own_f.shape[1]
         k = _stages_of(width)
-        prior = np.minimum(others, strength)  # rounds and queries, truncated to s rounds' worth
         upper_j = pair_order(k)[1]
+        if self.tolerance is not None:
+            strength = np.where(self._contradicted(own_f, others, k, upper_j)[:, None], 0.0, strength)
+        prior = np.minimum(others, strength)  # rounds and queries, truncated to s rounds' worth
         n_other = others[:, 1 + upper_j]
         a = prior[:, 1 + upper_j]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -179,8 +195,10 @@ class PoolPrior:
             if self.half_life is None
             else float(math.floor(m * float(self.half_life) / (float(self.half_life) + t)))
         )
-        prior = [min(value, strength) for value in others]
         upper_j = pair_order(k)[1].tolist()
+        if self.tolerance is not None and self._contradicted_one(own, others, k, upper_j):
+            strength = 0.0
+        prior = [min(value, strength) for value in others]
         for p, j in enumerate(upper_j, start=1 + k):
             n_other = others[1 + j]
             a = prior[1 + j]
@@ -189,6 +207,46 @@ class PoolPrior:
         if plain:
             return [int(a) + int(b) for a, b in zip(own, prior)]
         return [float(a) + b for a, b in zip(own, prior)]
+
+    def _contradicted(self, own: np.ndarray, others: np.ndarray, k: int, upper_j: np.ndarray) -> np.ndarray:
+        """``(M,)``: whether a key's own counts contradict the others' on some pair (``tolerance``)."""
+        n, d = own[:, 1 + upper_j], own[:, 1 + k :]
+        n_other = others[:, 1 + upper_j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = others[:, 1 + k :] / n_other
+            rest = n - d
+            both = (n > 0.0) & (n_other > 0.0)
+            impossible = both & (((rate <= 0.0) & (d > 0.0)) | ((rate >= 1.0) & (rest > 0.0)))
+            inside = (rate > 0.0) & (rate < 1.0)
+            safe_rate = np.where(inside, rate, 0.5)
+            log_rate, log_rest = portable_log_many(safe_rate), portable_log_many(1.0 - safe_rate)
+            total = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, d / n, 1.0)) - log_rate), 0.0)
+            total = total + np.where(
+                rest > 0.0, rest * (portable_log_many(np.where(rest > 0.0, rest / n, 1.0)) - log_rest), 0.0
+            )
+        divergent = both & inside & (total > float(self.tolerance))
+        return (impossible | divergent).any(axis=1)
+
+    def _contradicted_one(self, own: list[float], others: list[float], k: int, upper_j: list[int]) -> bool:
+        """:meth:`_contradicted` of one key, in Python: the same operations in the same order."""
+        for p, j in enumerate(upper_j, start=1 + k):
+            n, d, n_other = float(own[1 + j]), float(own[p]), others[1 + j]
+            if not (n > 0.0 and n_other > 0.0):
+                continue
+            rate = others[p] / n_other
+            rest = n - d
+            if (rate <= 0.0 and d > 0.0) or (rate >= 1.0 and rest > 0.0):
+                return True
+            if not 0.0 < rate < 1.0:
+                continue
+            total = 0.0
+            if d > 0.0:
+                total = total + d * (portable_log(d / n) - portable_log(rate))
+            if rest > 0.0:
+                total = total + rest * (portable_log(rest / n) - portable_log(1.0 - rate))
+            if total > float(self.tolerance):
+                return True
+        return False
 
 
 def _stages_of(width: int) -> int:

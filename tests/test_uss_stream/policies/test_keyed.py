@@ -109,6 +109,20 @@ def test_the_prior_truncates_the_other_keys_counts_stage_by_stage():
     assert prior.strength_at(np.array([40, 41])).tolist() == [100.0, 98.0]
 
 
+def test_a_key_that_contradicts_the_others_gets_no_prior():
+    # Others: 1000 rounds, D_12 / n_2 = 0.1. Own: 20 rounds, 10 disagreements:
+    # 20·kl(0.5, 0.1) = 10·ln(0.5 / 0.1) + 10·ln(0.5 / 0.9) = 10.22.
+    others = np.array([1000, 1000, 1000, 100])
+    own = np.array([[20, 20, 20, 10]])
+    assert PoolPrior(50, None, tolerance=10.2).effective(own, others + own[0]).tolist() == [[20, 20, 20, 10]]
+    assert PoolPrior(50, None, tolerance=10.3).effective(own, others + own[0]).tolist() == [[70, 70, 70, 15]]
+    # A disagreement the others never had: contradicted whatever the tolerance.
+    never = np.array([1000, 1000, 1000, 0])
+    assert PoolPrior(50, None, 1000.0).effective(np.array([[1, 1, 1, 1]]), never + 1).tolist() == [
+        [1, 1, 1, 1]
+    ]
+
+
 def test_the_prior_never_lends_more_disagreements_than_queries():
     # The key's own counts (since the snapshot) exceed the snapshot's: the other keys' rate is capped.
     effective = PoolPrior(100, None).effective(np.array([[5, 5, 5, 3]]), np.array([10, 10, 6, 3]))
@@ -129,7 +143,9 @@ def test_the_loop_and_the_batch_compute_the_same_effective_counts(discounted):
         if discounted:
             own, snapshot = own * rng.random(), snapshot * 0.9
         prior = PoolPrior(
-            int(rng.integers(0, 3000)), None if rng.random() < 0.3 else int(rng.integers(1, 5000))
+            int(rng.integers(0, 3000)),
+            None if rng.random() < 0.3 else int(rng.integers(1, 5000)),
+            None if rng.random() < 0.3 else float(rng.choice([0.5, 3.0, 20.0])),
         )
         batch = prior.effective(own[None, :], snapshot)[0].tolist()
         assert prior.effective_one(own.tolist(), snapshot.tolist(), plain=not discounted) == batch
