@@ -254,7 +254,7 @@ def _keys(keys: Any, n_rows: int) -> tuple[list[Any], np.ndarray]:
     codes, uniques = pd.factorize(values)
     distinct = [as_key(value) for value in uniques]
     if len(set(distinct)) != len(distinct):
-        raise ValueError("keys: two distinct values have the same text (e.g. 1 and '1'); give one kind")
+        raise ValueError("keys: two distinct values give the same key (e.g. True and 'True'); give one kind")
     return distinct, codes.astype(np.int64)
 
 
