@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from studies.keyed_study import SMALL_KEY, instance_names
+from studies.keyed_study import GRID_SETTINGS, SMALL_KEY, instance_names
 from studies.markdown import table
 
 __all__ = ["development_table", "load_runs", "target_figures", "write_report"]
@@ -159,7 +159,7 @@ def write_report(cache: Path, out: Path, settings: dict[str, Any]) -> Path:
         DEFAULT_PRIOR_TOLERANCE,
     )
 
-    development = load_runs(cache, "development")
+    development = load_runs(cache, "development", GRID_SETTINGS)
     heldout = load_runs(cache, "heldout", settings)
     real = load_runs(cache, "real", settings)
     figures = target_figures(heldout, "keyed")
@@ -218,7 +218,8 @@ def write_report(cache: Path, out: Path, settings: dict[str, Any]) -> Path:
         "",
         "## The prior, chosen on the development mixtures",
         "",
-        f"{len(development)} development mixtures, settings {dev_settings}. Variant",
+        f"{len(development)} development mixtures (`python -m studies.keyed_study --grid`), settings",
+        f"{dev_settings}. Variant",
         "`m<M>-h<H>[-c<C>]`: strength `M`, half-life `H` (`inf`: none), tolerance `C` (none if absent).",
         "",
         table(_HEADER, development_table(development)),

@@ -7,13 +7,14 @@ keyed variants ``m<strength>-h<half-life>`` (``hinf``: no decay; ``keyed``: the 
 defaults). Caches one JSON summary per instance and variant under ``--cache``; ``--report``
 writes ``docs/evidence/keyed.md`` from the cache. The full protocol (``make keyed``)::
 
-    python -m studies.keyed_study --split development --variants one,independent,keyed --jobs 2
+    python -m studies.keyed_study --grid --jobs 2
     python -m studies.keyed_study --split heldout --jobs 2
     python -m studies.keyed_study --split real
     python -m studies.keyed_study --report
 
-The prior's defaults are chosen with ``--split development --variants ...`` (development seeds
-only); ``--split heldout`` and ``real`` replay the three policies of the targets.
+The prior's defaults are chosen with ``--grid`` (:data:`GRID_VARIANTS` on the development mixtures
+of :data:`GRID_SEEDS`, :data:`GRID_SETTINGS`; development seeds only); ``--split heldout`` and
+``real`` replay the three policies of the targets.
 
 Each repetition of a generated mixture is a new stream (:meth:`~studies.keyed_instances.KeyedInstance.stream`)
 of ``--horizon`` events, each key's regret measured against its own type's best depth; a real
@@ -44,6 +45,9 @@ from uss_stream.policies import USSKLUCB, KeyedPolicy, Policy
 from uss_stream.replay.keyed import replay_keyed
 
 __all__ = [
+    "GRID_SEEDS",
+    "GRID_SETTINGS",
+    "GRID_VARIANTS",
     "SMALL_KEY",
     "TARGET_VARIANTS",
     "instance_names",
@@ -57,6 +61,15 @@ __all__ = [
 SMALL_KEY = 1000
 #: The variants the held-out and real splits replay.
 TARGET_VARIANTS = ("one", "independent", "keyed")
+#: The settings of the prior's grid on the development mixtures (the seeds of ``GRID_SEEDS``).
+GRID_SETTINGS = {"horizon": 100_000, "reps": 2, "seed": 0}
+GRID_SEEDS = range(30)
+#: The grid: strength, half-life (``inf``: none), tolerance (absent: none).
+GRID_VARIANTS = (
+    "one",
+    "independent",
+    *(f"m{m}-h{h}{c}" for m in (100, 1000) for h in (30, 300, "inf") for c in ("", "-c3", "-c10")),
+)
 
 
 def variant(name: str, costs: list[float]) -> Policy | KeyedPolicy:
@@ -216,10 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated instance names")
     parser.add_argument("--cache", default="out/keyed")
     parser.add_argument("--report", action="store_true", help="write docs/evidence/keyed.md from the cache")
+    parser.add_argument("--grid", action="store_true", help="replay the prior's grid on development mixtures")
     parser.add_argument("--out", default="docs/evidence")
     args = parser.parse_args(argv)
     settings = {"horizon": args.horizon, "reps": args.reps, "seed": args.seed}
     cache = Path(args.cache)
+    if args.grid:
+        args.split, args.variants, settings = "development", ",".join(GRID_VARIANTS), dict(GRID_SETTINGS)
+        args.only = ",".join(f"seed-{seed}" for seed in GRID_SEEDS)
     if args.report:
         from studies.keyed_report import write_report
 

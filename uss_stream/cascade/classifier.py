@@ -471,14 +471,15 @@ class CascadeClassifier(base.Classifier):
             ],
             "warm_up": 5,
         }
-        # One learner per key, the key a binary feature.
+        # One learner per key, the key a callable of the event (its number of features: River's
+        # checks drop features, and a missing key feature is refused).
         yield {
             "stages": [
                 Stage(linear_model.LogisticRegression(), features=phishing_cheap, cost=0.0),
                 Stage(linear_model.LogisticRegression(), cost=0.2),
             ],
             "warm_up": 10,
-            "key": "popup_window",
+            "key": len,
         }
         # A fixed-depth policy.
         yield {

@@ -25,7 +25,7 @@ def key_function(
     """The function that reads an event's key: the feature ``key``, or ``key(x)`` for a callable.
 
     The value becomes a key by :func:`~uss_stream.policies.keyed_store.as_key`; a missing one raises
-    ``ValueError``.
+    ``ValueError``. (A class, not a closure: a cascade keyed by a feature pickles.)
 
     >>> of = key_function("site")
     >>> of({"site": "north", "t": 1.0}), of({"site": 3.0})
@@ -38,22 +38,23 @@ def key_function(
     'True'
 
     """
-    if callable(key):
-
-        def of(x: dict[Hashable, Any]) -> Hashable:
-            return _present(key(x), "the key function returned no key (None or NaN)")
-
-        return of
-    if not isinstance(key, str):
+    if not callable(key) and not isinstance(key, str):
         raise TypeError(
             f"key must be a feature name (str) or a callable of the event, got {type(key).__name__}"
         )
+    return _KeyOf(key)
 
-    def feature(x: dict[Hashable, Any]) -> Hashable:
-        value = x.get(key)
-        return _present(value, f"the event has no key: its feature {key!r} is missing")
 
-    return feature
+class _KeyOf:
+    """An event's key: a feature's value or a callable's result (see :func:`key_function`)."""
+
+    def __init__(self, key: str | Callable[[dict[Hashable, Any]], Any]) -> None:
+        self.key = key
+
+    def __call__(self, x: dict[Hashable, Any]) -> Hashable:
+        if callable(self.key):
+            return _present(self.key(x), "the key function returned no key (None or NaN)")
+        return _present(x.get(self.key), f"the event has no key: its feature {self.key!r} is missing")
 
 
 def _present(value: Any, message: str) -> Hashable:
