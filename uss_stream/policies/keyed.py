@@ -81,8 +81,9 @@ class KeyedPolicy(KeyedReport):
         ``h``: the prior's strength halves after ``h`` own rounds of a key, and keeps decaying
         (``None``: a fixed prior of ``m`` rounds).
     prior_tolerance
-        ``c``: a key whose own counts contradict the other keys' on some pair (``n·kl`` of its
-        disagreement rate from theirs above ``c``) decides without the prior (``None``: no test).
+        ``c``: a key whose own counts show, at level ``c``, that some pair's cost test comes out
+        the other way than on the other keys' counts decides without the prior (``None``: no
+        test; :class:`~uss_stream.policies.keyed_prior.PoolPrior`).
     pool_refresh
         Events (of all keys) between two refreshes of the pool snapshot the priors are drawn from,
         once the clock reaches it; before, the snapshot is refreshed at every power of two (so a
@@ -154,7 +155,7 @@ class KeyedPolicy(KeyedReport):
         self._pooled = policy.vectorised
         self._counts = KeyedCounts(
             policy.clone(),
-            PoolPrior(prior_strength, prior_half_life, prior_tolerance),
+            PoolPrior(prior_strength, prior_half_life, prior_tolerance, policy.cumulative_costs),
             pool_refresh=pool_refresh,
             max_keys=max_keys,
             ttl=ttl,

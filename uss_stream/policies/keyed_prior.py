@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from uss_stream.policies.kernel import pair_order
-from uss_stream.rules.confidence import portable_log, portable_log_many
+from uss_stream.rules.confidence import kl_count, portable_log_many
 
 __all__ = ["MAX_HALF_LIFE", "MAX_STRENGTH", "CountLayout", "PoolPrior"]
 
@@ -115,15 +115,21 @@ class PoolPrior:
         ``h``: the prior's strength halves after ``h`` own rounds of the key (``None``: it never
         decays, a fixed prior).
     tolerance
-        ``c``: a key whose own counts contradict the other keys' on some pair, ``n_j·kl(d_ij/n_j,
-        r_ij) > c`` with ``r_ij`` the other keys' disagreement rate, gets no prior (``None``: no
-        test). A key that differs from the pool stops leaning on it as soon as its own counts show
-        it, whatever its rounds.
+        ``c``: a key whose own counts put the cost test of some pair ``(i, j)`` on the other side
+        from the other keys' rate gets no prior (``None``: no test). The test of a pair compares
+        its disagreement rate with the cost gap ``g = C_j - C_i``; it is contradicted when the
+        others' rate ``r_ij`` and the key's ``p̂_ij = d_ij / n_j`` lie on opposite sides of ``g``
+        and ``n_j·kl(p̂_ij, g) > c`` (the key is sure of its side at level ``c``, as USS-KL-UCB's
+        bound). Keys whose rates differ from the pool's without changing a test keep the prior; a
+        key whose best depth differs stops leaning on the pool as soon as its counts show it.
+    cumulative_costs
+        ``C_1..C_K``, needed with a tolerance.
     """
 
     strength: int
     half_life: int | None
     tolerance: float | None = None
+    cumulative_costs: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         strength, half_life = self.strength, self.half_life
@@ -208,43 +214,47 @@ class PoolPrior:
             return [int(a) + int(b) for a, b in zip(own, prior)]
         return [float(a) + b for a, b in zip(own, prior)]
 
+    def _gaps(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair in pair order: the cost gap ``C_j - C_i``, whether it is inside ``(0, 1)`` (only
+        then can a disagreement rate fall on either side), and its portable logarithms."""
+        costs = self.cumulative_costs
+        if len(costs) != k:
+            raise ValueError(f"the prior's tolerance needs the {k} cumulative costs, got {len(costs)}")
+        upper_i, upper_j = pair_order(k)
+        gap = np.array([costs[j] - costs[i] for i, j in zip(upper_i.tolist(), upper_j.tolist())])
+        inside = (gap > 0.0) & (gap < 1.0)
+        safe = np.where(inside, gap, 0.5)
+        return gap, inside, portable_log_many(safe), portable_log_many(1.0 - safe)
+
     def _contradicted(self, own: np.ndarray, others: np.ndarray, k: int, upper_j: np.ndarray) -> np.ndarray:
-        """``(M,)``: whether a key's own counts contradict the others' on some pair (``tolerance``)."""
+        """``(M,)``: whether a key's own counts put some pair's cost test on the other side from
+        the other keys' rate, at level ``tolerance`` (see the class docstring)."""
+        gap, inside, log_gap, log_rest = self._gaps(k)
         n, d = own[:, 1 + upper_j], own[:, 1 + k :]
         n_other = others[:, 1 + upper_j]
         with np.errstate(divide="ignore", invalid="ignore"):
-            rate = others[:, 1 + k :] / n_other
+            rate, mine = others[:, 1 + k :] / n_other, d / n
             rest = n - d
-            both = (n > 0.0) & (n_other > 0.0)
-            impossible = both & (((rate <= 0.0) & (d > 0.0)) | ((rate >= 1.0) & (rest > 0.0)))
-            inside = (rate > 0.0) & (rate < 1.0)
-            safe_rate = np.where(inside, rate, 0.5)
-            log_rate, log_rest = portable_log_many(safe_rate), portable_log_many(1.0 - safe_rate)
-            total = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, d / n, 1.0)) - log_rate), 0.0)
+            total = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, mine, 1.0)) - log_gap), 0.0)
             total = total + np.where(
                 rest > 0.0, rest * (portable_log_many(np.where(rest > 0.0, rest / n, 1.0)) - log_rest), 0.0
             )
-        divergent = both & inside & (total > float(self.tolerance))
-        return (impossible | divergent).any(axis=1)
+        opposite = ((rate < gap) & (gap < mine)) | ((mine < gap) & (gap < rate))
+        sure = (n > 0.0) & (n_other > 0.0) & inside & opposite & (total > float(self.tolerance))
+        return sure.any(axis=1)
 
     def _contradicted_one(self, own: list[float], others: list[float], k: int, upper_j: list[int]) -> bool:
         """:meth:`_contradicted` of one key, in Python: the same operations in the same order."""
-        for p, j in enumerate(upper_j, start=1 + k):
+        gap, inside, log_gap, log_rest = (values.tolist() for values in self._gaps(k))
+        for pair, j in enumerate(upper_j):
+            p = 1 + k + pair
             n, d, n_other = float(own[1 + j]), float(own[p]), others[1 + j]
-            if not (n > 0.0 and n_other > 0.0):
+            if not (n > 0.0 and n_other > 0.0 and inside[pair]):
                 continue
-            rate = others[p] / n_other
-            rest = n - d
-            if (rate <= 0.0 and d > 0.0) or (rate >= 1.0 and rest > 0.0):
-                return True
-            if not 0.0 < rate < 1.0:
+            rate, mine, g = others[p] / n_other, d / n, gap[pair]
+            if not ((rate < g < mine) or (mine < g < rate)):
                 continue
-            total = 0.0
-            if d > 0.0:
-                total = total + d * (portable_log(d / n) - portable_log(rate))
-            if rest > 0.0:
-                total = total + rest * (portable_log(rest / n) - portable_log(1.0 - rate))
-            if total > float(self.tolerance):
+            if kl_count(d, n, log_gap[pair], log_rest[pair]) > float(self.tolerance):
                 return True
         return False
 
