@@ -87,6 +87,8 @@ class KeyedCounts:
         self.pool = np.zeros(self.layout.width, dtype=dtype)
         self.foreign = np.zeros(self.layout.width, dtype=dtype)
         self.snapshot = np.zeros(self.layout.width, dtype=dtype)
+        #: The base rule's depth on the snapshot (with a tolerance; else 0).
+        self.pool_depth = 0
         self.events = 0
         self.evidence = LabelEvidence(n_stages)
         self._guess = n_stages
@@ -122,7 +124,15 @@ class KeyedCounts:
 
     def _refresh(self) -> None:
         if self.next_refresh(self.events - 1) == self.events:
-            self.snapshot = self.pool + self.foreign
+            self.set_snapshot(self.pool + self.foreign)
+
+    def set_snapshot(self, snapshot: np.ndarray) -> None:
+        """Draw the priors from ``snapshot`` from now on; with a tolerance, note the pool's depth
+        (the base rule on it), whose cost tests the keys' counts are checked against."""
+        self.snapshot = snapshot
+        self.pool_depth = 0
+        if self.prior.tolerance is not None and not self.policy.sequential:
+            self.pool_depth = int(self.rule(snapshot[None, :], None)[0])
 
     def next_refresh(self, events: int) -> int:
         """The first clock value after ``events`` whose event refreshes the snapshot: every power
@@ -142,11 +152,11 @@ class KeyedCounts:
     def share(self, foreign: DisagreementStats) -> None:
         """Other workers' pooled counts, added to the snapshot from now on."""
         self.foreign = self.row_of(foreign)
-        self.snapshot = self.pool + self.foreign
+        self.set_snapshot(self.pool + self.foreign)
 
     def effective(self, own: np.ndarray) -> np.ndarray:
         """The effective counts (own plus prior) of ``(M, width)`` own rows on the snapshot."""
-        return self.prior.effective(own, self.snapshot)
+        return self.prior.effective(own, self.snapshot, self.pool_depth)
 
     def decide(self, row: int, key: Hashable) -> int:
         """The depth the live key ``key`` (in ``row``) chooses next by the base rule.
@@ -191,7 +201,8 @@ class KeyedCounts:
     def effective_stats(self, row: int) -> DisagreementStats:
         """A key's effective counts as :class:`DisagreementStats` (for a policy object)."""
         own = self.store.counts[row].tolist()
-        return self.stats_from(self.prior.effective_one(own, self.snapshot.tolist(), self.discount is None))
+        plain = self.discount is None
+        return self.stats_from(self.prior.effective_one(own, self.snapshot.tolist(), plain, self.pool_depth))
 
     def stats_from(self, counts: np.ndarray | list[Any]) -> DisagreementStats:
         """The :class:`DisagreementStats` of one row of counts."""
@@ -242,9 +253,10 @@ class KeyedCounts:
     def load_pool(self, document: Any, policy: str) -> None:
         """Restore :meth:`pool_document` (validated first)."""
         events, stats, evidence = read_pool_document(document, policy, self.layout.n_stages, self.discount)
-        self.pool, self.snapshot, self.foreign = (
+        self.pool, snapshot, self.foreign = (
             self.row_of(stats[name]) for name in ("pool", "snapshot", "foreign")
         )
+        self.set_snapshot(snapshot)
         self.events = events
         self.evidence = evidence
 

@@ -115,13 +115,16 @@ class PoolPrior:
         ``h``: the prior's strength halves after ``h`` own rounds of the key (``None``: it never
         decays, a fixed prior).
     tolerance
-        ``c``: a key whose own counts put the cost test of some pair ``(i, j)`` on the other side
-        from the other keys' rate gets no prior (``None``: no test). The test of a pair compares
-        its disagreement rate with the cost gap ``g = C_j - C_i``; it is contradicted when the
-        others' rate ``r_ij`` and the key's ``p̂_ij = d_ij / n_j`` lie on opposite sides of ``g``
-        and ``n_j·kl(p̂_ij, g) > c`` (the key is sure of its side at level ``c``, as USS-KL-UCB's
-        bound). Keys whose rates differ from the pool's without changing a test keep the prior; a
-        key whose best depth differs stops leaning on the pool as soon as its counts show it.
+        ``c``: a key whose own counts put a cost test of the pool's depth on the other side from
+        the other keys' rate gets no prior (``None``: no test). The test of a pair ``(i, j)``
+        compares its disagreement rate with the cost gap ``g = C_j - C_i``; the tests of the pool's
+        depth ``d`` (the base rule's choice on the pool's snapshot) are those of the pairs with
+        ``i = d`` or ``j = d``, which decide whether ``d`` is chosen. A test is contradicted when
+        the others' rate ``r_ij`` and the key's ``p̂_ij = d_ij / n_j`` lie on opposite sides of
+        ``g`` and ``n_j·kl(p̂_ij, g) > c`` (the key is sure of its side at level ``c``, as
+        USS-KL-UCB's bound). Keys whose rates differ from the pool's without changing its depth
+        keep the prior; a key whose best depth differs stops leaning on the pool as soon as its
+        counts show it. Without a pool depth (``0``) every pair is tested.
     cumulative_costs
         ``C_1..C_K``, needed with a tolerance.
     """
@@ -163,7 +166,7 @@ class PoolPrior:
         h = float(self.half_life)
         return np.floor(m * h / (h + np.asarray(rounds, dtype=np.float64)))
 
-    def effective(self, own: np.ndarray, snapshot: np.ndarray) -> np.ndarray:
+    def effective(self, own: np.ndarray, snapshot: np.ndarray, pool_depth: int = 0) -> np.ndarray:
         """The effective counts ``own + prior`` of ``(M, width)`` own rows, the pool ``snapshot``
         (``width``); integer rows give integer counts, float rows (discounted) float counts."""
         own_f = np.asarray(own, dtype=np.float64)
@@ -173,7 +176,8 @@ class PoolPrior:
         k = _stages_of(width)
         upper_j = pair_order(k)[1]
         if self.tolerance is not None:
-            strength = np.where(self._contradicted(own_f, others, k, upper_j)[:, None], 0.0, strength)
+            contradicted = self._contradicted(own_f, others, k, upper_j, pool_depth)
+            strength = np.where(contradicted[:, None], 0.0, strength)
         prior = np.minimum(others, strength)  # rounds and queries, truncated to s rounds' worth
         n_other = others[:, 1 + upper_j]
         a = prior[:, 1 + upper_j]
@@ -185,7 +189,9 @@ class PoolPrior:
             return own + prior.astype(np.int64)
         return own_f + prior
 
-    def effective_one(self, own: list[float], snapshot: list[float], plain: bool) -> list[float]:
+    def effective_one(
+        self, own: list[float], snapshot: list[float], plain: bool, pool_depth: int = 0
+    ) -> list[float]:
         """:meth:`effective` of one row, in Python: the same floating-point operations in the same
         order, so the same counts (the streaming loop's path; :meth:`effective` is the batch's).
 
@@ -202,7 +208,7 @@ class PoolPrior:
             else float(math.floor(m * float(self.half_life) / (float(self.half_life) + t)))
         )
         upper_j = pair_order(k)[1].tolist()
-        if self.tolerance is not None and self._contradicted_one(own, others, k, upper_j):
+        if self.tolerance is not None and self._contradicted_one(own, others, k, upper_j, pool_depth):
             strength = 0.0
         prior = [min(value, strength) for value in others]
         for p, j in enumerate(upper_j, start=1 + k):
@@ -214,22 +220,27 @@ class PoolPrior:
             return [int(a) + int(b) for a, b in zip(own, prior)]
         return [float(a) + b for a, b in zip(own, prior)]
 
-    def _gaps(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Per pair in pair order: the cost gap ``C_j - C_i``, whether it is inside ``(0, 1)`` (only
-        then can a disagreement rate fall on either side), and its portable logarithms."""
+    def _gaps(self, k: int, pool_depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair in pair order: the cost gap ``C_j - C_i``, whether the pair is tested (its gap
+        inside ``(0, 1)``, where a disagreement rate can fall on either side, and the pair one of
+        the pool's depth's), and the gap's portable logarithms."""
         costs = self.cumulative_costs
         if len(costs) != k:
             raise ValueError(f"the prior's tolerance needs the {k} cumulative costs, got {len(costs)}")
         upper_i, upper_j = pair_order(k)
         gap = np.array([costs[j] - costs[i] for i, j in zip(upper_i.tolist(), upper_j.tolist())])
         inside = (gap > 0.0) & (gap < 1.0)
+        if pool_depth:
+            inside &= (upper_i == pool_depth - 1) | (upper_j == pool_depth - 1)
         safe = np.where(inside, gap, 0.5)
         return gap, inside, portable_log_many(safe), portable_log_many(1.0 - safe)
 
-    def _contradicted(self, own: np.ndarray, others: np.ndarray, k: int, upper_j: np.ndarray) -> np.ndarray:
-        """``(M,)``: whether a key's own counts put some pair's cost test on the other side from
-        the other keys' rate, at level ``tolerance`` (see the class docstring)."""
-        gap, inside, log_gap, log_rest = self._gaps(k)
+    def _contradicted(
+        self, own: np.ndarray, others: np.ndarray, k: int, upper_j: np.ndarray, pool_depth: int
+    ) -> np.ndarray:
+        """``(M,)``: whether a key's own counts put a cost test of the pool's depth on the other side
+        from the other keys' rate, at level ``tolerance`` (see the class docstring)."""
+        gap, inside, log_gap, log_rest = self._gaps(k, pool_depth)
         n, d = own[:, 1 + upper_j], own[:, 1 + k :]
         n_other = others[:, 1 + upper_j]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -243,9 +254,11 @@ class PoolPrior:
         sure = (n > 0.0) & (n_other > 0.0) & inside & opposite & (total > float(self.tolerance))
         return sure.any(axis=1)
 
-    def _contradicted_one(self, own: list[float], others: list[float], k: int, upper_j: list[int]) -> bool:
+    def _contradicted_one(
+        self, own: list[float], others: list[float], k: int, upper_j: list[int], pool_depth: int
+    ) -> bool:
         """:meth:`_contradicted` of one key, in Python: the same operations in the same order."""
-        gap, inside, log_gap, log_rest = (values.tolist() for values in self._gaps(k))
+        gap, inside, log_gap, log_rest = (values.tolist() for values in self._gaps(k, pool_depth))
         for pair, j in enumerate(upper_j):
             p = 1 + k + pair
             n, d, n_other = float(own[1 + j]), float(own[p]), others[1 + j]

@@ -122,6 +122,14 @@ def test_a_key_whose_counts_turn_a_cost_test_gets_no_prior():
     alike = np.array([[20, 20, 20, 3]])
     tiny = PoolPrior(50, None, tolerance=0.01, cumulative_costs=(0.0, 0.2))
     assert tiny.effective(alike, others + alike[0]).tolist() == [[70, 70, 70, 8]]
+    # K = 3, costs (0, 0.2, 0.3): the key turns the test of pair (2, 3) (gap 0.1: others 0.05, it
+    # 0.5 over 20). Only the tests of the pool's depth count: at depth 1, pairs (1, 2) and (1, 3).
+    others3 = np.array([1000, 1000, 1000, 1000, 100, 100, 50])
+    own3 = np.array([[20, 20, 20, 20, 2, 2, 10]])
+    prior3 = PoolPrior(50, None, tolerance=3.0, cumulative_costs=(0.0, 0.2, 0.3))
+    assert prior3.effective(own3, others3 + own3[0], 0)[0, 0] == 20  # every pair tested: no prior
+    assert prior3.effective(own3, others3 + own3[0], 1)[0, 0] == 70  # the pool's depth 1: kept
+    assert prior3.effective(own3, others3 + own3[0], 2)[0, 0] == 20  # depth 2: pair (2, 3) counts
     with pytest.raises(ValueError, match="needs the 2 cumulative costs"):
         PoolPrior(50, None, tolerance=1.0).effective(own, others)
 
@@ -151,8 +159,9 @@ def test_the_loop_and_the_batch_compute_the_same_effective_counts(discounted):
             None if rng.random() < 0.3 else float(rng.choice([0.5, 3.0, 20.0])),
             tuple(np.cumsum(rng.random(3) * 0.4).tolist()),
         )
-        batch = prior.effective(own[None, :], snapshot)[0].tolist()
-        assert prior.effective_one(own.tolist(), snapshot.tolist(), plain=not discounted) == batch
+        depth = int(rng.integers(0, 4))
+        batch = prior.effective(own[None, :], snapshot, depth)[0].tolist()
+        assert prior.effective_one(own.tolist(), snapshot.tolist(), not discounted, depth) == batch
 
 
 def test_a_new_key_starts_from_the_pool():
