@@ -59,9 +59,9 @@ __all__ = [
 ]
 
 #: The prior's defaults, chosen on the development split of the keyed evaluation (``docs/evidence/keyed.md``).
-DEFAULT_PRIOR_STRENGTH = 1000
-DEFAULT_PRIOR_HALF_LIFE = 1000
-DEFAULT_PRIOR_TOLERANCE = None
+DEFAULT_PRIOR_STRENGTH = 100
+DEFAULT_PRIOR_HALF_LIFE: int | None = None
+DEFAULT_PRIOR_TOLERANCE: float | None = 3.0
 #: Events between two refreshes of the pool snapshot the priors are drawn from.
 DEFAULT_POOL_REFRESH = 4096
 
