@@ -278,10 +278,10 @@ def _choice(
         f"{TARGET_SHARED}x the single learner on at least 60% of them (where the pool should cost nothing),",
         "the one whose rare keys (fewer than 1000 events) lose least against independent learners on the",
         "keys of types where weak dominance holds (where a label-free learner can reach its key's best",
-        "depth at all; elsewhere every learner pays the same linear regret). "
+        "depth at all; elsewhere every learner pays the same linear regret).",
         f"`{chosen}`: shared mixtures {shared} within {TARGET_SHARED}x, rare keys of WD types",
-        f"{rare['wd']}x independent learners ({rare['wd shared']}x in shared mixtures, {rare['wd different']}x",
-        "in mixed ones).",
+        f"{rare['wd']}x independent learners ({rare['wd shared']}x in shared mixtures,",
+        f"{rare['wd different']}x in mixed ones).",
         "No decay: the tolerance does its work. A key drops the prior as soon as its own counts turn one",
         "of the pool depth's cost tests at level 3; with a decaying prior, keys that share the pool's",
         "depth start exploring on their own after the half-life and pay for it (the `h30` and `h300`",
