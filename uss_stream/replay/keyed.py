@@ -24,13 +24,13 @@ Two sites; on "south" stage 1 is unreliable, so its best depth is 2 while "north
 >>> result = replay_keyed(outputs, keys, labels, policies=keyed_policies(USSKLUCB([0.0, 0.1])))
 >>> result.summary()[["policy", "regret_mean"]].round(1)
         policy  regret_mean
-0        keyed         42.5
-1  one learner        288.4
-2  independent         44.2
+0        keyed          5.2
+1  one learner        384.2
+2  independent         11.0
 >>> result.key_summary()[["key", "events", "best_depth"]]
      key  events  best_depth
-0  north  4206.0           1
-1  south  1794.0           2
+0  north  4207.0           1
+1  south  1793.0           2
 
 """
 
