@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs prometheus bench reproduce heldout keyed soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce heldout keyed value soak clean
 
 setup: $(VENV)/.installed
 
@@ -42,6 +42,11 @@ keyed: setup
 	$(BIN)/python -m studies.keyed_study --split heldout $(KEYED) --jobs 2
 	$(BIN)/python -m studies.keyed_study --split real $(KEYED)
 	$(BIN)/python -m studies.keyed_study --report $(KEYED)
+
+# The value report: every policy on every real cascade of studies/value_cascades.py (T = 20 000,
+# 3 repetitions; a few minutes on 2 cores), then docs/evidence/value.md and value.csv.
+value: setup
+	$(BIN)/python -m studies.value --jobs 2
 
 lint: setup
 	$(BIN)/ruff check .

@@ -209,12 +209,13 @@ def real_keyed(name: str) -> KeyedInstance:
     >>> instance.outputs.shape, len(instance.key_names), instance.stage_costs
     ((1101, 4), 4, [0.025, 0.025, 0.025, 0.025])
     """
-    from studies.heldout_real import N_STAGES, stage_predictions, table
+    from studies.heldout_real import N_STAGES, shuffled, stage_predictions, table
 
     table_name, scale = REAL_KEYED[name]
     source, column, attribute = REAL_KEYED_TABLES[table_name]
-    features, targets = table(source)
-    outputs, labels, rows = stage_predictions(features, targets)
+    features, _ = table(source)
+    outputs, _, labels = stage_predictions(source)
+    rows = shuffled(len(features))[len(features) // 2 :]
     values, keys = np.unique(features[rows, column], return_inverse=True)
     key_rows = [np.flatnonzero(keys == k) for k in range(len(values))]
     sizes = np.array([len(r) for r in key_rows], dtype=float)

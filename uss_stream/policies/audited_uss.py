@@ -163,6 +163,12 @@ class AuditedUSS(USSKLUCB):
         super().load_stats(stats)
         self._relations_key = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle, without the relations cache (it holds a closure; it is rebuilt on use)."""
+        state = self.__dict__.copy()
+        state["_relations_key"] = state["_relations_cache"] = None
+        return state
+
     # -- the decision ----------------------------------------------------------------------------
     def _relations(self, t: int) -> Relations:
         """The relations of round ``t``'s decision (``_audit_relations.Relations``), reused by

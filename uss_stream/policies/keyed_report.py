@@ -17,7 +17,7 @@ from uss_stream.core.stats import DisagreementStats
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.labels.wd_monitor import WDReport, wd_report
 from uss_stream.policies.base import Policy
-from uss_stream.policies.learning_state import chosen_depth, depth_mix, disagreement_ratio, verdict_name
+from uss_stream.policies.learning_state import chosen_depth, depth_mix, disagreement_ratio
 
 if TYPE_CHECKING:
     from uss_stream.policies.keyed_counts import KeyedCounts
@@ -165,7 +165,7 @@ class KeyedReport:
             "chosen_depth": self.chosen_depth(key),
             "depth_mix": depth_mix(stats),
             "disagreement_ratio": disagreement_ratio(stats),
-            "wd_verdict": None if report is None else verdict_name(report.verdict),
+            "wd_verdict": None if report is None else report.verdict,
         }
         if key is None:
             state["keys_active"] = len(self)
@@ -183,11 +183,11 @@ class KeyedReport:
         """
         pool_depth = self.chosen_depth()
         pool_report = self.wd_report()
-        pool_verdict = None if pool_report is None else verdict_name(pool_report.verdict)
+        pool_verdict = None if pool_report is None else pool_report.verdict
         rows = []
         for key in self.keys:
             report = self.wd_report(key)
-            verdict = None if report is None else verdict_name(report.verdict)
+            verdict = None if report is None else report.verdict
             depth = self.chosen_depth(key)
             differs = depth != pool_depth or (None not in (verdict, pool_verdict) and verdict != pool_verdict)
             if differing_only and not differs:

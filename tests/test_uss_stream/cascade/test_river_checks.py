@@ -2,8 +2,8 @@
 
 Every ``_unit_test_params`` configuration of :class:`CascadeClassifier` (binary stages with a
 pipeline stage, mixed binary/multiclass stages with feature-derived costs and no warm-up,
-multiclass stages, one learner per key, a fixed-depth policy) and a few pipelines are checked against every check
-``river.checks.yield_checks`` produces, each on a fresh clone.
+multiclass stages, one learner per key, a fixed-depth policy) and a few pipelines are checked
+against every check ``river.checks.yield_checks`` produces, each on a fresh clone.
 """
 
 from __future__ import annotations
