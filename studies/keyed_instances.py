@@ -203,7 +203,8 @@ def _mixture(
 
 def real_keyed(name: str) -> KeyedInstance:
     """A real keyed cascade of :data:`REAL_KEYED`: the held-out real split's log of the table, its
-    rows keyed by the attribute's value (keys weighted by their rows, all there from the start).
+    rows keyed by the attribute's value (keys weighted by their rows, all there from the start);
+    ``details["xi"]`` is each key's WD margin ``ξ`` on its rows.
 
     >>> instance = real_keyed("titanic-class-0.1")
     >>> instance.outputs.shape, len(instance.key_names), instance.stage_costs
@@ -219,6 +220,8 @@ def real_keyed(name: str) -> KeyedInstance:
     values, keys = np.unique(features[rows, column], return_inverse=True)
     key_rows = [np.flatnonzero(keys == k) for k in range(len(values))]
     sizes = np.array([len(r) for r in key_rows], dtype=float)
+    cumulative = np.cumsum([scale / N_STAGES] * N_STAGES)[None, :]
+    xi = [float(log_margins(outputs[rows], labels[rows], cumulative)[1][0]) for rows in key_rows]
     return KeyedInstance(
         name=name,
         family="real",
@@ -229,5 +232,11 @@ def real_keyed(name: str) -> KeyedInstance:
         key_rows=key_rows,
         weights=sizes / sizes.sum(),
         arrivals=np.zeros(len(values)),
-        details={"table": source, "attribute": attribute, "rows": sizes.astype(int).tolist()},
+        details={
+            "table": source,
+            "attribute": attribute,
+            "rows": sizes.astype(int).tolist(),
+            "xi": xi,
+            "key_types": list(range(len(values))),
+        },
     )

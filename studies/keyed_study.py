@@ -158,9 +158,9 @@ def run_variant(instance: KeyedInstance, name: str, settings: dict[str, Any]) ->
                 "small_events": int(events[small].sum()),
                 "small_keys": int((small & (events > 0)).sum()),
                 "keys": int((events > 0).sum()),
-                "wd_regret": None if wd is None else float(regret[wd].sum()),
-                "wd_small_regret": None if wd is None else float(regret[wd & small].sum()),
-                "wd_events": None if wd is None else int(events[wd].sum()),
+                "wd_regret": float(regret[wd].sum()),
+                "wd_small_regret": float(regret[wd & small].sum()),
+                "wd_events": int(events[wd].sum()),
             }
         )
     return {
@@ -175,11 +175,9 @@ def run_variant(instance: KeyedInstance, name: str, settings: dict[str, Any]) ->
     }
 
 
-def _wd_keys(instance: KeyedInstance, keys: list[Any]) -> np.ndarray | None:
-    """Which of ``keys`` (a replay's) are of a type where weak dominance holds (``ξ >= 0``), for a
-    generated mixture (``None`` for a real cascade)."""
-    if instance.family == "real":
-        return None
+def _wd_keys(instance: KeyedInstance, keys: list[Any]) -> np.ndarray:
+    """Which of ``keys`` (a replay's) are of a type where weak dominance holds (``ξ >= 0``; a real
+    cascade's key is its own type, its margin measured on its rows)."""
     holds = [xi >= 0 for xi in instance.details["xi"]]
     kinds = dict(zip(instance.key_names, instance.details["key_types"]))
     return np.array([holds[kinds[key]] for key in keys], dtype=bool)
