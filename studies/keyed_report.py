@@ -198,6 +198,47 @@ def _misses(values: dict[str, float], limit: float, runs: dict[str, Any]) -> str
     return "; ".join(parts) + "."
 
 
+def _targets_table(figures: dict[str, Any]) -> str:
+    """The held-out targets' table: what each measures, its figure, whether it is met."""
+    return table(
+        ["target", "measured", "met"],
+        [
+            [
+                f"mixed best depths: keyed/one <= {TARGET_MIXED} on >= {TARGET_SHARE:.0%} of mixtures",
+                _share(figures["mixed"], TARGET_MIXED) + f", median {_median(figures['mixed'])}",
+                _met(figures["mixed"], TARGET_MIXED, TARGET_SHARE),
+            ],
+            [
+                "... on the keys whose type satisfies WD",
+                _share(figures["mixed_wd"], TARGET_MIXED) + f", median {_median(figures['mixed_wd'])}",
+                _met(figures["mixed_wd"], TARGET_MIXED, TARGET_SHARE),
+            ],
+            [
+                "... on the mixtures all of whose types satisfy WD",
+                _share(figures["mixed_all_wd"], TARGET_MIXED)
+                + f", median {_median(figures['mixed_all_wd'])}",
+                _met(figures["mixed_all_wd"], TARGET_MIXED, TARGET_SHARE),
+            ],
+            [
+                f"keys with < {SMALL_KEY} events: keyed/independent <= {TARGET_RARE}",
+                f"{figures['rare_total']:.2f} summed; median {_median(figures['rare'])}, "
+                + _share(figures["rare"], TARGET_RARE),
+                "yes" if figures["rare_total"] <= TARGET_RARE else "no",
+            ],
+            [
+                "... by family and on the keys whose type satisfies WD (summed)",
+                ", ".join(f"{scope} {value:.2f}" for scope, value in sorted(figures["rare_sums"].items())),
+                "",
+            ],
+            [
+                f"one shared best depth: keyed/one <= {TARGET_SHARED}",
+                _share(figures["shared"], TARGET_SHARED) + f", median {_median(figures['shared'])}",
+                _met(figures["shared"], TARGET_SHARED, TARGET_SHARE),
+            ],
+        ],
+    )
+
+
 def _reading(figures: dict[str, Any]) -> list[str]:
     """What the held-out figures say, with them."""
     rare = {
@@ -279,45 +320,7 @@ def write_report(cache: Path, out: Path, settings: dict[str, Any]) -> Path:
         "",
         "## Targets, held-out",
         "",
-        table(
-            ["target", "measured", "met"],
-            [
-                [
-                    f"mixed best depths: keyed/one <= {TARGET_MIXED} on >= {TARGET_SHARE:.0%} of mixtures",
-                    _share(figures["mixed"], TARGET_MIXED) + f", median {_median(figures['mixed'])}",
-                    _met(figures["mixed"], TARGET_MIXED, TARGET_SHARE),
-                ],
-                [
-                    "... on the keys whose type satisfies WD",
-                    _share(figures["mixed_wd"], TARGET_MIXED) + f", median {_median(figures['mixed_wd'])}",
-                    _met(figures["mixed_wd"], TARGET_MIXED, TARGET_SHARE),
-                ],
-                [
-                    "... on the mixtures all of whose types satisfy WD",
-                    _share(figures["mixed_all_wd"], TARGET_MIXED)
-                    + f", median {_median(figures['mixed_all_wd'])}",
-                    _met(figures["mixed_all_wd"], TARGET_MIXED, TARGET_SHARE),
-                ],
-                [
-                    f"keys with < {SMALL_KEY} events: keyed/independent <= {TARGET_RARE}",
-                    f"{figures['rare_total']:.2f} summed; median {_median(figures['rare'])}, "
-                    + _share(figures["rare"], TARGET_RARE),
-                    "yes" if figures["rare_total"] <= TARGET_RARE else "no",
-                ],
-                [
-                    "... by family and on the keys whose type satisfies WD (summed)",
-                    ", ".join(
-                        f"{scope} {value:.2f}" for scope, value in sorted(figures["rare_sums"].items())
-                    ),
-                    "",
-                ],
-                [
-                    f"one shared best depth: keyed/one <= {TARGET_SHARED}",
-                    _share(figures["shared"], TARGET_SHARED) + f", median {_median(figures['shared'])}",
-                    _met(figures["shared"], TARGET_SHARED, TARGET_SHARE),
-                ],
-            ],
-        ),
+        _targets_table(figures),
         "",
         f"Summed over the mixtures, keyed / one learner: mixed {_summed(heldout, 'different')}, shared",
         f"{_summed(heldout, 'shared')}.",
