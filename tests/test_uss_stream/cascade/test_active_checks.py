@@ -46,12 +46,13 @@ def test_rivers_checks(estimator, check):
 
 def test_every_configuration_is_checked_and_only_the_binary_check_is_left_to_this_file():
     configurations = list(_estimators())
-    assert len(configurations) == 5
+    assert len(configurations) == 6
     assert [type(model.policy).__name__ for model in configurations] == [
-        "NoneType", "NoneType", "NoneType", "FixedDepth", "AuditedUSS",
+        "NoneType", "NoneType", "NoneType", "NoneType", "FixedDepth", "AuditedUSS",
     ]  # fmt: skip
+    assert [model.key for model in configurations] == [None, None, None, len, None, None]
     assert all(model._unit_test_skips() == {"check_predict_proba_one_binary"} for model in configurations)
-    assert [model._multiclass for model in configurations] == [False, False, True, False, False]
+    assert [model._multiclass for model in configurations] == [False, False, True, False, False, False]
 
 
 @pytest.mark.parametrize(

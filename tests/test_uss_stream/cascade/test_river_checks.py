@@ -2,8 +2,8 @@
 
 Every ``_unit_test_params`` configuration of :class:`CascadeClassifier` (binary stages with a
 pipeline stage, mixed binary/multiclass stages with feature-derived costs and no warm-up,
-multiclass stages, a fixed-depth policy) and a few pipelines are checked against every check
-``river.checks.yield_checks`` produces, each on a fresh clone.
+multiclass stages, one learner per key, a fixed-depth policy) and a few pipelines are checked
+against every check ``river.checks.yield_checks`` produces, each on a fresh clone.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_the_suite_covers_every_configuration_and_the_binary_check():
         for check in checks.yield_checks(estimator)
     }
     configurations = {position for position, _ in names}
-    assert configurations == set(range(5))
+    assert configurations == set(range(6))
     # The mixed binary/multiclass configuration is binary, so River asks for {False, True} keys.
     assert (1, "check_predict_proba_one_binary") in names
     # The multiclass configuration is also checked on ImageSegments (7 classes).
