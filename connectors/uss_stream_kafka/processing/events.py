@@ -63,6 +63,8 @@ REASONS = (
     "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
     "invalid_payload",  # a registry format: no registry framing, or a body its schema cannot decode
     "unknown_schema",  # a registry format: the registry has no schema of the record's id
+    "missing_key",  # --key-from: the record has no key, or the event no such field (or null)
+    "invalid_key",  # --key-from: a key that is not text (UTF-8, a string or an integer), empty or too long
 )
 
 #: The largest magnitude of a numeric feature (features mode): beyond it a value is refused, so that

@@ -32,7 +32,7 @@ from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.librdkafka_config import kafka_python_name
 from uss_stream_kafka.exceptions import DeliveryError
-from uss_stream_kafka.runtime.checkpoint import Checkpoint
+from uss_stream_kafka.runtime.checkpoint import Checkpoint, KeyCheckpoint, key_record_key
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext
 
 __all__ = [
@@ -401,6 +401,9 @@ class Committer:
             return False
         self.in_transaction = False
         self._replaced_since_commit = False
+        for state in states:
+            if getattr(state.learner, "keyed", False):
+                state.learner.committed()  # the rewind point of its keys
         for checkpoint in written:
             state = context.partitions[clients.TopicPartition(checkpoint.topic, checkpoint.partition)]
             state.base = (checkpoint.offset, checkpoint.state)
@@ -458,7 +461,12 @@ class Committer:
             self.begin()
             written_at = time.time()
             description = context.processor.describe()
+            keys_written = 0
             for state in changed:
+                if getattr(state.learner, "keyed", False):
+                    # The keys first, the partition's record last: a restore finds every key a
+                    # partition's checkpoint covers (at-least-once writes them in this order).
+                    keys_written += self._write_keys(state, written_at)
                 checkpoint = Checkpoint(
                     topic=state.tp.topic,
                     partition=state.tp.partition,
@@ -478,10 +486,33 @@ class Committer:
             for state in changed:
                 state.checkpointed = state.next_offset
                 state.labels_checkpointed = state.labels_offset
+                if getattr(state.learner, "keyed", False):
+                    state.learner.checkpointed()
             context.summary.checkpoints += len(changed)
+            context.summary.key_checkpoints += keys_written
             context.metrics.checkpointed(len(changed))
         self.schedule.checkpointed(now)
         return written
+
+    def _write_keys(self, state: PartitionState, written_at: float) -> int:
+        """Send the checkpoint of every key of ``state`` whose learner changed since the last one,
+        and a tombstone for every key evicted since; returns how many records were sent."""
+        context = self.context
+        topic, partition, offset = state.tp.topic, state.tp.partition, state.next_offset
+        group_id = context.group_id
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        for key, key_state in state.learner.changed_states():
+            if key_state is None:  # evicted: its record is deleted
+                keys.append(key_record_key(topic, partition, key))
+                values.append(None)
+            else:
+                record = KeyCheckpoint(topic, partition, key, offset, key_state, group_id, written_at)
+                keys.append(record.record_key)
+                values.append(record.to_bytes())
+        if keys:
+            self.producer.send_many(context.topics.state, values, keys)
+        return len(keys)
 
     @staticmethod
     def offsets(states: Iterable[PartitionState | LabelsPartitionState]) -> dict[Any, int]:

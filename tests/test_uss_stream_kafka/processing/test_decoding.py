@@ -52,6 +52,8 @@ def test_every_reason_of_outputs_mode_is_exercised():
         "undecodable_batch",  # a whole fetched batch, not an event: see test_compression.py
         "invalid_payload",  # Schema Registry formats: see test_registry.py
         "unknown_schema",
+        "missing_key",  # --key-from: see test_keys.py
+        "invalid_key",
     } - orchestration
 
 
