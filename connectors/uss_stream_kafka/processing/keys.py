@@ -64,6 +64,12 @@ class KeySource:
             raise ValueError(
                 f"--key-from must be {RECORD_KEY} or the name of a top-level field of the events, got {spec!r}"
             )
+        if spec in ("id", "outputs"):
+            raise ValueError(
+                f"--key-from {spec}: "
+                + ("an event's id is its own: one learner per event would learn nothing" if spec == "id"
+                   else "the stage outputs are not a key")
+            )
         return cls(None if spec == RECORD_KEY else spec)
 
     @property

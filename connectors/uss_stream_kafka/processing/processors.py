@@ -197,6 +197,11 @@ class OutputsProcessor:
             self.policy,
             "a restart must keep --stage-costs (use a new state topic)",
         )
+        if description.get("key_from") is not None:
+            raise ValueError(
+                f"it was written with --key-from {description['key_from']}, this service runs without: "
+                "a restart must keep the keys (use a new state topic to change them)"
+            )
 
 
 class OutputsLearner:

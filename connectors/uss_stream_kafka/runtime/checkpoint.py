@@ -588,9 +588,12 @@ class CheckpointStore:
         # Keys' checkpoints of the wanted input partitions: (topic, partition) -> key -> raw value.
         self._keys: dict[tuple[str, int], dict[str, bytes]] = {}
         self._from_start = False  # a partition is wanted whose keys' records were skipped
+        self._only: str | None = None  # the one key kept (uss-stream kafka status --key)
 
-    def want(self, topic: str, partitions: Iterable[int]) -> None:
-        """Keep the keys' checkpoints of input ``partitions`` of ``topic`` from the next :meth:`refresh` on."""
+    def want(self, topic: str, partitions: Iterable[int], only: str | None = None) -> None:
+        """Keep the keys' checkpoints of input ``partitions`` of ``topic`` from the next
+        :meth:`refresh` on (``only``: of this key alone)."""
+        self._only = only
         for partition in partitions:
             if (topic, partition) not in self._keys:
                 self._keys[topic, partition] = {}
@@ -663,7 +666,7 @@ class CheckpointStore:
         except ValueError:
             return  # not a key of this service's; a restore names what it cannot load
         kept = self._keys.get((topic, partition))
-        if kept is None:
+        if kept is None or (self._only is not None and key != self._only):
             return
         if value is None:
             kept.pop(key, None)

@@ -168,7 +168,7 @@ def load_keys(
     Without the partition's ``checkpoint`` (none, refused, or not trusted: the learner is rebuilt
     from the log) no key is loaded, and every key's record is deleted at the next checkpoint
     unless the key is live again by then. So is a key's record that is invalid, or written by
-    another group (one warning names how many, and the first). A key's checkpoint ahead of the
+    another group (one warning says how many, and names the first). A key's checkpoint ahead of the
     partition's (at-least-once: a crash while a checkpoint was being written) is loaded with its
     offset: its key's events below it are not counted again.
 
@@ -178,7 +178,7 @@ def load_keys(
     >>> from uss_stream_kafka.runtime.checkpoint import KeyCheckpoint
     >>> class Learner:  # what load_keys asks of a keyed learner
     ...     def __init__(self): self.keys, self.stale = {}, set()
-    ...     def load_key(self, key, state, ahead): self.keys[key] = (state, ahead)
+    ...     def load_keys(self, saved): self.keys.update(saved); return {}
     ...     def forget(self, keys): self.stale.update(keys)
     >>> tp = TopicPartition("events", 0)
     >>> saved = KeyCheckpoint("events", 0, "a", 40, {"n": 1}, "uss").to_bytes()
@@ -195,28 +195,31 @@ def load_keys(
     if checkpoint is None:
         learner.forget(records)
         return 0
-    refused: list[str] = []
-    first = ""
+    refused: dict[str, str] = {}
+    saved: dict[str, tuple[dict[str, Any], int | None]] = {}
     where = (tp.topic, tp.partition)
     for key, value in records.items():
         try:
-            saved = KeyCheckpoint.from_record(key_record_key(*where, key), value, expected=where)
-            if saved.group_id and saved.group_id != group_id:
-                raise ValueError(f"written by group {saved.group_id!r}, not {group_id!r}")
-            # Ahead of the partition's checkpoint: the key's events below its offset are counted.
-            learner.load_key(key, saved.state, saved.offset if saved.offset > checkpoint.offset else None)
+            record = KeyCheckpoint.from_record(key_record_key(*where, key), value, expected=where)
+            if record.group_id and record.group_id != group_id:
+                raise ValueError(f"written by group {record.group_id!r}, not {group_id!r}")
         except ValueError as error:
-            refused.append(key)
-            first = first or f"key {key!r}: {error}"
+            refused[key] = str(error)
+            continue
+        # Ahead of the partition's checkpoint: the key's events below its offset are counted.
+        saved[key] = (record.state, record.offset if record.offset > checkpoint.offset else None)
+    learner.forget(refused)
+    refused.update(learner.load_keys(saved))
     if refused:
-        learner.forget(refused)
+        key, why = next(iter(refused.items()))
         log.warning(
             "%s/%d: ignoring %d invalid key checkpoint(s) (those keys start again from the pool; their "
-            "records are deleted at the next checkpoint); the first: %s",
+            "records are deleted at the next checkpoint); the first, key %r: %s",
             tp.topic,
             tp.partition,
             len(refused),
-            first,
+            key,
+            why,
         )
     return len(records) - len(refused)
 
