@@ -257,7 +257,9 @@ def run(args: argparse.Namespace) -> int:
                 key_ttl=settings.key_ttl,
             )
         else:
-            processor = OutputsProcessor(settings.stage_costs, policy=settings.policy_template()[0], codec=codec)
+            processor = OutputsProcessor(
+                settings.stage_costs, policy=settings.policy_template()[0], codec=codec
+            )
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
     app = _serve(settings, processor)

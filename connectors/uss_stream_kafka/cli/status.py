@@ -179,7 +179,9 @@ def _processor(description: dict[str, Any]) -> Any:
     if mode == "outputs" and description.get("key_from") is not None:
         from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
 
-        return KeyedOutputsProcessor(description["stage_costs"], policy=policy, key_from=description["key_from"])
+        return KeyedOutputsProcessor(
+            description["stage_costs"], policy=policy, key_from=description["key_from"]
+        )
     if mode == "outputs":
         return OutputsProcessor(description["stage_costs"], alpha=None if policy else alpha, policy=policy)
     if mode == "orchestration":
@@ -236,7 +238,9 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     in/0       10      10     50%/0%/50%   1       1-2=0.200     -   -                   -        1.2s
 
     """
-    columns = [(heading, show) for heading, show in _COLUMNS if heading != "keys" or any("keys" in r for r in rows)]
+    columns = [
+        (heading, show) for heading, show in _COLUMNS if heading != "keys" or any("keys" in r for r in rows)
+    ]
     cells = [[heading for heading, _ in columns]] + [[show(r) for _, show in columns] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]

@@ -25,8 +25,8 @@ metric                                                         type       meanin
 ``uss_kafka_keys_active{partition}``                           gauge      ``--key-from``: live keys
 ``uss_kafka_keys_created_total{partition}``                    counter    ``--key-from``: keys created
 ``uss_kafka_keys_evicted_total{partition}``                    counter    ``--key-from``: keys evicted
-``uss_kafka_keys_by_depth{partition,depth}``                   gauge      ``--key-from``: keys choosing depth
-``uss_kafka_keys_wd_violated{partition}``                      gauge      ``--key-from``: keys with WD violated
+``uss_kafka_keys_by_depth{partition,depth}``                   gauge      ``--key-from``: keys by depth
+``uss_kafka_keys_wd_violated{partition}``                      gauge      ``--key-from``: WD violated
 =============================================================  =========  ==================================
 
 A keyed learner (``--key-from``) reports its keys in its learning state (``"keys"``), with one

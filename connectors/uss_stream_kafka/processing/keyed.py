@@ -24,6 +24,8 @@ from typing import Any
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.keyed import KeyedPolicy
+from uss_stream.policies.keyed_report import keyed_learning_state, keyed_wd_report
+from uss_stream.policies.learning_state import verdict_name
 from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec
 from uss_stream_kafka.processing.keys import KeySource
 from uss_stream_kafka.processing.processors import BatchResult, check_recorded, service_policy
@@ -181,7 +183,9 @@ class KeyedOutputsLearner:
                     keys.append("")
                     refused = True
             if refused:
-                positions, ids, keys, outputs = _kept(positions, ids, keys, outputs, k, lambda i: bool(keys[i]))
+                positions, ids, keys, outputs = _kept(
+                    positions, ids, keys, outputs, k, lambda i: bool(keys[i])
+                )
         else:
             positions, ids, keys, outputs, errors = self._codec.decode_keyed(values, max_bytes, source)
         if self._ahead and offsets is not None:
@@ -201,7 +205,12 @@ class KeyedOutputsLearner:
         return BatchResult(every, depths, errors)
 
     def _past_ahead(
-        self, positions: list[int], ids: list[Any], keys: list[str], outputs: list[Any], offsets: Sequence[int]
+        self,
+        positions: list[int],
+        ids: list[Any],
+        keys: list[str],
+        outputs: list[Any],
+        offsets: Sequence[int],
     ) -> tuple[list[int], list[Any], list[str], list[Any]]:
         """Drop the events a key's checkpoint already counted (below its offset): neither decided
         again nor learned twice. A key is no longer ahead once its events reach its offset."""
@@ -227,7 +236,7 @@ class KeyedOutputsLearner:
     def learning_state(self) -> dict[str, Any]:
         """The pool's quantities under the metrics' names, and ``keys``: the keys' summary
         (active, created, evicted, the depth mix across keys, the keys whose WD verdict is violated)."""
-        state = self._policy.learning_state(None)
+        state = keyed_learning_state(self._policy)
         state["keys"] = {
             "active": state.pop("keys_active"),
             "created": state.pop("keys_created_total"),
@@ -239,7 +248,7 @@ class KeyedOutputsLearner:
 
     def key_learning_state(self, key: str) -> dict[str, Any]:
         """A live key's quantities (its own counts and labels; its chosen depth with the pool's prior)."""
-        return self._policy.learning_state(key)
+        return keyed_learning_state(self._policy, key)
 
     def own_stats(self) -> DisagreementStats:
         """The partition's pooled counts (without what :meth:`share` added): what shared learning shares."""
@@ -289,7 +298,11 @@ class KeyedOutputsLearner:
                 except ValueError as error:
                     refused[state["key"]] = str(error)
             self._policy.load_key_states(kept)
-        self._ahead = {key: offset for key, (_, offset) in saved.items() if offset is not None and key not in refused}
+        # Loaded keys equal their records: not changed. Keys beyond a lowered --max-keys were evicted.
+        self._stale.update(self._policy.pop_changes()[1])
+        self._ahead = {
+            key: offset for key, (_, offset) in saved.items() if offset is not None and key not in refused
+        }
         self.forget(refused)
         return refused
 
@@ -354,7 +367,12 @@ class KeyedOutputsLearner:
 
 
 def _kept(
-    positions: list[int], ids: list[Any], keys: list[str], outputs: list[Any], k: int, keep: Callable[[int], bool]
+    positions: list[int],
+    ids: list[Any],
+    keys: list[str],
+    outputs: list[Any],
+    k: int,
+    keep: Callable[[int], bool],
 ) -> tuple[list[int], list[Any], list[str], list[Any]]:
     """The events ``i`` (of the valid ones) for which ``keep(i)``: positions, ids, keys, flat outputs."""
     chosen = [i for i in range(len(positions)) if keep(i)]
@@ -363,6 +381,9 @@ def _kept(
 
 
 def _wd_violated(policy: KeyedPolicy) -> int:
-    """The live keys whose labels say weak dominance is violated (0 without labels: outputs mode)."""
-    count = getattr(policy, "keys_wd_violated", None)
-    return int(count() if callable(count) else count or 0)
+    """The live keys whose labels say weak dominance is violated (none without labels: outputs mode)."""
+    pooled = policy.label_evidence(None)
+    if pooled is None or not pooled.labels:  # no key has a label: nothing to count, key by key
+        return 0
+    reports = (keyed_wd_report(policy, key) for key in policy.keys)
+    return sum(1 for report in reports if report is not None and verdict_name(report.verdict) == "violated")

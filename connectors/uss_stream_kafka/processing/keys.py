@@ -58,17 +58,20 @@ class KeySource:
         >>> KeySource.parse(" ")
         Traceback (most recent call last):
         ...
-        ValueError: --key-from must be record-key or the name of a top-level field of the events, got ' '
+        ValueError: --key-from must be record-key or a top-level field of the events, got ' '
         """
         if not isinstance(spec, str) or not spec.strip():
             raise ValueError(
-                f"--key-from must be {RECORD_KEY} or the name of a top-level field of the events, got {spec!r}"
+                f"--key-from must be {RECORD_KEY} or a top-level field of the events, got {spec!r}"
             )
         if spec in ("id", "outputs"):
             raise ValueError(
                 f"--key-from {spec}: "
-                + ("an event's id is its own: one learner per event would learn nothing" if spec == "id"
-                   else "the stage outputs are not a key")
+                + (
+                    "an event's id is its own: one learner per event would learn nothing"
+                    if spec == "id"
+                    else "the stage outputs are not a key"
+                )
             )
         return cls(None if spec == RECORD_KEY else spec)
 
@@ -92,7 +95,7 @@ class KeySource:
         >>> source.of_record_key(b"\\xff\\xfe")
         Traceback (most recent call last):
         ...
-        uss_stream_kafka.InvalidEvent: invalid_key: the record key is not UTF-8 text: b'\\xff\\xfe' (--key-from record-key)
+        uss_stream_kafka.InvalidEvent: invalid_key: the record key is not UTF-8 text: b'\\xff\\xfe' ...
         """
         if key is None:
             raise InvalidEvent("missing_key", f"the record has no key (--key-from {RECORD_KEY})")
@@ -113,11 +116,11 @@ class KeySource:
         >>> source.of_field({"site": True})
         Traceback (most recent call last):
         ...
-        uss_stream_kafka.InvalidEvent: invalid_key: field 'site' must be a string or an integer, got boolean (--key-from site)
+        uss_stream_kafka.InvalidEvent: invalid_key: field 'site' must be a string or an integer, got ...
         >>> source.of_field({"site": "x" * 300})
         Traceback (most recent call last):
         ...
-        uss_stream_kafka.InvalidEvent: invalid_key: field 'site' has 300 bytes, more than 256 (--key-from site)
+        uss_stream_kafka.InvalidEvent: invalid_key: field 'site' has 300 bytes, more than 256 ...
         """
         value = document.get(self.field) if type(document) is dict else None
         flag = f"(--key-from {self.field})"

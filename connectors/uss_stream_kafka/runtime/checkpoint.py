@@ -44,6 +44,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import msgspec
+
 from uss_stream_kafka.clients.base import ClientError
 from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
 
@@ -63,6 +65,8 @@ __all__ = [
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
 #: The format of a key's checkpoint (``--key-from``): :class:`KeyCheckpoint`.
 KEY_CHECKPOINT_FORMAT = "uss-stream/kafka-key-checkpoint/v1"
+
+_encode = msgspec.json.Encoder().encode
 
 #: The largest number a restored learner state may hold: ``2**52``, half of the largest exact count
 #: (:data:`uss_stream.core.schema.MAX_COUNT`), so that a restored learner has as much left to count on.
@@ -194,7 +198,8 @@ class KeyCheckpoint:
         return key_record_key(self.topic, self.partition, self.key)
 
     def to_bytes(self) -> bytes:
-        """The record value (JSON): the key is the record's key, not repeated here."""
+        """The record value (compact JSON; a checkpoint writes one per changed key, so msgspec's
+        encoder, several times faster than ``json.dumps``)."""
         document = {
             "format": KEY_CHECKPOINT_FORMAT,
             "offset": self.offset,
@@ -202,7 +207,7 @@ class KeyCheckpoint:
             "written_at": self.written_at,
             "state": self.state,
         }
-        return json.dumps(document, separators=(",", ":")).encode()
+        return _encode(document)
 
     @classmethod
     def from_record(

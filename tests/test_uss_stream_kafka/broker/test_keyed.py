@@ -110,10 +110,12 @@ def test_a_keyed_service_killed_and_restarted_exactly_once_decides_every_key_as_
         last[record.key] = record.value
     live = defaultdict(set)
     for record_key, value in last.items():
-        topic, partition, key = split_record_key(record_key)
+        _, partition, key = split_record_key(record_key)
         if key is not None and value is not None:
             live[partition].add(key)
-    assert {p: sorted(keys) for p, keys in live.items()} == {p: sorted(pol.keys) for p, pol in policies.items()}
+    assert {p: sorted(keys) for p, keys in live.items()} == {
+        p: sorted(pol.keys) for p, pol in policies.items()
+    }
     assert all(len(keys) <= MAX_KEYS for keys in live.values())
     tombstones = sum(1 for k, v in last.items() if v is None)
     assert tombstones > 0  # keys were evicted (80 keys, 20 per partition at most)

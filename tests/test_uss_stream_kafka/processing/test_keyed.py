@@ -52,7 +52,9 @@ def decide(learner, values: list[bytes], start: int, batch: int) -> list[int]:
     depths = []
     for s in range(0, len(values), batch):
         chunk = values[s : s + batch]
-        depths += learner.process_values(chunk, None, list(range(start + s, start + s + len(chunk))), LIMIT).depths
+        depths += learner.process_values(
+            chunk, None, list(range(start + s, start + s + len(chunk))), LIMIT
+        ).depths
     return depths
 
 
@@ -116,7 +118,11 @@ def test_record_keys_are_the_keys_with_record_key():
     learner = KeyedOutputsProcessor(COSTS, policy=POLICY, key_from="record-key").new_learner()
     values = [b'{"id": 1, "outputs": [1, 1, 1]}'] * 3
     result = learner.process_values(values, [b"a", None, b"\xff"], None, LIMIT)
-    assert result.depths[0] == 3 and [e and e.reason for e in result.errors] == [None, "missing_key", "invalid_key"]
+    assert result.depths[0] == 3 and [e and e.reason for e in result.errors] == [
+        None,
+        "missing_key",
+        "invalid_key",
+    ]
     assert learner.policy.keys == ["a"]
 
 
@@ -139,7 +145,9 @@ def test_an_evicted_key_gets_a_tombstone_and_a_key_back_since_gets_its_record():
     decide(learner, values_of(["c"], np.ones((1, 3), dtype=int), 2), 2, 10)  # evicts a (least recent)
     assert dict(learner.changed_states()).get("a", "absent") is None  # a tombstone
     learner.checkpointed()
-    decide(learner, values_of(["a", "d"], np.ones((2, 3), dtype=int), 3), 3, 10)  # a back (evicts b), d evicts c
+    decide(
+        learner, values_of(["a", "d"], np.ones((2, 3), dtype=int), 3), 3, 10
+    )  # a back (evicts b), d evicts c
     changes = dict(learner.changed_states())
     assert changes["a"] is not None and changes["d"] is not None
     assert changes["b"] is None and changes["c"] is None
