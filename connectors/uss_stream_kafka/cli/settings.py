@@ -354,7 +354,7 @@ class KafkaSettings:
     )
     max_keys: int | None = setting(
         None, "--key-from: live keys per partition at most, the least recently used evicted first "
-        "(default: the library's)", ("run",), _PROCESSING, convert=_positive_int,
+        "(default: no bound)", ("run",), _PROCESSING, convert=_positive_int,
     )  # fmt: skip
     key_ttl: int | None = setting(
         None, "--key-from: evict a key idle for more than this many events of its partition (default: never)",

@@ -138,3 +138,47 @@ def test_a_key_checkpoint_is_not_a_partition_checkpoint_and_back():
     partition = Checkpoint("events", 0, 1, {})
     with pytest.raises(ValueError, match="partition's checkpoint"):
         KeyCheckpoint.from_record(partition.key, partition.to_bytes())
+
+
+BASE = {
+    "bootstrap_servers": "b:9092",
+    "input_topic": "i",
+    "output_topic": "o",
+    "dlq_topic": "d",
+    "state_topic": "s",
+    "group_id": "g",
+    "stage_costs": "0,0.1",
+}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"key_from": "site", "mode": "features", "cascade_factory": "m:f", "stage_costs": None},
+            "outputs mode",
+        ),
+        ({"max_keys": 10}, "--max-keys .* needs --key-from"),
+        ({"key_ttl": 10}, "--key-ttl .* needs --key-from"),
+        ({"key_from": "id"}, "its own"),
+        (
+            {"key_from": "site", "value_format": "avro", "schema_registry_url": "http://r"},
+            "--value-format json",
+        ),
+        ({"key_from": "record-key", "max_keys": 0}, "--max-keys .*>= 1"),
+    ],
+)
+def test_key_settings_are_checked_together(settings, message):
+    from uss_stream_kafka.cli.settings import KafkaSettings
+
+    with pytest.raises(ValueError, match=message):
+        KafkaSettings("run", **{**BASE, **settings})
+
+
+def test_key_settings_that_fit():
+    from uss_stream_kafka.cli.settings import KafkaSettings
+
+    settings = KafkaSettings("run", **BASE, key_from="record-key", max_keys="1000", key_ttl=50)
+    assert (settings.key_from, settings.max_keys, settings.key_ttl) == ("record-key", 1000, 50)
+    registry = {"value_format": "avro", "schema_registry_url": "http://r"}
+    assert KafkaSettings("run", **BASE, key_from="record-key", **registry).key_from == "record-key"
