@@ -147,6 +147,7 @@ class KeyedOutputsLearner:
         self._stale: set[str] = set()  # keys whose record is deleted at the next checkpoint unless live
         self._base: Any = None  # exactly-once: the state of the last committed transaction
         self._stale_sent = False  # exactly-once: the stale keys' tombstones are in the open transaction
+        self._dirty = False  # exactly-once: changed since the last snapshot
 
     @property
     def policy(self) -> KeyedPolicy:
@@ -193,6 +194,7 @@ class KeyedOutputsLearner:
         count = len(values)
         if not positions:
             return BatchResult([None] * count, [0] * count, errors)
+        self._dirty = True
         decided = self._policy.decide_many(keys, outputs)
         payloads = self._codec.encode_many(ids, decided, outputs)
         if len(positions) == count:
@@ -343,7 +345,7 @@ class KeyedOutputsLearner:
 
     def committed(self) -> None:
         """A transaction committed: its state is the one a later abort rewinds to."""
-        if self._base is not None:
+        if self._base is not None and self._dirty:
             self._base = self._snapshot()
         if self._stale_sent:
             self._stale.clear()
@@ -360,8 +362,10 @@ class KeyedOutputsLearner:
             self._policy.load_state_dict(self._base)
         self._policy.pop_changes()
         self._stale_sent = False
+        self._dirty = False
 
     def _snapshot(self) -> Any:
+        self._dirty = False
         snapshot = getattr(self._policy, "snapshot", None)
         return snapshot() if snapshot is not None else self._policy.state_dict()
 
