@@ -44,7 +44,7 @@ LONGEST_FIRST = (
     "tests/test_uss_stream/replay/test_engine.py",
     "tests/test_uss_stream_kafka/processing/test_fuzz_parsers.py",
     "tests/test_uss_stream_kafka/broker/test_clients.py",
-    "tests/test_uss_stream_kafka/broker/test_settings.py",
+    "tests/test_uss_stream_kafka/broker/test_settings_variables.py",
     "tests/test_uss_stream_kafka/broker/test_orchestration_crash.py",
     "tests/test_uss_stream_kafka/broker/test_quix_failures.py",
     "tests/test_uss_stream/cascade/test_river_checks.py",

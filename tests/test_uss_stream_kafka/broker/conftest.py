@@ -23,6 +23,7 @@ from clients_param import kafka_client  # noqa: F401 (the client library under t
 from payloads import payloads, registry_url, value_format  # noqa: F401 (the value format under test: fixtures)
 from waiting import wait_until
 
+from tests.test_uss_stream_kafka.helpers import COSTS, CUMULATIVE, stream  # noqa: F401 (re-exported)
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import (
     Application,
@@ -38,21 +39,6 @@ from uss_stream_kafka import (
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Every test in this folder talks to a broker: it carries the ``kafka`` mark, set here once."""
     item.add_marker(pytest.mark.kafka)
-
-
-COSTS = [0.0, 0.15, 0.2]
-CUMULATIVE = [0.0, 0.15, 0.35]
-
-
-def stream(n: int, seed: int = 0, start: int = 0) -> tuple[list[bytes], np.ndarray]:
-    """``n`` outputs-mode events ``e<start>..``: stage 1 errs 20%, stage 2 10%, stage 3 is right."""
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(0, 2, n)
-    outputs = np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
-    values = [
-        json.dumps({"id": f"e{start + i}", "outputs": row}).encode() for i, row in enumerate(outputs.tolist())
-    ]
-    return values, outputs
 
 
 def decisions_of(records: list[Any]) -> list[dict[str, Any]]:

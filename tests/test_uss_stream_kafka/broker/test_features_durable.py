@@ -164,16 +164,6 @@ def test_a_checkpoint_beyond_the_labels_partition_is_refused(bootstrap_servers, 
         run_app(new_app(bootstrap_servers, topics, group), processor)
 
 
-@pytest.mark.parametrize("labels_offset", [-1, 1.5, "7", True])
-def test_a_checkpoint_with_an_invalid_labels_offset_is_not_read(labels_offset):
-    from uss_stream_kafka import Checkpoint
-
-    document = json.loads(Checkpoint(topic="in", partition=0, offset=3, state={}, labels_offset=2).to_bytes())
-    document["labels_offset"] = labels_offset
-    with pytest.raises(ValueError, match="'labels_offset' must be an integer >= 0"):
-        Checkpoint.from_record(b"in/0", json.dumps(document).encode())
-
-
 def test_aborted_transactions_rewind_the_stage_models_to_the_last_commit(
     bootstrap_servers, make_topics, admin
 ):

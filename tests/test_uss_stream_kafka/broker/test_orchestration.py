@@ -19,78 +19,14 @@ from orchestrated import Orchestrator, Serving, orchestrator
 
 from uss_stream.core.stats import DisagreementStats
 from uss_stream_kafka.processing.deadletter import DeadLetter
-from uss_stream_kafka.processing.events import InvalidEvent
 from uss_stream_kafka.processing.orchestration import (
-    OrchestrationProcessor,
     OrchestrationTopics,
     create_orchestration_topics,
-    parse_report,
-    parse_request,
 )
 
 COSTS = [0.0, 0.1, 0.2]
 
 
-# -- broker-free ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        (None, "invalid_json"),
-        (b"not json", "invalid_json"),
-        (b"\xff\xfe", "invalid_json"),
-        (b"[1]", "wrong_type"),
-        (b'{"context": 1}', "missing_field"),
-        (b'{"id": 1.5}', "wrong_type"),
-        (b'{"id": "x", "pad": "' + b"a" * 100 + b'"}', "oversize"),
-    ],
-)
-def test_parse_request_rejects(value: bytes | None, reason: str) -> None:
-    with pytest.raises(InvalidEvent) as error:
-        parse_request(value, max_bytes=64)
-    assert error.value.reason == reason
-
-
-def test_parse_report() -> None:
-    assert parse_report(b'{"id": "a", "outputs": [1, 0, 1]}') == ("a", [1, 0, 1])
-    for value, reason in ((b'{"id": "a"}', "missing_field"), (b'{"id": "a", "outputs": 1}', "wrong_type")):
-        with pytest.raises(InvalidEvent) as error:
-            parse_report(value)
-        assert error.value.reason == reason
-
-
-def offline(**settings: Any) -> OrchestrationProcessor:
-    return OrchestrationProcessor(COSTS, **settings)
-
-
-def test_decision_and_checkpoint_round_trip() -> None:
-    processor = offline()
-    first = processor.new_learner()
-    assert first.decision(3, 3, {"lane": 1}) == {
-        "id": 3,
-        "depth": 3,
-        "stages": ["stage1", "stage2", "stage3"],
-        "cost": pytest.approx(0.3),
-        "context": {"lane": 1},
-    }
-    first.book.decide("a")
-    first.book.decide(7)
-    first.book.report(7, [1, 0, 1])
-    document = json.loads(json.dumps(first.state_dict()))
-    description = json.loads(json.dumps(processor.describe()))
-    second = offline().new_learner()
-    second.load_state_dict(document)
-    assert second.book.pending == 1 and second.book.depth_of("a") == first.book.depth_of("a")
-    assert second.book.policy.stats == first.book.policy.stats
-    second.book.report("a", [1])
-    with pytest.raises(ValueError, match="stage costs"):
-        OrchestrationProcessor([0.0, 0.5]).check_checkpoint(description)
-    with pytest.raises(ValueError, match="distinct names"):
-        offline(stage_names=["a", "a", "b"])
-    with pytest.raises(ValueError, match="unknown dead-letter reason"):
-        DeadLetter("nope", "", "t", 0, 0, None, None, None)
-
-
-# -- on the broker ----------------------------------------------------------------------------------
 @pytest.fixture
 def make_orchestration_topics(admin: Any) -> Iterator[Callable[[], OrchestrationTopics]]:
     created: list[str] = []

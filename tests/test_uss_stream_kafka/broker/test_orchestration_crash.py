@@ -27,8 +27,8 @@ from conftest import COSTS, end_offsets, produce, read_all
 from test_crash_restart import orchestrate_command, orchestration_topics, processes  # noqa: F401
 from waiting import wait_until
 
+from tests.test_uss_stream_kafka.helpers import assert_decided_as_without_crashes
 from uss_stream.core.stats import DisagreementStats
-from uss_stream.policies.specs import parse_spec
 from uss_stream_kafka.processing.deadletter import DeadLetter
 
 pytestmark = [
@@ -53,28 +53,6 @@ def covered(checkpoint: dict[str, Any], topics: Any) -> dict[str, int]:
         f"{topics.requests}/0": checkpoint["offset"],
         f"{topics.reports}/0": checkpoint.get("labels_offset", 0),
     }
-
-
-def assert_decided_as_without_crashes(decisions: list[dict[str, Any]], reports: list[tuple[str, list[int]]]):
-    """Each decision (in request order) is USS-UCB's on the reports applied before it.
-
-    The reports are applied in their topic's order, each once; the number applied before each
-    decision is unknown from outside, so it is the smallest that explains the decision (a larger
-    one stays reachable for the next decisions), and only reports of earlier decisions count.
-    """
-    policy = parse_spec("uss-ucb:alpha=0.51").build(COSTS)
-    applied = 0
-    decided: set[str] = set()
-    for t, decision in enumerate(decisions, start=1):
-        policy.stats.decisions = t - 1
-        while policy._decide(t) != decision["depth"]:
-            assert applied < len(reports) and reports[applied][0] in decided, (
-                f"decision {decision} (round {t}) is not USS-UCB's after any number of the "
-                f"reports of earlier decisions (tried up to {applied})"
-            )
-            policy.stats.record(reports[applied][1])
-            applied += 1
-        decided.add(decision["id"])
 
 
 def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orchestration_topics, processes):  # noqa: F811
@@ -214,31 +192,3 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
             seen.add(report["id"])
             applied_order.append((report["id"], report["outputs"]))
     assert_decided_as_without_crashes(decisions, applied_order)
-
-
-def test_the_crash_free_reference_rejects_a_report_applied_twice():
-    """Broker-free: the in-process reference can fail. A learner that applies the first report
-    twice decides differently from any crash-free interleaving of the same reports."""
-    from uss_stream.pending import PendingDecisions
-
-    rng = np.random.default_rng(0)
-    truth = rng.integers(0, 2, 400)
-    outputs = np.stack([truth ^ (rng.random(400) < 0.2), truth ^ (rng.random(400) < 0.1), truth], axis=1)
-
-    def served(applied_twice: str | None) -> tuple[list[dict[str, Any]], list[tuple[str, list[int]]]]:
-        book = PendingDecisions(parse_spec("uss-ucb:alpha=0.51").build(COSTS))
-        decisions, reports = [], []
-        for i in range(400):
-            decisions.append({"id": f"r{i}", "depth": book.decide(f"r{i}")})
-            if i >= 3:  # each report comes three requests after its decision
-                j = i - 3
-                report = (f"r{j}", outputs[j, : decisions[j]["depth"]].tolist())
-                book.report(*report)
-                reports.append(report)
-                if report[0] == applied_twice:
-                    book.policy.stats.record(report[1])
-        return decisions, reports
-
-    assert_decided_as_without_crashes(*served(None))
-    with pytest.raises(AssertionError, match="is not USS-UCB's"):
-        assert_decided_as_without_crashes(*served("r0"))

@@ -31,20 +31,16 @@ from orchestrated import Orchestrator
 from orchestrated import orchestrator as orchestration_service
 from restarts import first_run, processor
 
+from tests.test_uss_stream_kafka.helpers import DEEPER, NESTED
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, FeaturesProcessor, OutputsProcessor
 from uss_stream_kafka.processing.orchestration import OrchestrationTopics, create_orchestration_topics
-from uss_stream_kafka.runtime.checkpoint import Checkpoint, checkpoint_key
+from uss_stream_kafka.runtime.checkpoint import checkpoint_key
 
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(180),
 ]
-
-#: The probe's value: 2 KB of nesting, past the JSON decoder's recursion limit.
-NESTED = b"[" * 1000 + b"]" * 1000
-#: The same past any stack a test runner adds.
-DEEPER = b'{"id": "x", "outputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
 
 def letters_of(bootstrap: str, topic: str, expected: int | None = None) -> list[DeadLetter]:
@@ -276,12 +272,6 @@ def test_a_nan_probability_is_dead_lettered_and_the_policy_step_undone(
     (checkpoint,) = checkpoints_of(bootstrap_servers, topics.state)[-1:]
     assert checkpoint.state == reference.policy_state()
     assert summary.dead_letters["processing_error"] == 1 and summary.decisions == 12
-
-
-def test_checkpoint_parser_never_raises_anything_but_value_error() -> None:
-    for value in (NESTED, DEEPER, b"\xff", b"[]", b'{"format": 1}'):
-        with pytest.raises(ValueError):
-            Checkpoint.from_record(None, value)
 
 
 def test_dead_letters_respect_a_smaller_max_message_bytes_of_the_dead_letter_topic(

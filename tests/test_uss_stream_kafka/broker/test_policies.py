@@ -1,7 +1,7 @@
-"""Any policy in the service (issue 13 items 3 and 5): ``--policy`` specs, the batch decider on the
-library's kernel for every vectorised policy (discounted ones included), the policy recorded in the
-checkpoints, and each family deciding on the real broker exactly what an in-process policy fed the
-same partition sequence decides.
+"""Any policy in the service (issue 13 items 3 and 5), on the real broker: each family decides exactly
+what an in-process policy fed the same partition sequence decides, and a restart keeps the policy
+recorded in the checkpoints (``processing/test_serving_policies.py`` has the batch decider and the
+checks without a broker).
 
 The expectations are the policies' own ``select``/``update`` loop (:meth:`Policy.run`), built from
 their classes, never from the spec parser or the service under test.
@@ -12,201 +12,19 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from conftest import COSTS, Running, checkpoints_of, new_app, produce, read_all, run_app, stream
 
+from tests.test_uss_stream_kafka.helpers import DISCOUNTED, FAMILIES, drifting
 from uss_stream.commands.cli import main
-from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, FixedDepth, Hanawal2017WD, Policy
-from uss_stream.policies.batch import MIN_BATCH, decide_batch
+from uss_stream.policies import USSKLUCB
 from uss_stream.policies.specs import spec_of
 from uss_stream_kafka import CheckpointError, OutputsProcessor
 
-#: One spec per family, and the policy its class builds (the in-process reference).
-FAMILIES: dict[str, Callable[[], Policy]] = {
-    "uss-ucb:alpha=0.8": lambda: USSUCB(COSTS, alpha=0.8),
-    "uss-kl-ucb": lambda: USSKLUCB(COSTS),
-    "uss-ts:seed=3": lambda: USSTS(COSTS, seed=3),
-    "fixed:depth=2": lambda: FixedDepth(2, COSTS),
-    "uee-ucb": lambda: UEEUCB(COSTS),
-    "alg2": lambda: Hanawal2017WD(COSTS),
-}
-DISCOUNTED: dict[str, Callable[[], Policy]] = {
-    "uss-kl-ucb:discount=0.99": lambda: USSKLUCB(COSTS, discount=0.99),
-    "uss-ts:seed=1,discount=0.995": lambda: USSTS(COSTS, seed=1, discount=0.995),
-    "uss-ucb:discount=0.98": lambda: USSUCB(COSTS, discount=0.98),
-}
 
-
-def drifting(n: int, seed: int = 0) -> np.ndarray:
-    """Outputs whose stage error rates change halfway: a discount makes a difference."""
-    rng = np.random.default_rng(seed)
-    truth = rng.integers(0, 2, n)
-    first = np.where(np.arange(n) < n // 2, 0.05, 0.4)
-    return np.stack([truth ^ (rng.random(n) < first), truth ^ (rng.random(n) < 0.1), truth], axis=1)
-
-
-# -- the batch decider, without a broker ----------------------------------------------------------
-@pytest.mark.parametrize("spec", [*FAMILIES, *DISCOUNTED])
-def test_batches_decide_as_the_select_update_loop_for_every_policy(spec):
-    """Batches of every size (below and above MIN_BATCH) through the service's learner."""
-    build = {**FAMILIES, **DISCOUNTED}[spec]
-    outputs = drifting(6_000)
-    expected = build().run(outputs).tolist()
-    learner = OutputsProcessor(COSTS, policy=spec).new_learner()
-    assert learner.policy.vectorised
-    values = [json.dumps({"id": i, "outputs": row}).encode() for i, row in enumerate(outputs.tolist())]
-    depths: list[int] = []
-    rng = np.random.default_rng(1)
-    start = 0
-    while start < len(values):
-        size = int(rng.choice([1, 5, MIN_BATCH - 1, MIN_BATCH, 700, 2_500]))
-        depths.extend(learner.process_batch(values[start : start + size], max_bytes=1 << 20).depths)
-        start += size
-    assert depths == expected
-    reference = build()
-    reference.run(outputs)
-    assert learner.state_dict() == reference.state_dict()  # the counts, discounted ones to the bit
-
-
-def test_a_policy_without_a_vectorised_path_is_stepped_event_by_event():
-    """AuditedUSS says it has none (its decisions read label evidence): the select/update loop."""
-    policy, reference = AuditedUSS(COSTS), AuditedUSS(COSTS)
-    assert not policy.vectorised and USSKLUCB(COSTS).vectorised
-    outputs = drifting(500)
-    assert decide_batch(policy, outputs.ravel().tolist()) == reference.run(outputs).tolist()
-    assert policy.stats == reference.stats
-
-
-def test_label_asking_and_supervised_policies_are_refused_in_outputs_mode():
-    """Outputs mode has no feedback topic: no label can come, so neither kind of policy runs."""
-    for spec, needs in (
-        ("audited", "asks for labels"),
-        ("audited-uss", "asks"),
-        ("supervised", "learns from"),
-    ):
-        with pytest.raises(ValueError, match=f"--policy '{spec}': .*{needs}.*outputs mode has none"):
-            OutputsProcessor(COSTS, policy=spec)
-
-
-def test_orchestration_takes_a_label_asking_policy_but_refuses_the_supervised_one():
-    """Orchestration's reports topic brings the labels a label-asking policy asks for, not every label."""
-    from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
-
-    for spec, policy in (
-        ("audited", AuditedUSS(COSTS)),
-        ("audited-uss:label_budget=1.5", AuditedUSS(COSTS, 1.0, 1.5)),
-    ):
-        processor = OrchestrationProcessor(COSTS, policy=spec)
-        assert isinstance(processor.new_learner().book.policy, AuditedUSS)
-        assert processor.policy == spec_of(policy)
-    with pytest.raises(
-        ValueError, match=r"--policy 'supervised': SupervisedUCB learns from every event's label"
-    ):
-        OrchestrationProcessor(COSTS, policy="supervised")
-
-
-def test_checkpoints_record_the_canonical_spec_and_refuse_another():
-    processor = OutputsProcessor(COSTS, policy="uss-kl-ucb:discount=0.99")
-    assert processor.describe() == {
-        "mode": "outputs",
-        "stage_costs": COSTS,
-        "policy": "uss-kl-ucb:alpha=1.0,discount=0.99",
-    }
-    processor.check_checkpoint({"policy": "uss-kl-ucb:alpha=1.0,discount=0.99"})
-    processor.check_checkpoint({"mode": "outputs"})  # nothing recorded: the counts are checked on load
-    with pytest.raises(ValueError, match=re.escape("with --policy uss-kl-ucb:alpha=1.0, this service runs")):
-        processor.check_checkpoint({"policy": "uss-kl-ucb:alpha=1.0"})
-    # Checkpoints written before the policy was recorded: USS-UCB with their alpha.
-    OutputsProcessor(COSTS, alpha=0.51).check_checkpoint({"mode": "outputs", "alpha": 0.51})
-    OutputsProcessor(COSTS, policy="uss-ucb").check_checkpoint({"mode": "outputs", "alpha": 0.51})
-    with pytest.raises(
-        ValueError, match=re.escape("uss-ucb:alpha=0.51, this service runs --policy uss-ucb:alpha=2.0")
-    ):
-        OutputsProcessor(COSTS, policy="uss-ucb:alpha=2").check_checkpoint({"alpha": 0.51})
-
-
-RUN = ["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "i", "--output-topic", "o",
-       "--dlq-topic", "d", "--state-topic", "s", "--group-id", "g", "--stage-costs", "0,0.15,0.2",
-       "--metrics-port", "-1"]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        (["--policy", "ucb"], "unknown policy 'ucb'"),
-        (["--policy", "uss-ucb:beta=2"], "unknown parameter(s) beta"),
-        (["--policy", "fixed:depth=4"], "--policy 'fixed:depth=4': depth must be <= the number of stages 3"),
-        (["--policy", "audited-uss"], "--policy 'audited-uss': AuditedUSS asks for labels"),
-        (["--policy", "uss-kl-ucb", "--alpha", "0.5"], "give --policy or --alpha"),
-        (["--policy", "uss-kl-ucb:discount=0.9", "--shared-learning"], "--shared-learning pools plain"),
-        (["--mode", "features", "--cascade-factory", "uss_stream_kafka.cli.demo:pima_cascade",
-          "--policy", "uss-ts"], "--policy and --alpha are for outputs mode"),
-    ],
-)  # fmt: skip
-def test_a_bad_policy_is_a_configuration_error_exit_2(extra, message, capsys, monkeypatch):
-    """Refused before any connection (the bootstrap address is unreachable): exit code 2."""
-    monkeypatch.delenv("USS_KAFKA_POLICY", raising=False)
-    monkeypatch.delenv("USS_KAFKA_ALPHA", raising=False)
-    try:
-        code = main([*RUN, *extra])
-    except SystemExit as exit:  # argparse refuses the spec's syntax (usage error)
-        code = exit.code
-    assert code == 2
-    err = capsys.readouterr().err
-    assert message in err and "--policy" in err, err
-
-
-def test_orchestrate_takes_the_same_policy_option(capsys):
-    args = ["kafka", "orchestrate", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "q",
-            "--reports-topic", "r", "--output-topic", "d", "--dlq-topic", "x", "--state-topic", "s",
-            "--group-id", "g", "--stage-costs", "0,0.1,0.2"]  # fmt: skip
-    assert main([*args, "--policy", "supervised"]) == 2
-    err = capsys.readouterr().err
-    assert (
-        "--policy 'supervised': SupervisedUCB learns from every event's label; orchestration has only" in err
-    )
-    with pytest.raises(SystemExit) as exit:
-        main([*args, "--policy", "uss-ts:seed=x"])
-    assert exit.value.code == 2 and "argument --policy" in capsys.readouterr().err
-
-
-def test_the_orchestrator_records_its_policy_and_refuses_another_on_restore():
-    from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
-
-    def orchestrator(**settings: Any) -> OrchestrationProcessor:
-        return OrchestrationProcessor(COSTS, **settings)
-
-    processor = orchestrator(policy="uss-ts:seed=2")
-    first = processor.new_learner()
-    reference = USSTS(COSTS, seed=2)
-    for i in range(50):  # decide and report at once: the loop of the reference policy
-        depth = first.book.decide(i)
-        assert depth == reference.select()
-        first.book.report(i, drifting(50)[i, :depth].tolist())
-        reference.update(drifting(50)[i, :depth])
-    # What a checkpoint holds: the processor's description and the learner's state.
-    description = json.loads(json.dumps(processor.describe()))
-    state = json.loads(json.dumps(first.state_dict()))
-    assert description["policy"] == "uss-ts:seed=2"
-    restarted = orchestrator(policy="uss-ts:seed=2")
-    restarted.check_checkpoint(description)
-    second = restarted.new_learner()
-    second.load_state_dict(state)
-    assert second.book.decide("next") == reference.select()
-    with pytest.raises(
-        ValueError, match="written with --policy uss-ts:seed=2, the service runs --policy uss-ucb"
-    ):
-        orchestrator(alpha=0.51).check_checkpoint(description)
-    legacy = {key: value for key, value in description.items() if key != "policy"}
-    with pytest.raises(ValueError, match=re.escape("written with --policy uss-ucb:alpha=0.51")):
-        orchestrator(policy="uss-ts:seed=2").check_checkpoint({**legacy, "alpha": 0.51})
-
-
-# -- on the real broker -----------------------------------------------------------------------------
 def by_partition(records: list[Any]) -> dict[int, list[int]]:
     """The decided depths of each output partition, in offset order, each event once.
 
@@ -323,23 +141,6 @@ def test_the_cli_runs_the_librarys_default_policy_and_records_it(
     assert main([*command, "--alpha", "0.51"]) == 5
     err = capsys.readouterr().err
     assert "written with --policy uss-kl-ucb:alpha=1.0, this service runs --policy uss-ucb:alpha=0.51" in err
-
-
-@pytest.mark.parametrize("spec", [*FAMILIES, *DISCOUNTED])
-def test_the_kernel_path_decides_every_vectorised_policy_exactly(spec):
-    """The kernel on one stream from a live policy's counts (what decide_batch runs for plain
-    counts), for discounted counts too: the loop's depths and counts, to the bit."""
-    from uss_stream.policies.batch import _disagreements, _speculate
-
-    build = {**FAMILIES, **DISCOUNTED}[spec]
-    outputs = drifting(3_000, seed=4)
-    policy, depths = build(), []
-    for start in range(0, 3_000, 600):
-        batch = outputs[start : start + 600].ravel().tolist()
-        depths.extend(_speculate(policy, _disagreements(batch, 3), 3))
-    reference = build()
-    assert depths == reference.run(outputs).tolist()
-    assert policy.state_dict() == reference.state_dict()
 
 
 @pytest.mark.kafka

@@ -17,7 +17,6 @@ from payloads import EVENT_AVRO, Payloads
 
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import OutputsProcessor
-from uss_stream_kafka.cli.settings import KafkaSettings
 from uss_stream_kafka.processing.formats import PayloadFormat
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -115,34 +114,6 @@ def test_the_subject_name_strategy_names_the_decisions_subject(strategy, subject
     registered = PayloadFormat("avro", registry_url).client().get_latest_version(subject.format(topic=topic))
     assert int.from_bytes(value[1:5], "big") == registered.schema_id
     assert codec.decode_decision(value) == {"id": "e1", "depth": 2, "prediction": 0, "cost": 0.15}
-
-
-def test_registry_settings_are_checked_together():
-    common = dict(bootstrap_servers="b:9092", input_topic="i", output_topic="o", dlq_topic="d",
-                  state_topic="s", group_id="g", stage_costs="0,0.1")  # fmt: skip
-    settings = KafkaSettings("run", **common, value_format="protobuf", schema_registry_url="http://r:8081",
-                             schema_registry_auth="user:secret", subject_name_strategy="record")  # fmt: skip
-    assert settings.payload_format() == PayloadFormat("protobuf", "http://r:8081", "user:secret", "record")
-    with pytest.raises(
-        ValueError, match=r"--value-format avro needs --schema-registry-url \(env USS_KAFKA_SCHEMA"
-    ):
-        KafkaSettings("run", **common, value_format="avro")
-    with pytest.raises(ValueError, match=r"--schema-registry-auth .*: must be USER:PASSWORD"):
-        KafkaSettings("run", **common, value_format="avro", schema_registry_url="u", schema_registry_auth="x")
-    with pytest.raises(ValueError, match=r"--schema-registry-url .* is for --value-format avro"):
-        KafkaSettings("run", **common, schema_registry_url="http://r:8081")
-    with pytest.raises(ValueError, match=r"--value-format .* avro needs outputs mode"):
-        KafkaSettings("run", **{**common, "stage_costs": None}, mode="features", cascade_factory="m:f",
-                      value_format="avro", schema_registry_url="u")  # fmt: skip
-    with pytest.raises(
-        ValueError, match=r"--value-format .*: must be one of json, avro, protobuf, jsonschema"
-    ):
-        KafkaSettings("run", **common, value_format="xml")
-
-
-def test_registry_payloads_of_the_json_format_are_the_json_codecs():
-    assert Payloads("json", None).options == []
-    assert type(PayloadFormat().outputs_codec(3, CUMULATIVE, "i", "o")).__name__ == "OutputsCodec"
 
 
 def test_avro_bodies_are_those_of_confluent_kafkas_serializer_and_deserializer(registry_url, make_topics):

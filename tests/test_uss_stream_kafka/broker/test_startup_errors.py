@@ -4,113 +4,19 @@ stderr and a distinct exit code (see ``connectors/uss_stream_kafka/cli/exit_code
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import socket
-import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
 
 import pytest
 from conftest import produce
 
+from tests.test_uss_stream_kafka.helpers import ServiceTopics, command, last_line, run_to_exit
 from uss_stream_kafka.runtime.checkpoint import Checkpoint
 
 pytestmark = [
     pytest.mark.kafka,
     pytest.mark.timeout(120),
 ]
-
-
-def command(bootstrap: str, topics, *extra: str) -> list[str]:
-    return [
-        sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
-        "--input-topic", topics.input, "--output-topic", topics.output, "--dlq-topic", topics.dead_letter,
-        "--state-topic", topics.state, "--group-id", f"g-{uuid.uuid4().hex[:8]}",
-        "--stage-costs", "0,0.15,0.2",
-        "--exit-when-idle", "1", *extra,
-    ]  # fmt: skip
-
-
-def run_to_exit(arguments: list[str], timeout: float = 150) -> tuple[int, str]:
-    done = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout)
-    return done.returncode, done.stderr
-
-
-def last_line(stderr: str) -> str:
-    """The service's one error line (kafka-python's own log lines may follow it)."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    lines = [line for line in stderr.splitlines() if line.startswith("uss-stream kafka run: error:")]
-    if not lines:  # argparse's usage errors
-        return stderr.strip().splitlines()[-1]
-    assert len(lines) == 1, stderr[-3000:]
-    return lines[0]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class _Names:
-    input, output, dead_letter, state = "in", "out", "dlq", "state"
-
-
-@contextlib.contextmanager
-def starting(port: int) -> Iterator[subprocess.Popen]:
-    """A service connecting to ``127.0.0.1:port`` (nothing listens there), once it says so; killed
-    when the block ends."""
-    process = subprocess.Popen(
-        command(f"127.0.0.1:{port}", _Names, "--metrics-port", "-1"), stderr=subprocess.PIPE, text=True
-    )
-    try:
-        for line in process.stderr:
-            if "starting: connecting to" in line:
-                break
-        yield process
-    finally:
-        process.kill()
-        process.wait()
-
-
-@pytest.mark.timeout(240)
-def test_unreachable_brokers_exit_3_and_sigterm_during_the_start_exits_at_once():
-    port = free_port()  # nothing listens there
-    # kafka-python gives up bootstrapping after bootstrap_timeout_ms (30 s by default): its length
-    # is not under test, so 3 s here.
-    arguments = command(
-        f"127.0.0.1:{port}", _Names, "--metrics-port", "-1", "--kafka-option", "bootstrap_timeout_ms=3000"
-    )
-    code, stderr = run_to_exit(arguments)
-    assert code == 3
-    assert last_line(stderr).startswith(
-        f"uss-stream kafka run: error: cannot reach the Kafka brokers at 127.0.0.1:{port}"
-    )
-
-    with starting(port) as process:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM  # not after the 30 s bootstrap timeout
-        assert "SIGTERM while starting" in last_line(process.stderr.read())
-
-
-def test_sigusr1_writes_every_threads_stack_and_the_service_goes_on():
-    """The dump an operator (or a broker test) asks of a service that looks stuck: here one that
-    waits for unreachable brokers; after it, the service still answers SIGTERM (a service killed
-    by the signal would have exited -10)."""
-    with starting(free_port()) as process:
-        process.send_signal(signal.SIGUSR1)
-        dump = []
-        for line in process.stderr:
-            dump.append(line)
-            if "most recent call first" in line:
-                break
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 128 + signal.SIGTERM, "".join(dump)
-        dump.append(process.stderr.read())
-    dump = "".join(dump)
-    assert "Current thread" in dump and "uss_stream_kafka" in dump, dump  # the service's own frames
 
 
 @pytest.mark.parametrize(
@@ -157,7 +63,7 @@ def test_client_option_values_of_the_wrong_type_or_range_exit_2_naming_the_optio
     kafka_client, bootstrap_servers, extra, needle
 ):
     exit_code, stderr = run_to_exit(
-        command(bootstrap_servers, _Names, *extra, "--client", kafka_client, "--metrics-port", "-1"),
+        command(bootstrap_servers, ServiceTopics, *extra, "--client", kafka_client, "--metrics-port", "-1"),
         timeout=60,
     )
     assert exit_code == 2, stderr[-3000:]

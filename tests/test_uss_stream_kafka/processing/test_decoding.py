@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from uss_stream_kafka import REASONS, DeadLetter, InvalidEvent, OutputsProcessor
 from uss_stream_kafka.processing.events import FeaturesCodec, OutputsCodec, _parse
+from uss_stream_kafka.processing.formats import PayloadFormat
 
 CODEC = OutputsCodec(3, [0.0, 0.15, 0.35])
 
@@ -211,3 +212,7 @@ def test_nan_never_reaches_the_output():
     with pytest.raises(InvalidEvent):
         CODEC.decode(b'{"id": "e", "outputs": [NaN, NaN, NaN]}')
     assert not math.isnan(json.loads(CODEC.encode("e", 3, 0.0))["cost"])
+
+
+def test_registry_payloads_of_the_json_format_are_the_json_codecs():
+    assert type(PayloadFormat().outputs_codec(3, [0.0, 0.15, 0.35], "i", "o")) is OutputsCodec

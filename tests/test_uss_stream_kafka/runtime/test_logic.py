@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.test_uss_stream_kafka.helpers import DEEPER, NESTED
 from uss_stream.commands.cli import build_parser
 from uss_stream.policies import USSUCB
 from uss_stream.policies.batch import MIN_BATCH, decide_batch
@@ -123,6 +124,20 @@ def test_a_checkpoint_under_the_wrong_key_is_refused():
     checkpoint = Checkpoint("events", 1, 10, {"policy": "USSUCB"})
     with pytest.raises(ValueError, match="stored under key"):
         Checkpoint.from_record(b"events/2", checkpoint.to_bytes())
+
+
+def test_checkpoint_parser_never_raises_anything_but_value_error() -> None:
+    for value in (NESTED, DEEPER, b"\xff", b"[]", b'{"format": 1}'):
+        with pytest.raises(ValueError):
+            Checkpoint.from_record(None, value)
+
+
+@pytest.mark.parametrize("labels_offset", [-1, 1.5, "7", True])
+def test_a_checkpoint_with_an_invalid_labels_offset_is_not_read(labels_offset):
+    document = json.loads(Checkpoint(topic="in", partition=0, offset=3, state={}, labels_offset=2).to_bytes())
+    document["labels_offset"] = labels_offset
+    with pytest.raises(ValueError, match="'labels_offset' must be an integer >= 0"):
+        Checkpoint.from_record(b"in/0", json.dumps(document).encode())
 
 
 def test_security_settings_reach_every_client():

@@ -13,20 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
-import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import COSTS, produce, read_all, stream, wait_for_metadata
 
-from uss_stream.commands.cli import build_parser
+from tests.test_uss_stream_kafka.helpers import stream
+from uss_stream.commands.cli import build_parser, main
 from uss_stream.policies import USSKLUCB
 from uss_stream_kafka.cli.settings import COMMANDS, SETTINGS, KafkaSettings, markdown_table
+from uss_stream_kafka.processing.formats import PayloadFormat
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "kafka.md"
 
@@ -367,67 +364,69 @@ def test_the_python_default_policy_is_the_command_line_default():
     assert OutputsProcessor([0, 0.1], alpha=0.51).policy == "uss-ucb:alpha=0.51"
 
 
-# -- on the real broker -----------------------------------------------------------------------------
-def service(arguments: list[str], environment: dict[str, str]) -> subprocess.CompletedProcess:
-    """Run ``uss-stream kafka ARGUMENTS`` to its exit, with only ``environment``'s service variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("USS_KAFKA_")}
+POLICY_RUN = ["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "i",
+              "--output-topic", "o", "--dlq-topic", "d", "--state-topic", "s", "--group-id", "g",
+              "--stage-costs", "0,0.15,0.2", "--metrics-port", "-1"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "ucb"], "unknown policy 'ucb'"),
+        (["--policy", "uss-ucb:beta=2"], "unknown parameter(s) beta"),
+        (["--policy", "fixed:depth=4"], "--policy 'fixed:depth=4': depth must be <= the number of stages 3"),
+        (["--policy", "audited-uss"], "--policy 'audited-uss': AuditedUSS asks for labels"),
+        (["--policy", "uss-kl-ucb", "--alpha", "0.5"], "give --policy or --alpha"),
+        (["--policy", "uss-kl-ucb:discount=0.9", "--shared-learning"], "--shared-learning pools plain"),
+        (["--mode", "features", "--cascade-factory", "uss_stream_kafka.cli.demo:pima_cascade",
+          "--policy", "uss-ts"], "--policy and --alpha are for outputs mode"),
+    ],
+)  # fmt: skip
+def test_a_bad_policy_is_a_configuration_error_exit_2(extra, message, capsys, monkeypatch):
+    """Refused before any connection (the bootstrap address is unreachable): exit code 2."""
+    monkeypatch.delenv("USS_KAFKA_POLICY", raising=False)
+    monkeypatch.delenv("USS_KAFKA_ALPHA", raising=False)
     try:
-        return subprocess.run(
-            [sys.executable, "-m", "uss_stream", "kafka", *arguments],
-            env={**env, **environment}, capture_output=True, text=True, timeout=150,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as timeout:  # run() has killed it
-        pytest.fail(f"no exit in 150 s:\n{str(timeout.stderr or '')[-3000:]}")
+        code = main([*POLICY_RUN, *extra])
+    except SystemExit as exit:  # argparse refuses the spec's syntax (usage error)
+        code = exit.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "--policy" in err, err
 
 
-@pytest.mark.kafka
-@pytest.mark.timeout(200)
-def test_run_configured_by_variables_only_decides_every_event(bootstrap_servers, make_topics):
-    topics = make_topics()
-    values, outputs = stream(300, seed=5)
-    produce(bootstrap_servers, topics.input, values)
-    variables = {
-        "USS_KAFKA_BOOTSTRAP_SERVERS": bootstrap_servers, "USS_KAFKA_INPUT_TOPIC": topics.input,
-        "USS_KAFKA_OUTPUT_TOPIC": topics.output, "USS_KAFKA_DLQ_TOPIC": topics.dead_letter,
-        "USS_KAFKA_STATE_TOPIC": topics.state, "USS_KAFKA_GROUP_ID": f"g-{uuid.uuid4().hex[:8]}",
-        "USS_KAFKA_STAGE_COSTS": ",".join(map(str, COSTS)), "USS_KAFKA_POLICY": "uss-kl-ucb",
-        "USS_KAFKA_EXIT_WHEN_IDLE": "1", "USS_KAFKA_METRICS_PORT": "-1",
-        "USS_KAFKA_CHECKPOINT_EVERY": "0", "USS_KAFKA_CHECKPOINT_INTERVAL": "0",
-        "USS_KAFKA_PRODUCER_OPTION": "linger_ms=5,batch_size=65536",
-    }  # fmt: skip
-    done = service(["run"], variables)
-    assert done.returncode == 0, done.stderr[-3000:]
-    decided = [json.loads(record.value)["depth"] for record in read_all(bootstrap_servers, topics.output)]
-    assert decided == USSKLUCB(COSTS).run(outputs).tolist()  # the default policy, in the order of the events
-    # checkpoints off (0 and 0): the one checkpoint is the one at the stop
-    assert len(read_all(bootstrap_servers, topics.state)) == 1
+def test_orchestrate_takes_the_same_policy_option(capsys):
+    args = ["kafka", "orchestrate", "--bootstrap-servers", "127.0.0.1:1", "--input-topic", "q",
+            "--reports-topic", "r", "--output-topic", "d", "--dlq-topic", "x", "--state-topic", "s",
+            "--group-id", "g", "--stage-costs", "0,0.1,0.2"]  # fmt: skip
+    assert main([*args, "--policy", "supervised"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--policy 'supervised': SupervisedUCB learns from every event's label; orchestration has only" in err
+    )
+    with pytest.raises(SystemExit) as exit:
+        main([*args, "--policy", "uss-ts:seed=x"])
+    assert exit.value.code == 2 and "argument --policy" in capsys.readouterr().err
 
 
-@pytest.mark.kafka
-@pytest.mark.timeout(200)
-def test_orchestrate_takes_zero_checkpoints_from_its_variables_as_off(bootstrap_servers, admin):
-    from uss_stream_kafka.processing.orchestration import OrchestrationTopics, create_orchestration_topics
-
-    run = uuid.uuid4().hex[:10]
-    topics = OrchestrationTopics(*(f"s-{run}-{role}" for role in ("req", "rep", "dec", "dlq", "state")))
-    create_orchestration_topics(admin, topics)
-    wait_for_metadata(bootstrap_servers, dict.fromkeys(topics.all(), 1))
-    try:
-        produce(bootstrap_servers, topics.requests, [json.dumps({"id": i}).encode() for i in range(1_500)])
-        variables = {
-            "USS_KAFKA_CHECKPOINT_EVERY": "0", "USS_KAFKA_CHECKPOINT_INTERVAL": "0",
-            "USS_KAFKA_EXIT_WHEN_IDLE": "1", "USS_KAFKA_STAGE_COSTS": ",".join(map(str, COSTS)),
-            "USS_KAFKA_MAX_POLL_RECORDS": "200", "USS_KAFKA_METRICS_PORT": "-1",
-        }  # fmt: skip
-        done = service(
-            ["orchestrate", "--bootstrap-servers", bootstrap_servers, "--input-topic", topics.requests,
-             "--reports-topic", topics.reports, "--output-topic", topics.decisions, "--dlq-topic",
-             topics.dead_letter, "--state-topic", topics.state, "--group-id", f"g-{run}"],
-            variables,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert re.search(r"1500 requests, 1500 decisions", done.stderr), done.stderr[-3000:]
-        assert len(read_all(bootstrap_servers, topics.decisions)) == 1_500
-        assert len(read_all(bootstrap_servers, topics.state)) == 1  # only at the stop
-    finally:
-        admin.delete_topics(list(topics.all()))
+def test_registry_settings_are_checked_together():
+    common = dict(bootstrap_servers="b:9092", input_topic="i", output_topic="o", dlq_topic="d",
+                  state_topic="s", group_id="g", stage_costs="0,0.1")  # fmt: skip
+    settings = KafkaSettings("run", **common, value_format="protobuf", schema_registry_url="http://r:8081",
+                             schema_registry_auth="user:secret", subject_name_strategy="record")  # fmt: skip
+    assert settings.payload_format() == PayloadFormat("protobuf", "http://r:8081", "user:secret", "record")
+    with pytest.raises(
+        ValueError, match=r"--value-format avro needs --schema-registry-url \(env USS_KAFKA_SCHEMA"
+    ):
+        KafkaSettings("run", **common, value_format="avro")
+    with pytest.raises(ValueError, match=r"--schema-registry-auth .*: must be USER:PASSWORD"):
+        KafkaSettings("run", **common, value_format="avro", schema_registry_url="u", schema_registry_auth="x")
+    with pytest.raises(ValueError, match=r"--schema-registry-url .* is for --value-format avro"):
+        KafkaSettings("run", **common, schema_registry_url="http://r:8081")
+    with pytest.raises(ValueError, match=r"--value-format .* avro needs outputs mode"):
+        KafkaSettings("run", **{**common, "stage_costs": None}, mode="features", cascade_factory="m:f",
+                      value_format="avro", schema_registry_url="u")  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"--value-format .*: must be one of json, avro, protobuf, jsonschema"
+    ):
+        KafkaSettings("run", **common, value_format="xml")
