@@ -18,6 +18,7 @@ from uss_stream.policies.audited_uss import AuditedUSS
 from uss_stream.policies.base import Policy
 from uss_stream.policies.fixed_depth import FixedDepth
 from uss_stream.policies.hanawal2017 import Hanawal2017WD
+from uss_stream.policies.keyed import KeyedPolicy
 from uss_stream.policies.oracle import Oracle
 from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
 from uss_stream.policies.supervised_ucb import SupervisedUCB
@@ -34,6 +35,7 @@ __all__ = [
     "AuditedUSS",
     "FixedDepth",
     "Hanawal2017WD",
+    "KeyedPolicy",
     "Oracle",
     "Policy",
     "SequentialKLUCB",

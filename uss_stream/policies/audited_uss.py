@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.stats import DisagreementStats
 from uss_stream.core.validation import check_outputs
 from uss_stream.labels.budget import LabelBudget, contested_many
 from uss_stream.labels.evidence import (
@@ -155,6 +156,12 @@ class AuditedUSS(USSKLUCB):
     def label_request(self) -> int:
         """The bit mask of pairs whose label the last :meth:`update` asked for (0: no request)."""
         return self._last_request
+
+    def load_stats(self, stats: DisagreementStats) -> None:
+        """:meth:`Policy.load_stats <uss_stream.policies.base.Policy.load_stats>`; the relations cached
+        for the old counts are dropped (new counts may share their round and ``n_1``)."""
+        super().load_stats(stats)
+        self._relations_key = None
 
     # -- the decision ----------------------------------------------------------------------------
     def _relations(self, t: int) -> Relations:

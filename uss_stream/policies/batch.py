@@ -39,7 +39,7 @@ import numpy as np
 from uss_stream.policies.base import Policy
 from uss_stream.policies.kernel import FIRST_WINDOW, MAX_WINDOW, Counts, pair_order, speculate
 
-__all__ = ["MIN_BATCH", "decide_batch", "next_window"]
+__all__ = ["MIN_BATCH", "decide_batch", "next_window", "pair_disagreements"]
 
 #: Below this many events the sequential loop is cheaper than the vectorised one.
 MIN_BATCH = 32
@@ -91,7 +91,7 @@ def decide_batch(
         raise ValueError(f"outputs must hold {n_stages} values per event, got {len(outputs)} values")
     if not policy.vectorised or policy.discount is not None or len(outputs) < MIN_BATCH * n_stages:
         return _loop(policy, outputs)
-    indicators = _disagreements(outputs, n_stages)
+    indicators = pair_disagreements(outputs, n_stages)
     return _speculate(policy, indicators, n_stages if guess is None else guess, window, on_step)
 
 
@@ -106,8 +106,15 @@ def _loop(policy: Policy, outputs: Sequence[Any]) -> list[int]:
     return depths
 
 
-def _disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
-    """``N x P`` int8 indicators ``output_i != output_j`` per event, with Python's equality semantics."""
+def pair_disagreements(outputs: Sequence[Any], n_stages: int) -> np.ndarray:
+    """``N x P`` int8 indicators ``output_i != output_j`` per event, with Python's equality semantics.
+
+    ``outputs`` is flat (event ``n``'s are ``outputs[n*K:(n+1)*K]``); pairs in
+    :func:`~uss_stream.policies.kernel.pair_order`.
+
+    >>> pair_disagreements([1, 1, 0, "a", "b", "b"], 3).tolist()   # pairs (1,2), (1,3), (2,3)
+    [[0, 1, 1], [1, 1, 0]]
+    """
     upper_i, upper_j = pair_order(n_stages)
     flat = None
     if type(outputs) is list:

@@ -11,6 +11,7 @@ import pytest
 from river import base as river_base
 
 from uss_stream import CascadeClassifier, Stage
+from uss_stream.core.stats import DisagreementStats
 from uss_stream.datasets.bsc import generate_bsc
 from uss_stream.datasets.paper import paper_case
 from uss_stream.labels.evidence import LabelEvidence, e_bounds
@@ -628,3 +629,21 @@ def test_label_age_counts_from_each_decision_although_reports_come_out_of_order(
     assert book.label_counters["expired"] == 1 and book.label_counters["applied"] == 1
     book.decide("e")  # "b" was answered: nothing more expires
     assert book.label_counters["expired"] == 1
+
+
+def test_loaded_counts_of_the_same_round_and_first_count_are_decided_afresh():
+    # A keyed policy hands a key's learner new counts before each decision; two states of the same
+    # round and n_1 must not share the relations cached for the first.
+    costs = [0.0, 0.1, 0.3]
+    agreeing, disagreeing = DisagreementStats(3), DisagreementStats(3)
+    for stats in (agreeing, disagreeing):
+        stats.decisions, stats.queried = 100, [100, 100, 100]
+    disagreeing.disagreements = [[0, 60, 60], [0, 0, 0], [0, 0, 0]]
+    policy = AuditedUSS(costs)
+    policy.load_stats(agreeing)
+    assert policy.select() == 1
+    policy.cancel()
+    policy.load_stats(disagreeing)
+    fresh = AuditedUSS(costs)
+    fresh.load_state_dict({**fresh.state_dict(), "stats": disagreeing.to_dict()})
+    assert policy.select() == fresh.select() == 2

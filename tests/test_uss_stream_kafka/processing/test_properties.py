@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from uss_stream.policies import USSUCB, Hanawal2017WD
-from uss_stream.policies.batch import _disagreements, decide_batch
+from uss_stream.policies.batch import decide_batch, pair_disagreements
 from uss_stream.policies.kernel import pair_order
 from uss_stream_kafka import InvalidEvent
 from uss_stream_kafka.processing.events import FeaturesCodec, OutputsCodec, _parse
@@ -290,7 +290,7 @@ def test_disagreements_are_python_inequality_whatever_the_labels(n_stages, data,
     flat = [value for row in rows for value in row]
     pairs = list(zip(*(a.tolist() for a in pair_order(n_stages))))
     expected = [[int(row[i] != row[j]) for i, j in pairs] for row in rows]
-    assert _disagreements(flat, n_stages).tolist() == expected
+    assert pair_disagreements(flat, n_stages).tolist() == expected
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.bool_])
@@ -298,6 +298,6 @@ def test_disagreements_of_a_numpy_array_are_those_of_its_list(dtype):
     """``decide_batch`` takes any sequence: an array's values count, not the bytes of its memory."""
     rng = np.random.default_rng(3)
     flat = rng.integers(0, 2, 3 * 500).astype(dtype)
-    assert _disagreements(flat, 3).tolist() == _disagreements(flat.tolist(), 3).tolist()
+    assert pair_disagreements(flat, 3).tolist() == pair_disagreements(flat.tolist(), 3).tolist()
     batched, looped = USSUCB([0, 0.15, 0.2]), USSUCB([0, 0.15, 0.2])
     assert decide_batch(batched, flat) == looped.run(flat.reshape(-1, 3)).tolist()

@@ -137,14 +137,14 @@ def test_the_orchestrator_records_its_policy_and_refuses_another_on_restore():
 def test_the_kernel_path_decides_every_vectorised_policy_exactly(spec):
     """The kernel on one stream from a live policy's counts (what decide_batch runs for plain
     counts), for discounted counts too: the loop's depths and counts, to the bit."""
-    from uss_stream.policies.batch import _disagreements, _speculate
+    from uss_stream.policies.batch import _speculate, pair_disagreements
 
     build = {**FAMILIES, **DISCOUNTED}[spec]
     outputs = drifting(3_000, seed=4)
     policy, depths = build(), []
     for start in range(0, 3_000, 600):
         batch = outputs[start : start + 600].ravel().tolist()
-        depths.extend(_speculate(policy, _disagreements(batch, 3), 3))
+        depths.extend(_speculate(policy, pair_disagreements(batch, 3), 3))
     reference = build()
     assert depths == reference.run(outputs).tolist()
     assert policy.state_dict() == reference.state_dict()
