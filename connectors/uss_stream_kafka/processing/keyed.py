@@ -24,7 +24,6 @@ from typing import Any
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.keyed import KeyedPolicy
-from uss_stream.policies.keyed_report import keyed_learning_state, keyed_wd_report
 from uss_stream.policies.learning_state import verdict_name
 from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec
 from uss_stream_kafka.processing.keys import KeySource
@@ -238,7 +237,7 @@ class KeyedOutputsLearner:
     def learning_state(self) -> dict[str, Any]:
         """The pool's quantities under the metrics' names, and ``keys``: the keys' summary
         (active, created, evicted, the depth mix across keys, the keys whose WD verdict is violated)."""
-        state = keyed_learning_state(self._policy)
+        state = self._policy.learning_state()
         state["keys"] = {
             "active": state.pop("keys_active"),
             "created": state.pop("keys_created_total"),
@@ -250,7 +249,7 @@ class KeyedOutputsLearner:
 
     def key_learning_state(self, key: str) -> dict[str, Any]:
         """A live key's quantities (its own counts and labels; its chosen depth with the pool's prior)."""
-        return keyed_learning_state(self._policy, key)
+        return self._policy.learning_state(key)
 
     def own_stats(self) -> DisagreementStats:
         """The partition's pooled counts (without what :meth:`share` added): what shared learning shares."""
@@ -389,5 +388,5 @@ def _wd_violated(policy: KeyedPolicy) -> int:
     pooled = policy.label_evidence(None)
     if pooled is None or not pooled.labels:  # no key has a label: nothing to count, key by key
         return 0
-    reports = (keyed_wd_report(policy, key) for key in policy.keys)
+    reports = (policy.wd_report(key) for key in policy.keys)
     return sum(1 for report in reports if report is not None and verdict_name(report.verdict) == "violated")

@@ -262,3 +262,24 @@ def test_shared_learning_shares_the_pools_of_the_partitions():
     assert decide(alone, first, 0, 1) == [3]  # a cold start queries every stage
     assert decide(shared, first, 0, 1) == [1]
     assert shared.own_stats().decisions == 1  # its own pool: what it checkpoints and shares
+
+
+def test_the_keys_metrics_have_one_series_per_partition_and_depth_never_per_key():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from uss_stream_kafka.operations.learning_metrics import LearningMetrics
+
+    learner = processor(max_keys=2).new_learner()
+    decide(learner, values_of(["a", "b", "c"], np.ones((3, 3), dtype=int)), 0, 10)  # c evicts a
+    metrics = LearningMetrics(COSTS)
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    metrics.refresh({4: learner})
+    sample = registry.get_sample_value
+    assert sample("uss_kafka_keys_active", {"partition": "4"}) == 2
+    assert sample("uss_kafka_keys_created_total", {"partition": "4"}) == 3
+    assert sample("uss_kafka_keys_evicted_total", {"partition": "4"}) == 1
+    by_depth = [sample("uss_kafka_keys_by_depth", {"partition": "4", "depth": str(d)}) for d in (1, 2, 3)]
+    assert by_depth == [0, 0, 2]  # each key's only event: a cold start queries every stage
+    assert sample("uss_kafka_keys_wd_violated", {"partition": "4"}) == 0  # outputs mode: no labels
+    assert '"a"' not in generate_latest(registry).decode() and '"b"' not in generate_latest(registry).decode()
