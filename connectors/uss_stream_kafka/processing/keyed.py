@@ -18,6 +18,7 @@ join the snapshot its keys' priors are drawn from.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,10 @@ from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec
 from uss_stream_kafka.processing.keys import KeySource
 from uss_stream_kafka.processing.processors import BatchResult, check_recorded, service_policy
 
-__all__ = ["KeyedOutputsLearner", "KeyedOutputsProcessor"]
+__all__ = ["SUMMARY_SECONDS", "KeyedOutputsLearner", "KeyedOutputsProcessor"]
+
+#: A keyed learner's learning state (which visits every key) is read at most this often.
+SUMMARY_SECONDS = 10.0
 
 
 class KeyedOutputsProcessor:
@@ -147,6 +151,8 @@ class KeyedOutputsLearner:
         self._base: Any = None  # exactly-once: the state of the last committed transaction
         self._stale_sent = False  # exactly-once: the stale keys' tombstones are in the open transaction
         self._dirty = False  # exactly-once: changed since the last snapshot
+        self._summary: dict[str, Any] | None = None  # the last learning state read, and when
+        self._summary_at = 0.0
 
     @property
     def policy(self) -> KeyedPolicy:
@@ -236,14 +242,27 @@ class KeyedOutputsLearner:
     # -- what it learned ---------------------------------------------------------------------------
     def learning_state(self) -> dict[str, Any]:
         """The pool's quantities under the metrics' names, and ``keys``: the keys' summary
-        (active, created, evicted, the depth mix across keys, the keys whose WD verdict is violated)."""
-        state = self._policy.learning_state()
+        (active, created, evicted, the depth mix across keys, the keys whose WD verdict is violated).
+
+        Reading them visits every key: they are read again at most every :data:`SUMMARY_SECONDS`
+        (the keys' counters, which cost nothing, are always current).
+        """
+        policy = self._policy
+        now = time.monotonic()
+        if self._summary is None or now - self._summary_at >= SUMMARY_SECONDS:
+            state = policy.learning_state()
+            for name in ("keys_active", "keys_created_total", "keys_evicted_total"):
+                del state[name]
+            state["depth_mix_keys"] = state.pop("key_depths")
+            state["wd_violated"] = _wd_violated(policy)
+            self._summary, self._summary_at = state, now
+        state = dict(self._summary)
         state["keys"] = {
-            "active": state.pop("keys_active"),
-            "created": state.pop("keys_created_total"),
-            "evicted": state.pop("keys_evicted_total"),
-            "depth_mix": state.pop("key_depths"),
-            "wd_violated": _wd_violated(self._policy),
+            "active": len(policy),
+            "created": policy.keys_created,
+            "evicted": policy.keys_evicted,
+            "depth_mix": state.pop("depth_mix_keys"),
+            "wd_violated": state.pop("wd_violated"),
         }
         return state
 
