@@ -37,6 +37,8 @@ __all__ = [
     "MIN_GAP",
     "WD_FAMILIES",
     "GeneratedInstance",
+    "cost_profile",
+    "draw_log",
     "generate",
     "log_margins",
 ]
@@ -99,14 +101,17 @@ def log_margins(outputs: np.ndarray, labels: np.ndarray, cumulative: np.ndarray)
     return star + 1, margins.min(axis=1), gap
 
 
-def _profile(name: str, k: int) -> np.ndarray:
+def cost_profile(name: str, k: int) -> np.ndarray:
+    """The cumulative cost shape ``s_1..s_K`` (``s_1 = 0``, ``s_K = 1``) of a :data:`COST_PROFILES` name."""
     x = np.arange(k) / (k - 1)
     return {"cheap": np.sqrt(x), "linear": x, "steep": x**2}[name]
 
 
-def _log(
+def draw_log(
     rng: np.random.Generator, k: int, n_classes: int, sd: str, chance: str
 ) -> tuple[np.ndarray, np.ndarray]:
+    """A log of :data:`N_EVENTS` events of ``k`` stages for the SD and chance families (see the
+    module docstring): the outputs and the labels."""
     n = N_EVENTS
     labels = rng.integers(0, n_classes, size=n)
     top = rng.uniform(0.25, 0.45) if n_classes == 2 else rng.uniform(0.3, 0.6)
@@ -166,8 +171,8 @@ def generate(seed: int, max_attempts: int = 200) -> GeneratedInstance:
         }
         k = int(rng.integers(3, 9))
         n_classes = 2 if rng.random() < 0.5 else int(rng.integers(3, 11))
-        shape = _profile(families["costs"], k)
-        outputs, labels = _log(rng, k, n_classes, families["sd"], families["chance"])
+        shape = cost_profile(families["costs"], k)
+        outputs, labels = draw_log(rng, k, n_classes, families["sd"], families["chance"])
         star, xi, gap = log_margins(outputs, labels, _SCALES[:, None] * shape[None, :])
         wanted = {"holds": xi >= 0.01, "mild": (xi >= -0.05) & (xi < 0), "strong": xi < -0.05}[wd]
         # Half the WD-holds seeds have their best depth inside the cascade (else i* = K is common).

@@ -22,7 +22,15 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["KEEL_TABLES", "REAL_CASCADES", "RIVER_DATASETS", "SKLEARN_TABLES", "real_cascade", "table"]
+__all__ = [
+    "KEEL_TABLES",
+    "REAL_CASCADES",
+    "RIVER_DATASETS",
+    "SKLEARN_TABLES",
+    "real_cascade",
+    "stage_predictions",
+    "table",
+]
 
 #: River's bundled single-label classification data sets (the others are regression or multi-label).
 RIVER_DATASETS = ("Shuttle", "Phishing", "Bananas", "ImageSegments")
@@ -113,9 +121,16 @@ def table(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 @cache
 def _predictions(name: str) -> tuple[np.ndarray, np.ndarray]:
+    features, targets = table(name)
+    outputs, labels, _ = stage_predictions(features, targets)
+    return outputs, labels
+
+
+def stage_predictions(features: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rule of the module docstring on a table: the four stages' predictions on the second half
+    of the shuffled events, their labels (class codes) and which rows of the table they are."""
     from sklearn.tree import DecisionTreeClassifier
 
-    features, targets = table(name)
     _, labels = np.unique(targets, return_inverse=True)
     order = np.random.default_rng(0).permutation(len(labels))
     features, labels = features[order], labels[order]
@@ -127,7 +142,7 @@ def _predictions(name: str) -> tuple[np.ndarray, np.ndarray]:
         model = DecisionTreeClassifier(max_depth=2 * j, random_state=0)
         model.fit(features[:half, :used], labels[:half])
         outputs[:, j - 1] = model.predict(features[half:, :used])
-    return outputs, labels[half:]
+    return outputs, labels[half:], order[half:]
 
 
 def real_cascade(name: str) -> tuple[np.ndarray, np.ndarray, list[float]]:

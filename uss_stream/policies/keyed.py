@@ -56,7 +56,7 @@ __all__ = ["DEFAULT_POOL_REFRESH", "DEFAULT_PRIOR_HALF_LIFE", "DEFAULT_PRIOR_STR
 DEFAULT_PRIOR_STRENGTH = 1000
 DEFAULT_PRIOR_HALF_LIFE = 1000
 #: Events between two refreshes of the pool snapshot the priors are drawn from.
-DEFAULT_POOL_REFRESH = 256
+DEFAULT_POOL_REFRESH = 4096
 
 
 class KeyedPolicy(KeyedReport):
@@ -74,7 +74,9 @@ class KeyedPolicy(KeyedReport):
         ``h``: the prior's strength halves after ``h`` own rounds of a key, and keeps decaying
         (``None``: a fixed prior of ``m`` rounds).
     pool_refresh
-        Events (of all keys) between two refreshes of the pool snapshot the priors are drawn from.
+        Events (of all keys) between two refreshes of the pool snapshot the priors are drawn from,
+        once the clock reaches it; before, the snapshot is refreshed at every power of two (so a
+        short stream pools from its first events).
     max_keys
         Live keys at most; a new key then evicts the least recently used one (``None``: no bound).
     ttl
@@ -288,7 +290,7 @@ class KeyedPolicy(KeyedReport):
                 if requests is not None:
                     requests.append(self._request)
             return depths
-        checked = [check_key(key) for key in keys]
+        checked = keys if set(map(type, keys)) <= {str, int} else [check_key(key) for key in keys]
         indicators = pair_disagreements(flat, k)
         depths = self._counts.decide_batch(checked, indicators)
         if requests is not None:

@@ -46,7 +46,8 @@ class KeyedCounts:
     prior
         The pool prior.
     pool_refresh, max_keys, ttl, on_evict
-        As :class:`~uss_stream.policies.keyed.KeyedPolicy`'s.
+        As :class:`~uss_stream.policies.keyed.KeyedPolicy`'s (the snapshot is also refreshed at
+        every power of two below ``pool_refresh``: :meth:`next_refresh`).
 
     Examples
     --------
@@ -120,8 +121,23 @@ class KeyedCounts:
         self._refresh()
 
     def _refresh(self) -> None:
-        if self.events % self.pool_refresh == 0:
+        if self.next_refresh(self.events - 1) == self.events:
             self.snapshot = self.pool + self.foreign
+
+    def next_refresh(self, events: int) -> int:
+        """The first clock value after ``events`` whose event refreshes the snapshot: every power
+        of two below ``pool_refresh`` (a short stream pools early), then every multiple of it.
+
+        >>> from uss_stream.policies import FixedDepth
+        >>> prior = PoolPrior(0, None)
+        >>> counts = KeyedCounts(FixedDepth(1, [0.0]), prior, pool_refresh=16, max_keys=None, ttl=None)
+        >>> [counts.next_refresh(e) for e in (0, 1, 2, 5, 8, 15, 16, 40)]
+        [1, 2, 4, 8, 16, 16, 32, 48]
+        """
+        every = self.pool_refresh
+        following = (events // every + 1) * every
+        power = 1 << events.bit_length()  # the least power of two above events
+        return power if power < every else following
 
     def share(self, foreign: DisagreementStats) -> None:
         """Other workers' pooled counts, added to the snapshot from now on."""
@@ -266,13 +282,12 @@ class KeyedCounts:
         between two snapshot refreshes is decided by
         :func:`~uss_stream.policies.keyed_batch.speculate_keys`.
         """
-        instance_of, rows, current, counts, guess = self._instances(keys)
-        firsts = np.unique(instance_of, return_index=True)[1]  # instances are numbered as they appear
+        instance_of, rows, alive, firsts, counts, guess = self._instances(keys)
         streams = self.streams([keys[n] for n in firsts.tolist()])
         depths = np.empty(len(keys), dtype=np.int64)
         begin = 0
         while begin < len(keys):
-            end = min(len(keys), begin + self.pool_refresh - self.events % self.pool_refresh)
+            end = min(len(keys), begin + self.next_refresh(self.events) - self.events)
             decided, self._window = speculate_keys(
                 lambda own, of: self.rule(self.effective(own), None if streams is None else streams[of]),
                 self.layout,
@@ -290,46 +305,46 @@ class KeyedCounts:
         last = np.zeros(len(rows), dtype=np.int64)
         np.maximum.at(last, instance_of, np.arange(len(keys)))
         store = self.store
-        for instance, row in enumerate(rows):
-            if current[row] == instance and store.row(keys[last[instance]]) == row:
-                store.counts[row] = counts[instance]
-                store.last_depth[row] = depths[last[instance]]
+        store.counts[rows[alive]] = counts[alive]
+        store.last_depth[rows[alive]] = depths[last[alive]]
         self._guess = int(depths[-1])
         return depths.tolist()
 
     def _instances(
         self, keys: list[Hashable]
-    ) -> tuple[np.ndarray, list[int], dict[int, int], np.ndarray, np.ndarray]:
-        """Resolve the events' keys in order (as the loop would: creation, eviction, recency).
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Resolve the events' keys in order, as the loop would (creation, eviction, recency).
 
-        Returns each event's key *instance* (a key's life in a row: a key evicted and seen again,
-        or a row freed and taken by another key, starts a new one), each instance's row, the
-        latest instance of each row, the instances' starting counts and their first guesses.
+        An *instance* is a key's life in a row: a key evicted and seen again, or a row freed and
+        taken by another key, starts a new one; an instance goes on with its row's counts if its
+        key was live before the batch. Returns each event's instance, each instance's row,
+        whether it is live after the batch, its first event, its starting counts and its first
+        guess (its row's last depth, or the last depth decided for a new key).
         """
         store = self.store
-        first_event = self.events + 1
+        where, created = store.touch_many(keys, self.events + 1)
+        order = np.argsort(where, kind="stable")
+        ordered_rows = where[order]
+        births = np.cumsum(created[order])
+        starts = np.flatnonzero(np.r_[True, ordered_rows[1:] != ordered_rows[:-1]])
+        base = np.r_[0, births][starts]  # creations of earlier rows, before each row's first event
+        generation = births - np.repeat(base, np.diff(np.r_[starts, len(keys)]))
+        lives, inverse = np.unique(ordered_rows * (len(keys) + 1) + generation, return_inverse=True)
         instance_of = np.empty(len(keys), dtype=np.int64)
-        rows: list[int] = []
-        # An instance that goes on with a live key's counts reads them when it is first met: its
-        # row may be freed and taken by another key later in the batch.
-        starts: list[Any] = []
-        guesses: list[int] = []
-        current: dict[int, int] = {}
-        for n, key in enumerate(keys):
-            row, created = store.touch(key, first_event + n)
-            instance = current.get(row)
-            if created or instance is None:
-                instance = current[row] = len(rows)
-                rows.append(row)
-                starts.append(None if created else store.counts[row].copy())
-                guesses.append(self._guess if created else int(store.last_depth[row]))
-            instance_of[n] = instance
+        instance_of[order] = inverse
+        rows, generations = np.divmod(lives, len(keys) + 1)
+        firsts = np.full(len(rows), len(keys), dtype=np.int64)
+        np.minimum.at(firsts, instance_of, np.arange(len(keys)))
+        going_on = generations == 0  # no creation in the row before: the key was live before
         counts = np.zeros((len(rows), self.layout.width), dtype=np.int64)
-        for instance, start in enumerate(starts):
-            if start is not None:
-                counts[instance] = start
-        guess = np.array(guesses, dtype=np.int64)
-        return instance_of, rows, current, counts, guess
+        counts[going_on] = store.counts[rows[going_on]]
+        guess = np.where(going_on, store.last_depth[rows], self._guess).astype(np.int64)
+        # A row's last instance is live after the batch unless its key was evicted after its last
+        # event (then its row was freed in the batch).
+        alive = np.r_[rows[1:] != rows[:-1], True]  # lives are sorted by row, then generation
+        for instance in np.flatnonzero(alive & np.isin(rows, store.freed)).tolist():
+            alive[instance] = store.row(keys[firsts[instance]]) == rows[instance]
+        return instance_of, rows, alive, firsts, counts, guess
 
 
 def key_stream(root: int, key: Hashable) -> int:

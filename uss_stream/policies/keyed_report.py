@@ -145,13 +145,13 @@ class KeyedReport:
         --------
         >>> from uss_stream.policies import KeyedPolicy, USSKLUCB
         >>> policy = KeyedPolicy(USSKLUCB([0.0, 0.5]))
-        >>> _ = policy.run(["a", "a", "b"], [[0, 0], [0, 1], [1, 1]])
+        >>> _ = policy.run(["a", "a", "b"], [[0, 0], [0, 1], [1, 1]])   # "b" leans on "a"
         >>> state = policy.learning_state("a")
         >>> state["policy_round"], state["depth_mix"], state["disagreement_ratio"]
         (2, [1, 1], {'1-2': 0.0})
         >>> pooled = policy.learning_state()
         >>> pooled["policy_round"], pooled["keys_active"], pooled["key_depths"]
-        (3, 2, [1, 1])
+        (3, 2, [2, 0])
 
         """
         stats = self.pool_stats() if key is None else self.key_stats(key)

@@ -104,6 +104,8 @@ class KeyStore:
         self._free = list(range(_FIRST_CAPACITY - 1, -1, -1))
         self._changed: set[Hashable] = set()
         self._evicted: set[Hashable] = set()
+        #: The rows freed since the last :meth:`touch_many` began.
+        self.freed: list[int] = []
         #: Keys created and evicted so far.
         self.created = 0
         self.evicted = 0
@@ -149,6 +151,53 @@ class KeyStore:
         self._changed.add(key)
         return row, created
 
+    def touch_many(self, keys: list[Hashable], first_event: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`touch` for events ``first_event, first_event + 1, ...`` of ``keys``: their rows and
+        whether each created its key.
+
+        The keys are resolved as by :meth:`touch`, one after the other, except that the rows
+        created are not cleared: the caller writes their counts (a created row's old values are
+        garbage).
+        """
+        self.freed = []
+        rows, ttl = self._rows, self.ttl
+        full = self.max_keys if self.max_keys is not None else -1
+        get, move, allocate = rows.get, rows.move_to_end, self._allocate
+        recent: dict[Hashable, int] = {}  # the events of this batch, before they reach last_seen
+        where: list[int] = []
+        created: list[int] = []
+        event = first_event
+        for key in keys:
+            row = get(key)
+            if ttl is not None:
+                if row is not None:
+                    last = recent.get(key)
+                    if event - (int(self.last_seen[row]) if last is None else last) > ttl:
+                        self.evict(key)
+                        row = None
+                recent[key] = event
+            if row is None:
+                if len(rows) == full:
+                    self.evict(next(iter(rows)))
+                row = allocate(key, clear=False)
+                created.append(event - first_event)
+            else:
+                move(key)
+            where.append(row)
+            event += 1
+        mask = np.zeros(len(keys), dtype=bool)
+        mask[created] = True
+        return self._touched(keys, np.array(where, dtype=np.int64), mask, first_event)
+
+    def _touched(
+        self, keys: list[Hashable], where: np.ndarray, created: np.ndarray, first_event: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Record the events of :meth:`touch_many` (last seen, keys created and changed)."""
+        np.maximum.at(self.last_seen, where, np.arange(first_event, first_event + len(keys), dtype=np.int64))
+        self.created += int(created.sum())
+        self._changed.update(self._rows.keys() & set(keys))
+        return where, created
+
     def insert(self, key: Hashable, counts: np.ndarray, last_seen: int) -> int:
         """Add a key with its counts (a loaded state); it becomes the most recently used."""
         if key in self._rows:
@@ -158,12 +207,14 @@ class KeyStore:
         self.last_seen[row] = last_seen
         return row
 
-    def _allocate(self, key: Hashable) -> int:
+    def _allocate(self, key: Hashable, clear: bool = True) -> int:
         if not self._free:
             self._grow()
         row = self._free.pop()
-        self.counts[row] = 0
-        self.last_depth[row] = 0
+        if clear:
+            self.counts[row] = 0
+            self.last_depth[row] = 0
+            self.last_seen[row] = 0
         self.learners[row] = None
         self._rows[key] = row
         self._changed.add(key)
@@ -192,6 +243,7 @@ class KeyStore:
         row = self._rows.pop(key)
         self.learners[row] = None
         self._free.append(row)
+        self.freed.append(row)
         self.evidence.pop(key, None)
 
     def clear(self) -> None:
