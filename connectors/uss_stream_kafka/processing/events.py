@@ -300,42 +300,7 @@ class OutputsCodec:
         [None, InvalidEvent('missing_output: outputs[1] is NaN'), None]
 
         """
-        errors: list[InvalidEvent | None] = [None] * len(values)
-        positions: list[int] = []
-        ids: list[Any] = []
-        outputs: list[Any] = []
-        keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
-        fast = self._fast
-        n_stages = self._n_stages
-        for position, value in enumerate(values):
-            if (
-                value is not None
-                and len(value) <= max_bytes
-                and value.isascii()
-                and (len(value) < 2 * _FAST_MAX_NESTING or _shallow(value))
-            ):
-                try:
-                    event = fast(value)
-                except (msgspec.MsgspecError, RecursionError):
-                    pass
-                else:
-                    row = event.outputs
-                    if len(row) == n_stages:
-                        keep_position(position)
-                        keep_id(event.id)
-                        keep_outputs(row)
-                        continue
-            if value is not None and len(value) > max_bytes:
-                errors[position] = oversize(value, max_bytes)
-                continue
-            try:
-                event_id, row = self.decode(value)
-            except InvalidEvent as error:
-                errors[position] = error
-                continue
-            keep_position(position)
-            keep_id(event_id)
-            keep_outputs(row)
+        positions, ids, _, outputs, errors = self._decode(values, max_bytes, None)
         return positions, ids, outputs, errors
 
     def decode_keyed(
@@ -355,14 +320,27 @@ class OutputsCodec:
         ([0, 2], ['a', '7'], [1, 0, 0, 0], [None, 'missing_key', None])
 
         """
+        positions, ids, keys, outputs, errors = self._decode(values, max_bytes, source)
+        return positions, ids, keys, outputs, errors
+
+    def _decode(
+        self, values: Sequence[bytes | None], max_bytes: int, source: Any
+    ) -> tuple[list[int], list[Any], list[str], list[Any], list[InvalidEvent | None]]:
+        """:meth:`decode_many`, with the keys of ``source`` (a ``KeySource`` with a field) if given."""
         from uss_stream_kafka.processing.keys import MAX_KEY_BYTES
 
-        decode = self._keyed_decoder(source.field)
         errors: list[InvalidEvent | None] = [None] * len(values)
         positions: list[int] = []
         ids: list[Any] = []
         keys: list[str] = []
         outputs: list[Any] = []
+        keep_position, keep_id, keep_key, keep_outputs = (
+            positions.append,
+            ids.append,
+            keys.append,
+            outputs.extend,
+        )
+        fast = self._fast if source is None else self._keyed_decoder(source.field)
         n_stages = self._n_stages
         for position, value in enumerate(values):
             if (
@@ -372,17 +350,23 @@ class OutputsCodec:
                 and (len(value) < 2 * _FAST_MAX_NESTING or _shallow(value))
             ):
                 try:
-                    event = decode(value)
+                    event = fast(value)
                 except (msgspec.MsgspecError, RecursionError):
                     pass
-                else:  # ASCII: a string's characters are its bytes
-                    key = event.key
+                else:
                     row = event.outputs
+                    if source is None and len(row) == n_stages:
+                        keep_position(position)
+                        keep_id(event.id)
+                        keep_outputs(row)
+                        continue
+                    # ASCII: a key's characters are its bytes (other keys take the exact path)
+                    key = None if source is None else event.key
                     if len(row) == n_stages and type(key) is str and 0 < len(key) <= MAX_KEY_BYTES:
-                        positions.append(position)
-                        ids.append(event.id)
-                        keys.append(key)
-                        outputs.extend(row)
+                        keep_position(position)
+                        keep_id(event.id)
+                        keep_key(key)
+                        keep_outputs(row)
                         continue
             if value is not None and len(value) > max_bytes:
                 errors[position] = oversize(value, max_bytes)
@@ -390,14 +374,14 @@ class OutputsCodec:
             try:
                 document = _parse(value)
                 event_id, row = self._check(document)
-                key = source.of_field(document)
+                if source is not None:
+                    keep_key(source.of_field(document))
             except InvalidEvent as error:
                 errors[position] = error
                 continue
-            positions.append(position)
-            ids.append(event_id)
-            keys.append(key)
-            outputs.extend(row)
+            keep_position(position)
+            keep_id(event_id)
+            keep_outputs(row)
         return positions, ids, keys, outputs, errors
 
     def _keyed_decoder(self, field: str) -> Any:

@@ -57,6 +57,7 @@ __all__ = [
     "KeyCheckpoint",
     "RestorePlan",
     "key_record_key",
+    "key_values",
     "plan_restore",
     "split_record_key",
     "unreachable",
@@ -198,16 +199,8 @@ class KeyCheckpoint:
         return key_record_key(self.topic, self.partition, self.key)
 
     def to_bytes(self) -> bytes:
-        """The record value (compact JSON; a checkpoint writes one per changed key, so msgspec's
-        encoder, several times faster than ``json.dumps``)."""
-        document = {
-            "format": KEY_CHECKPOINT_FORMAT,
-            "offset": self.offset,
-            "group_id": self.group_id,
-            "written_at": self.written_at,
-            "state": self.state,
-        }
-        return _encode(document)
+        """The record value (compact JSON)."""
+        return key_values(self.offset, self.group_id, self.written_at, [self.state])[0]
 
     @classmethod
     def from_record(
@@ -237,6 +230,31 @@ class KeyCheckpoint:
             group_id=str(document.get("group_id", "")),
             written_at=float(written_at),
         )
+
+
+def key_values(
+    offset: int, group_id: str, written_at: float, states: Iterable[dict[str, Any]]
+) -> list[bytes]:
+    """The record values of keys' checkpoints of one partition at ``offset``: one per key ``state``.
+
+    A checkpoint writes one per changed key: the envelope is formatted once and each state is
+    encoded by msgspec (several times faster than ``json.dumps``).
+
+    >>> key_values(12, "uss", 1.5, [{"n": 1}])
+    [b'{"format":"uss-stream/kafka-key-checkpoint/v1","offset":12,"group_id":"uss","written_at":1.5,"state":{"n":1}}']
+    """
+    head = (
+        _encode(
+            {
+                "format": KEY_CHECKPOINT_FORMAT,
+                "offset": offset,
+                "group_id": group_id,
+                "written_at": written_at,
+            }
+        )[:-1]
+        + b',"state":'
+    )
+    return [head + _encode(state) + b"}" for state in states]
 
 
 def key_record_key(topic: str, partition: int, key: str) -> bytes:

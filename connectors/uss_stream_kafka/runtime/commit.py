@@ -32,7 +32,7 @@ from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.librdkafka_config import kafka_python_name
 from uss_stream_kafka.exceptions import DeliveryError
-from uss_stream_kafka.runtime.checkpoint import Checkpoint, KeyCheckpoint, key_record_key
+from uss_stream_kafka.runtime.checkpoint import Checkpoint, key_record_key, key_values
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext
 
 __all__ = [
@@ -497,21 +497,20 @@ class Committer:
     def _write_keys(self, state: PartitionState, written_at: float) -> int:
         """Send the checkpoint of every key of ``state`` whose learner changed since the last one,
         and a tombstone for every key evicted since; returns how many records were sent."""
-        context = self.context
-        topic, partition, offset = state.tp.topic, state.tp.partition, state.next_offset
-        group_id = context.group_id
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
+        topic, partition = state.tp.topic, state.tp.partition
+        changed: list[str] = []
+        states: list[dict[str, Any]] = []
+        deleted: list[str] = []
         for key, key_state in state.learner.changed_states():
             if key_state is None:  # evicted: its record is deleted
-                keys.append(key_record_key(topic, partition, key))
-                values.append(None)
+                deleted.append(key)
             else:
-                record = KeyCheckpoint(topic, partition, key, offset, key_state, group_id, written_at)
-                keys.append(record.record_key)
-                values.append(record.to_bytes())
+                changed.append(key)
+                states.append(key_state)
+        keys = [key_record_key(topic, partition, key) for key in (*changed, *deleted)]
         if keys:
-            self.producer.send_many(context.topics.state, values, keys)
+            values = key_values(state.next_offset, self.context.group_id, written_at, states)
+            self.producer.send_many(self.context.topics.state, [*values, *[None] * len(deleted)], keys)
         return len(keys)
 
     @staticmethod

@@ -254,9 +254,9 @@ def test_a_checkpoint_with_or_without_keys_is_refused_by_the_other_kind_of_servi
 def test_shared_learning_shares_the_pools_of_the_partitions():
     # Partition 1's keys found stage 1 always right; a new key of partition 0 starts from that pool.
     alone, shared, other = (processor().new_learner() for _ in range(3))
-    ones = np.ones((300, 3), dtype=int)
-    decide(other, values_of([f"x{i % 30}" for i in range(300)], ones), 0, 100)
-    assert other.own_stats().decisions == 300 and other.state_dict()["stats"] == other.own_stats().to_dict()
+    ones = np.ones((3000, 3), dtype=int)
+    decide(other, values_of([f"x{i % 30}" for i in range(3000)], ones), 0, 1000)
+    assert other.own_stats().decisions == 3000 and other.state_dict()["stats"] == other.own_stats().to_dict()
     shared.share(other.own_stats())
     first = values_of(["new"], np.ones((1, 3), dtype=int))
     assert decide(alone, first, 0, 1) == [3]  # a cold start queries every stage
