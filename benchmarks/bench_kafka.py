@@ -92,7 +92,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_bytecode
+from benchmarks.kafka_contenders import Timing, events, launch, output_topics, timed, warm_bytecode
 from uss_stream.policies.specs import serving_policy
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
@@ -469,14 +469,7 @@ def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> Non
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
         for c, (label, kind, flags) in enumerate(contenders):
             target = f"e2e-out-{run_id}-{r}-{c}"
-            admin.create_topics(
-                {
-                    target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
-                    f"{target}-dlq": TopicSpec(),
-                    f"{target}-state": TopicSpec(configs={"cleanup.policy": "compact"}),
-                }
-            )
-            made += [target, f"{target}-dlq", f"{target}-state"]
+            made += output_topics(admin, target)
             figures[label].append(
                 timed(bootstrap, target, n, launch(kind, bootstrap, source, target, n, flags))
             )

@@ -118,6 +118,22 @@ def launch(kind: str, bootstrap: str, source: str, target: str, n: int, flags: S
     return launched
 
 
+def output_topics(admin: Any, target: str) -> list[str]:
+    """Create a contender's output topic ``target`` (stamped with the broker's append time), its
+    dead-letter topic and its compacted state topic; returns their names."""
+    from uss_stream_kafka.clients import TopicSpec
+
+    names = [target, f"{target}-dlq", f"{target}-state"]
+    admin.create_topics(
+        {
+            target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
+            names[1]: TopicSpec(),
+            names[2]: TopicSpec(configs={"cleanup.policy": "compact"}),
+        }
+    )
+    return names
+
+
 def timed(bootstrap: str, topic: str, n: int, launched: float, skip: int = 0) -> Timing:
     """The :class:`Timing` of the ``n`` records of ``topic`` (one partition), written from ``launched`` on
     (``skip``: of the records after the first ``skip`` only)."""

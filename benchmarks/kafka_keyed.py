@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.kafka_contenders import launch, timed
+from benchmarks.kafka_contenders import launch, output_topics, timed
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import TopicSpec
 
@@ -76,14 +76,7 @@ def keyed_end_to_end(bootstrap: str, n: int, keys: int, zipf: float, rounds: int
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
         for c, (name, flags) in list(enumerate(contenders))[:: 1 if r % 2 == 0 else -1]:
             target = f"keyed-out-{run_id}-{r}-{c}"
-            admin.create_topics(
-                {
-                    target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
-                    f"{target}-dlq": TopicSpec(),
-                    f"{target}-state": TopicSpec(configs={"cleanup.policy": "compact"}),
-                }
-            )
-            made += [target, f"{target}-dlq", f"{target}-state"]
+            made += output_topics(admin, target)
             launched = launch("service", bootstrap, source, target, n, flags)
             timing = timed(bootstrap, target, n, launched)
             whole[name].append(timing.throughput)

@@ -28,7 +28,7 @@ from uss_stream.policies.keyed import KeyedPolicy
 from uss_stream.policies.learning_state import verdict_name
 from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec
 from uss_stream_kafka.processing.keys import KeySource
-from uss_stream_kafka.processing.processors import BatchResult, check_recorded, service_policy
+from uss_stream_kafka.processing.processors import BatchResult, OutputsProcessor, check_recorded
 
 __all__ = ["SUMMARY_SECONDS", "KeyedOutputsLearner", "KeyedOutputsProcessor"]
 
@@ -36,8 +36,10 @@ __all__ = ["SUMMARY_SECONDS", "KeyedOutputsLearner", "KeyedOutputsProcessor"]
 SUMMARY_SECONDS = 10.0
 
 
-class KeyedOutputsProcessor:
+class KeyedOutputsProcessor(OutputsProcessor):
     """Outputs mode with one learner per key (see the module docstring).
+
+    An :class:`~uss_stream_kafka.processing.processors.OutputsProcessor` whose learners are keyed.
 
     Parameters
     ----------
@@ -71,7 +73,6 @@ class KeyedOutputsProcessor:
 
     """
 
-    mode = "outputs"
     keyed = True
 
     def __init__(
@@ -85,19 +86,13 @@ class KeyedOutputsProcessor:
         max_keys: int | None = None,
         key_ttl: int | None = None,
     ) -> None:
-        template, canonical = service_policy(policy, alpha, stage_costs, "outputs mode")
-        self._template = template
-        self._codec = codec(template.n_stages, template.cumulative_costs)
+        super().__init__(stage_costs, alpha, policy, codec)
         self.key_source = key_from if isinstance(key_from, KeySource) else KeySource.parse(key_from)
         if self.key_source.field is not None and not hasattr(self._codec, "decode_keyed"):
             raise ValueError(
                 f"--key-from {self.key_source.field}: a field of the event needs JSON events "
                 "(--value-format json); key by the record key instead (--key-from record-key)"
             )
-        self.stage_costs = [float(c) for c in stage_costs]
-        self.alpha = alpha
-        self.n_stages = template.n_stages
-        self.policy = canonical
         self.max_keys = max_keys
         self.key_ttl = key_ttl
         self._keyed_policy()  # checks max_keys and key_ttl
@@ -109,12 +104,7 @@ class KeyedOutputsProcessor:
         return KeyedOutputsLearner(self._keyed_policy(), self._codec, self.key_source)
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "stage_costs": self.stage_costs,
-            "policy": self.policy,
-            "key_from": self.key_source.spec,
-        }
+        return {**super().describe(), "key_from": self.key_source.spec}
 
     def check_checkpoint(self, description: dict[str, Any]) -> None:
         """Raise ``ValueError`` if a checkpoint's processor ``description`` is not this one's:
@@ -201,15 +191,9 @@ class KeyedOutputsLearner:
             return BatchResult([None] * count, [0] * count, errors)
         self._dirty = True
         decided = self._policy.decide_many(keys, outputs)
-        payloads = self._codec.encode_many(ids, decided, outputs)
-        if len(positions) == count:
-            return BatchResult(payloads, decided, errors)
-        every: list[bytes | None] = [None] * count
-        depths = [0] * count
-        for position, payload, depth in zip(positions, payloads, decided):
-            every[position] = payload
-            depths[position] = depth
-        return BatchResult(every, depths, errors)
+        return BatchResult.spread(
+            count, positions, self._codec.encode_many(ids, decided, outputs), decided, errors
+        )
 
     def _past_ahead(
         self,
