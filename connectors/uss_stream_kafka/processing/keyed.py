@@ -22,9 +22,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import msgspec
+
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.keyed import KeyedPolicy
+from uss_stream.policies.keyed_state import state_document
 from uss_stream.policies.learning_state import verdict_name
 from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec
 from uss_stream_kafka.processing.keys import KeySource
@@ -34,6 +37,9 @@ __all__ = ["SUMMARY_SECONDS", "KeyedOutputsLearner", "KeyedOutputsProcessor"]
 
 #: A keyed learner's learning state (which visits every key) is read at most this often.
 SUMMARY_SECONDS = 10.0
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
 
 
 class KeyedOutputsProcessor(OutputsProcessor):
@@ -138,9 +144,11 @@ class KeyedOutputsLearner:
         # At-least-once restore: keys whose checkpoint is ahead of the partition's -> its offset.
         self._ahead: dict[str, int] = {}
         self._stale: set[str] = set()  # keys whose record is deleted at the next checkpoint unless live
-        self._base: Any = None  # exactly-once: the state of the last committed transaction
-        self._stale_sent = False  # exactly-once: the stale keys' tombstones are in the open transaction
-        self._dirty = False  # exactly-once: changed since the last snapshot
+        # Exactly-once: the records written into the open transaction (None: a tombstone), and the
+        # state of the last committed one (the pool, and each key's state as its record holds it).
+        self._written: dict[str, bytes | None] | None = None
+        self._base_pool: dict[str, Any] | None = None
+        self._base_keys: dict[str, bytes] = {}
         self._summary: dict[str, Any] | None = None  # the last learning state read, and when
         self._summary_at = 0.0
 
@@ -189,7 +197,6 @@ class KeyedOutputsLearner:
         count = len(values)
         if not positions:
             return BatchResult([None] * count, [0] * count, errors)
-        self._dirty = True
         decided = self._policy.decide_many(keys, outputs)
         return BatchResult.spread(
             count, positions, self._codec.encode_many(ids, decided, outputs), decided, errors
@@ -319,57 +326,65 @@ class KeyedOutputsLearner:
         ``(key, None)`` for every key whose record is to be deleted (evicted since, or left over)."""
         changed, evicted = self._policy.pop_changes()
         policy = self._policy
+        written = self._written
         for key in changed:
-            yield key, policy.key_state(key)
-        for key in evicted:
-            yield key, None
+            state = policy.key_state(key)
+            if written is not None:
+                written[key] = _encode(state)
+            yield key, state
         gone = set(evicted)
-        for key in self._stale:
-            if key not in policy and key not in gone:
-                yield key, None
+        for key in (*evicted, *(key for key in self._stale if key not in policy and key not in gone)):
+            if written is not None:
+                written[key] = None
+            yield key, None
 
     def checkpointed(self) -> None:
-        """The records of :meth:`changed_states` were written (exactly-once: into the open transaction)."""
-        if self.transactional:
-            self._stale_sent = bool(self._stale)
-        else:
+        """The records of :meth:`changed_states` were written (exactly-once: into the open transaction,
+        see :meth:`committed`)."""
+        if self._written is None:
             self._stale.clear()
 
     # -- exactly-once --------------------------------------------------------------------------------
     @property
     def transactional(self) -> bool:
-        """Whether it keeps the state of the last committed transaction (exactly-once) to rewind to."""
-        return self._base is not None
+        """Whether it keeps the state of the last committed transaction (exactly-once) to rewind to.
+
+        That state is what the state topic holds: the pool and every key's last record. It is kept
+        as those records (the keys' states, encoded), brought up to date at each commit with the
+        records the transaction wrote, so that a commit costs nothing beyond its checkpoint.
+        """
+        return self._written is not None
 
     @transactional.setter
     def transactional(self, value: bool) -> None:
-        self._base = self._snapshot() if value else None
+        policy = self._policy
+        self._written = {} if value else None
+        self._base_pool = policy.pool_state() if value else None
+        self._base_keys = {key: _encode(policy.key_state(key)) for key in policy.keys} if value else {}
 
     def committed(self) -> None:
         """A transaction committed: its state is the one a later abort rewinds to."""
-        if self._base is not None and self._dirty:
-            self._base = self._snapshot()
-        if self._stale_sent:
-            self._stale.clear()
-            self._stale_sent = False
+        if self._written is None:
+            return
+        base = self._base_keys
+        for key, record in self._written.items():
+            if record is None:
+                base.pop(key, None)
+            else:
+                base[key] = record
+        if self._written:
+            self._stale.difference_update(key for key, record in self._written.items() if record is None)
+            self._written.clear()
+        self._base_pool = self._policy.pool_state()
 
     def rewind(self) -> None:
         """Back to the state of the last committed transaction (its changes undone, none pending)."""
-        if self._base is None:
+        if self._written is None:
             raise RuntimeError("rewind() needs a transactional learner")
-        restore = getattr(self._policy, "restore", None)
-        if restore is not None:
-            restore(self._base)
-        else:
-            self._policy.load_state_dict(self._base)
+        keys = [_decode(record) for record in self._base_keys.values()]
+        self._policy.load_state_dict(state_document(self._base_pool, keys))
         self._policy.pop_changes()
-        self._stale_sent = False
-        self._dirty = False
-
-    def _snapshot(self) -> Any:
-        self._dirty = False
-        snapshot = getattr(self._policy, "snapshot", None)
-        return snapshot() if snapshot is not None else self._policy.state_dict()
+        self._written.clear()
 
 
 def _kept(
