@@ -522,7 +522,8 @@ def _parse_args() -> argparse.Namespace:
         "--keyed",
         action="store_true",
         help="only the keyed service (--key-from record-key) against the un-keyed one, end to end, "
-        "--e2e-rounds rounds on --events events of --keys Zipf keys; then the memory per key",
+        "--e2e-rounds rounds on --events events of --keys Zipf keys (--variant: more keyed services); "
+        "then the memory per key",
     )
     parser.add_argument("--keys", type=int, default=100_000, help="--keyed: distinct keys")
     parser.add_argument("--zipf", type=float, default=1.1, help="--keyed: the keys' Zipf exponent")
@@ -549,7 +550,7 @@ def main() -> None:
     if args.keyed:
         from benchmarks.kafka_keyed import key_memory, keyed_end_to_end
 
-        keyed_end_to_end(bootstrap, args.events, args.keys, args.zipf, args.e2e_rounds)
+        keyed_end_to_end(bootstrap, args.events, args.keys, args.zipf, args.e2e_rounds, args.variant)
         key_memory()
         return
     if args.e2e_rounds:

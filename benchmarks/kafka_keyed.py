@@ -53,8 +53,13 @@ def keyed_events(n: int, keys: int, zipf: float, seed: int = 0) -> tuple[list[by
     return [names[k] for k in order.tolist()], values
 
 
-def keyed_end_to_end(bootstrap: str, n: int, keys: int, zipf: float, rounds: int) -> None:
-    """The keyed and the un-keyed service, cold, ``rounds`` times on one keyed input (module docstring)."""
+def keyed_end_to_end(
+    bootstrap: str, n: int, keys: int, zipf: float, rounds: int, variants: list[str] | None = None
+) -> None:
+    """The keyed and the un-keyed service, cold, ``rounds`` times on one keyed input (module docstring).
+
+    ``variants``: more keyed services, each with these flags besides ``--key-from record-key``.
+    """
     admin = clients.admin("kafka-python", bootstrap_servers=bootstrap)
     run_id = uuid.uuid4().hex[:8]
     source = f"keyed-in-{run_id}"
@@ -69,7 +74,8 @@ def keyed_end_to_end(bootstrap: str, n: int, keys: int, zipf: float, rounds: int
     print(
         f"keyed: {n} events of {keys} keys in one partition (each key once, then Zipf s={zipf})", flush=True
     )
-    contenders = (("un-keyed", ()), ("keyed --key-from record-key", KEYED_FLAGS))
+    contenders = [("un-keyed", ()), ("keyed --key-from record-key", KEYED_FLAGS)]
+    contenders += [(f"keyed {flags}", (*KEYED_FLAGS, *flags.split())) for flags in variants or ()]
     whole: dict[str, list[float]] = {name: [] for name, _ in contenders}
     active: dict[str, list[float]] = {name: [] for name, _ in contenders}
     for r in range(rounds):
@@ -86,15 +92,16 @@ def keyed_end_to_end(bootstrap: str, n: int, keys: int, zipf: float, rounds: int
     admin.delete_topics(made)
     admin.close()
     for label, figures in (("whole output", whole), (f"{keys} keys live (Zipf part)", active)):
-        keyed, plain = figures[contenders[1][0]], figures[contenders[0][0]]
-        ratios = [a / b for a, b in zip(keyed, plain)]
-        rounds_text = " ".join(f"{x:.2f}" for x in ratios)
-        print(
-            f"{label}: keyed {statistics.median(keyed):,.0f} ev/s, un-keyed {statistics.median(plain):,.0f} "
-            f"ev/s; keyed / un-keyed {statistics.median(ratios):.2f}x (rounds: {rounds_text})"
-            + ("   (target >= 0.7)" if figures is active else ""),
-            flush=True,
-        )
+        plain = figures[contenders[0][0]]
+        for name, _ in contenders[1:]:
+            ratios = [a / b for a, b in zip(figures[name], plain)]
+            rounds_text = " ".join(f"{x:.2f}" for x in ratios)
+            print(
+                f"{label}: {name} {statistics.median(figures[name]):,.0f} ev/s, un-keyed "
+                f"{statistics.median(plain):,.0f} ev/s; ratio {statistics.median(ratios):.2f}x (rounds: "
+                f"{rounds_text})" + ("   (target >= 0.7)" if figures is active else ""),
+                flush=True,
+            )
 
 
 def key_memory(steps: tuple[int, ...] = (0, 50_000, 100_000, 200_000)) -> None:

@@ -17,7 +17,8 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
-from conftest import COSTS, read_all
+from conftest import COSTS, committed_offsets, read_all
+from kafka import TopicPartition
 from test_cli import Service, output_count
 from waiting import wait_until
 
@@ -73,7 +74,7 @@ def uninterrupted(bootstrap: str, topic: str) -> tuple[dict[str, int], dict[int,
 
 
 def test_a_keyed_service_killed_and_restarted_exactly_once_decides_every_key_as_an_uninterrupted_one(
-    bootstrap_servers, make_topics, kafka_client
+    bootstrap_servers, admin, make_topics, kafka_client
 ):
     seed = int(os.environ.get("USS_KILL_SEED", random.randrange(1 << 30)))
     print(f"kill point seed {seed} (rerun with USS_KILL_SEED={seed})", flush=True)
@@ -96,7 +97,12 @@ def test_a_keyed_service_killed_and_restarted_exactly_once_decides_every_key_as_
     )
     first.process.kill()
     first.process.wait(30)
-    Service(bootstrap_servers, topics, group, *flags, "--exit-when-idle", "2").finish()
+    inputs = [TopicPartition(topics.input, p) for p in (0, 1)]
+    committed = committed_offsets(admin, group, inputs)
+    log = Service(bootstrap_servers, topics, group, *flags, "--exit-when-idle", "2").finish()
+    for tp in inputs:  # each partition restarts from its last committed transaction's checkpoint
+        restored = f"{tp.topic}/{tp.partition}: checkpoint @{committed[tp]}"
+        assert committed[tp] <= 0 or restored in log, log[-3000:]
 
     decided = read_all(bootstrap_servers, topics.output, isolation_level="read_committed")
     depths = {json.loads(r.value)["id"]: json.loads(r.value)["depth"] for r in decided}
