@@ -14,7 +14,8 @@ ratio of each (target >= 0.7 on the second), with the 1-minute load average.
 **Memory per key** (:func:`key_memory`): a keyed learner of the service in a fresh process fed events
 of ``N`` distinct keys, ``N`` growing; the resident set size (``/proc/self/statm``) after each step and
 its growth per key between the steps (target <= 2 KB), a checkpoint's worth of the keys' records
-written (and dropped) at each step, as the service does.
+written (and dropped) and committed at each step, as the service does; at-least-once, then
+exactly-once (whose learner keeps its committed keys' records).
 """
 
 from __future__ import annotations
@@ -105,26 +106,33 @@ def keyed_end_to_end(
 
 
 def key_memory(steps: tuple[int, ...] = (0, 50_000, 100_000, 200_000)) -> None:
-    """RSS growth per key of a keyed learner in a fresh process (module docstring)."""
+    """RSS growth per key of a keyed learner in a fresh process (module docstring), at-least-once
+    and exactly-once (which keeps the committed keys' records to rewind to)."""
     context = multiprocessing.get_context("spawn")
-    queue = context.Queue()
-    process = context.Process(target=_measure_memory, args=(steps, queue))
-    process.start()
-    rss = queue.get(timeout=900)
-    process.join(60)
-    print("keys -> RSS (MiB): " + ", ".join(f"{k}: {v / 2**20:.1f}" for k, v in zip(steps, rss)))
-    slopes = [(b - a) / (kb - ka) for (ka, a), (kb, b) in zip(zip(steps, rss), zip(steps[1:], rss[1:]))]
-    print(
-        "RSS growth per key between the steps: "
-        + ", ".join(f"{s:.0f} B" for s in slopes)
-        + f"; overall {(rss[-1] - rss[0]) / (steps[-1] - steps[0]):.0f} B/key   (target <= 2048)"
-    )
+    for guarantee in ("at-least-once", "exactly-once"):
+        queue = context.Queue()
+        process = context.Process(target=_measure_memory, args=(steps, queue, guarantee == "exactly-once"))
+        process.start()
+        rss = queue.get(timeout=900)
+        process.join(60)
+        print(
+            f"{guarantee}: keys -> RSS (MiB): "
+            + ", ".join(f"{k}: {v / 2**20:.1f}" for k, v in zip(steps, rss))
+        )
+        slopes = [(b - a) / (kb - ka) for (ka, a), (kb, b) in zip(zip(steps, rss), zip(steps[1:], rss[1:]))]
+        print(
+            f"{guarantee}: RSS growth per key between the steps: "
+            + ", ".join(f"{s:.0f} B" for s in slopes)
+            + f"; overall {(rss[-1] - rss[0]) / (steps[-1] - steps[0]):.0f} B/key   (target <= 2048)",
+            flush=True,
+        )
 
 
-def _measure_memory(steps: tuple[int, ...], queue: Any) -> None:
+def _measure_memory(steps: tuple[int, ...], queue: Any, transactional: bool) -> None:
     from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
 
     learner = KeyedOutputsProcessor([0.0, 0.15, 0.2], key_from="record-key").new_learner()
+    learner.transactional = transactional
     page = os.sysconf("SC_PAGE_SIZE")
     rss = []
     made = 0
@@ -138,6 +146,7 @@ def _measure_memory(steps: tuple[int, ...], queue: Any) -> None:
         for _ in learner.changed_states():  # a checkpoint's records, built and dropped
             pass
         learner.checkpointed()
+        learner.committed()
         gc.collect()
         with open("/proc/self/statm") as statm:
             rss.append(int(statm.read().split()[1]) * page)
