@@ -4,7 +4,7 @@ A keyed service, exactly-once, is SIGKILLed at a random point (its seed printed 
 restarted: every key of both partitions gets the depths of an uninterrupted run, each event one
 decision, and the state topic holds, as its last record per key, exactly the live keys (the evicted
 ones deleted by tombstones). The logic of keys, their records and their restore is tested without
-a broker in ``tests/test_uss_stream_kafka/processing/test_keyed.py``.
+a broker in ``tests/test_uss_stream_kafka/processing/test_keyed_learner.py``.
 """
 
 from __future__ import annotations
