@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,6 +17,7 @@ from river import base
 
 from uss_stream.cascade.feature_costs import FeatureCosts
 from uss_stream.cascade.feedback import LabelFeedback
+from uss_stream.cascade.keyed import KeyCursor, key_function, keyed_policy
 from uss_stream.cascade.memo import EventMemo
 from uss_stream.cascade.querying import (
     ABSTAINED,
@@ -28,9 +29,9 @@ from uss_stream.cascade.querying import (
     query_sequential,
 )
 from uss_stream.cascade.stage import Stage
-from uss_stream.cascade.summary import CascadeSummary, summarise
+from uss_stream.cascade.summary import CascadeSummary, pooled_learner, summarise, with_keys
 from uss_stream.core.validation import check_stage_costs
-from uss_stream.policies import FixedDepth, Policy
+from uss_stream.policies import FixedDepth, KeyedPolicy, Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
 
 __all__ = ["ABSTAINED", "CascadeClassifier", "CascadeSummary", "Decision"]
@@ -123,6 +124,13 @@ class CascadeClassifier(base.Classifier):
     earlier stage gives the discount. :meth:`learn_one` trains every stage and so reads every
     stage's features; only decisions are cost-accounted.
 
+    **One cascade per key** (``key=``, a feature name or a callable of the event: a device, a
+    site). Each key decides with its own learner, which leans on the other keys' pooled counts
+    while its own are few (:class:`~uss_stream.policies.KeyedPolicy`; pass one as ``policy`` to set
+    its prior, ``max_keys`` or ``ttl``). The stages are shared; :meth:`summary` adds the keys
+    active, the depth mix across keys and the keys whose depth or WD verdict differs from the
+    pool's; :meth:`policy_state` holds every key's counts.
+
     **Binary cascades** (not every stage handles more than two classes) return both ``False`` and
     ``True`` in :meth:`predict_proba_one` from the first event, as River's binary classifiers do:
     a class the deepest stage leaves out gets probability 0, and an abstaining stage gets 0.5/0.5
@@ -148,6 +156,9 @@ class CascadeClassifier(base.Classifier):
         Per-feature acquisition costs for the stages whose ``cost`` is ``None``.
     warm_up
         Labelled samples every stage learns from before the policy starts deciding (``>= 0``).
+    key
+        ``None`` (one learner for all events), the name of the feature holding each event's key,
+        or a callable ``x -> key``: one learner per key (see "One cascade per key").
 
     Examples
     --------
@@ -197,18 +208,26 @@ class CascadeClassifier(base.Classifier):
         policy: Policy | None = None,
         feature_costs: FeatureCosts | None = None,
         warm_up: int = 50,
+        key: str | Callable[[dict[Hashable, Any]], Any] | None = None,
     ) -> None:
         self.stages = stages
         self.policy = policy
         self.feature_costs = feature_costs
         self.warm_up = warm_up
+        self.key = key
         self._names = _check_stages(stages)
         if isinstance(warm_up, bool) or not isinstance(warm_up, (int, np.integer)) or warm_up < 0:
             raise ValueError(f"warm_up must be an integer >= 0, got {warm_up!r}")
         costs = _resolve_costs(stages, self._names, feature_costs)
         self._stage_costs = tuple(costs)
         self._cumulative = tuple(check_stage_costs(costs))
-        self._policy = _build_policy(policy, costs)
+        self._keyed: KeyedPolicy | None = None
+        if key is None:
+            self._policy = _build_policy(policy, costs)
+        else:
+            self._key_of = key_function(key)
+            self._keyed = keyed_policy(policy, costs, _build_policy)
+            self._policy = KeyCursor(self._keyed)
         self._plan = make_plan(stages)
         self._all_multiclass = all(stage.model._multiclass for stage in stages)
         self._n_learned = 0
@@ -217,7 +236,8 @@ class CascadeClassifier(base.Classifier):
         self._depth_counts = [0] * len(stages)
         self._total_cost = 0.0
         self._memo = EventMemo()  # the last decided event (see "One event, one policy step")
-        self._feedback = LabelFeedback(self._policy, self._cumulative)
+        on_label = None if self._keyed is None else self._policy.record_label
+        self._feedback = LabelFeedback(self._policy, self._cumulative, on_label)
 
     @property
     def _multiclass(self) -> bool:
@@ -262,11 +282,11 @@ class CascadeClassifier(base.Classifier):
         >>> twin.load_policy_state(model.policy_state())
 
         """
-        return self._policy.state_dict()
+        return (self._policy if self._keyed is None else self._keyed).state_dict()
 
     def load_policy_state(self, document: dict[str, Any]) -> None:
         """Restore :meth:`policy_state` (e.g. from a checkpoint); ``ValueError`` if it does not fit."""
-        self._policy.load_state_dict(document)
+        (self._policy if self._keyed is None else self._keyed).load_state_dict(document)
 
     def learning_state(self) -> dict[str, Any]:
         """What the policy has learned, under the names of the Kafka service's metrics.
@@ -290,12 +310,16 @@ class CascadeClassifier(base.Classifier):
         (1, 1, 'undecided')
 
         """
+        if self._keyed is not None:
+            return {**self._keyed.learning_state(), **self._feedback.label_counters()}
         return self._feedback.learning_state()
 
     def summary(self) -> CascadeSummary:
-        """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
-        return summarise(
-            self._policy,
+        """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership
+        (with ``key=``: of the pooled counts, and the keys)."""
+        keyed = self._keyed
+        summary = summarise(
+            self._policy if keyed is None else pooled_learner(keyed),
             names=self._names,
             models=[str(model) for model, _, _ in self._plan],
             stage_costs=self._stage_costs,
@@ -307,6 +331,7 @@ class CascadeClassifier(base.Classifier):
             evidence=self._feedback.evidence,
             learning=self.learning_state(),
         )
+        return summary if keyed is None else with_keys(summary, keyed)
 
     # -- inference -------------------------------------------------------------------------------
     def decide_one(self, x: dict[Hashable, Any]) -> Decision:
@@ -357,6 +382,8 @@ class CascadeClassifier(base.Classifier):
     def _step(self, x: dict[Hashable, Any]) -> Decision:
         stepped = self._n_learned >= self.warm_up
         policy = self._policy
+        if stepped and self._keyed is not None:
+            policy.at(self._key_of(x))
         if stepped and policy.sequential:
             labels, label, proba = query_sequential(self._plan, x, policy)
             return self._answer(len(labels), label, proba, labels, False, policy.reason)
@@ -444,6 +471,16 @@ class CascadeClassifier(base.Classifier):
             ],
             "warm_up": 5,
         }
+        # One learner per key, the key a callable of the event (its number of features: River's
+        # checks drop features, and a missing key feature is refused).
+        yield {
+            "stages": [
+                Stage(linear_model.LogisticRegression(), features=phishing_cheap, cost=0.0),
+                Stage(linear_model.LogisticRegression(), cost=0.2),
+            ],
+            "warm_up": 10,
+            "key": len,
+        }
         # A fixed-depth policy.
         yield {
             "stages": [
@@ -510,7 +547,10 @@ def _build_policy(policy: Policy | None, stage_costs: list[float]) -> Policy:
     if policy is None:
         return parse_spec(DEFAULT_POLICY).build(stage_costs)
     if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}")
+        hint = " (a KeyedPolicy needs key=)" if isinstance(policy, KeyedPolicy) else ""
+        raise TypeError(
+            f"policy must be a uss_stream.policies.Policy or None, got {type(policy).__name__}{hint}"
+        )
     if policy.supervised:
         raise TypeError(
             f"policy: {type(policy).__name__} learns from labels; the cascade decides without them"

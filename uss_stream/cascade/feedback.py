@@ -7,7 +7,7 @@ label a label-asking policy (:class:`~uss_stream.policies.AuditedUSS`) requested
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from uss_stream.labels.evidence import LabelEvidence
@@ -27,6 +27,9 @@ class LabelFeedback:
         The cascade's own policy (it learns the requested labels).
     cumulative
         ``C_1..C_K``, the cumulative stage costs (for the WD monitor).
+    on_label
+        Also called with each stepped event's outputs and label (a keyed cascade counts it for the
+        event's key).
 
     Examples
     --------
@@ -44,8 +47,14 @@ class LabelFeedback:
     (False, 1, [1])
     """
 
-    def __init__(self, policy: Policy, cumulative: Sequence[float]) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        cumulative: Sequence[float],
+        on_label: Callable[[list[Any], Any], Any] | None = None,
+    ) -> None:
         self.policy = policy
+        self.on_label = on_label
         # The request of the last stepped decision (policy's view of its outputs, mask), and the
         # last stepped event's outputs, whose label the WD monitor counts.
         self._request: tuple[list[Any], int] | None = None
@@ -76,6 +85,8 @@ class LabelFeedback:
         """``y`` is the label of the last stepped event: count it, give it to the policy if it asked."""
         if self._stepped is not None and len(self._stepped) > 1:
             self.evidence.record(self._stepped, y)
+            if self.on_label is not None:
+                self.on_label(self._stepped, y)
         if self._request is not None:
             outputs, mask = self._request
             self.policy.learn_label(outputs, y, mask)
@@ -86,11 +97,19 @@ class LabelFeedback:
         """:func:`~uss_stream.policies.learning_state.learning_state` with the WD evidence, and the
         label counts of a label-asking policy (an awaited label is not expired yet)."""
         state = learning_state(self.policy, self.evidence)
-        policy = self.policy
-        if policy.asks_for_labels:
-            requested, answered = policy.labels_requested, policy.labels_received
-            awaited = 1 if self._request is not None else 0
-            state["labels_requested_total"] = requested
-            state["labels_answered_total"] = answered
-            state["labels_expired_total"] = requested - answered - awaited
+        state.update(self.label_counters())
         return state
+
+    def label_counters(self) -> dict[str, int]:
+        """For a label-asking policy, ``labels_requested_total``, ``labels_answered_total`` and
+        ``labels_expired_total`` (an awaited label is not expired yet); else nothing."""
+        policy = self.policy
+        if not policy.asks_for_labels:
+            return {}
+        requested, answered = policy.labels_requested, policy.labels_received
+        awaited = 1 if self._request is not None else 0
+        return {
+            "labels_requested_total": requested,
+            "labels_answered_total": answered,
+            "labels_expired_total": requested - answered - awaited,
+        }

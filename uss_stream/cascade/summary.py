@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -15,11 +15,11 @@ import pandas as pd
 
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.labels.wd_monitor import WDMonitor, WDReport
-from uss_stream.policies import Policy
+from uss_stream.policies import KeyedPolicy, Policy
 from uss_stream.policies.learning_state import chosen_depth, verdict_name
 from uss_stream.rules.membership import set_membership
 
-__all__ = ["CascadeSummary", "summarise"]
+__all__ = ["CascadeSummary", "pooled_learner", "summarise", "with_keys"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,13 @@ class CascadeSummary:
     learning
         :meth:`CascadeClassifier.learning_state`: the policy's quantities under the names of the
         Kafka service's metrics, also readable as the properties below (``docs/metrics.md``).
+    keys_active
+        With one learner per key (``key=``): the live keys (the summary's counts are the pool's).
+    key_depths
+        With ``key=``: how many keys queried each depth ``1..K`` at their last event.
+    keys
+        With ``key=``: the keys whose chosen depth or WD verdict differs from the pool's, one row
+        each (:meth:`~uss_stream.policies.KeyedPolicy.key_rows`).
     """
 
     events: int
@@ -73,6 +80,9 @@ class CascadeSummary:
     labels_used: int = 0
     wd: WDReport | None = None
     learning: dict[str, Any] = field(default_factory=dict)
+    keys_active: int | None = None
+    key_depths: list[int] | None = None
+    keys: pd.DataFrame | None = None
 
     @property
     def cost_total(self) -> float:
@@ -135,6 +145,11 @@ class CascadeSummary:
         text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
         if self.contexts is not None:
             text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
+        if self.keys_active is not None:
+            differ = f"{len(self.keys)} differ from the pool"
+            text += f"\n{self.keys_active} keys, by last depth {self.key_depths}; {differ}"
+            if len(self.keys):
+                text += f":\n{self.keys.to_string(index=False)}"
         return text
 
 
@@ -205,4 +220,36 @@ def summarise(
         disagreement=pd.DataFrame(rates, index=table.index, columns=list(names)),
         contexts=policy.contexts() if sequential else None,
         learning=dict(learning or {}),
+    )
+
+
+def pooled_learner(keyed: KeyedPolicy) -> Policy:
+    """A learner on a keyed policy's pooled counts: what the summary of a keyed cascade shows."""
+    learner = keyed.policy.clone()
+    if not learner.sequential:
+        learner.load_stats(keyed.pool_stats())
+    return learner
+
+
+def with_keys(summary: CascadeSummary, keyed: KeyedPolicy) -> CascadeSummary:
+    """``summary`` with the keys of ``keyed``: how many, their depth mix, those that differ from the pool.
+
+    >>> from river import linear_model
+    >>> from uss_stream import CascadeClassifier, Stage
+    >>> stages = [Stage(linear_model.LogisticRegression(), features=("x",), cost=c) for c in (0.0, 0.5)]
+    >>> model = CascadeClassifier(stages, warm_up=0, key="site")
+    >>> for site in ("a", "b", "a"):
+    ...     _ = model.decide_one({"site": site, "x": 1.0})
+    >>> summary = model.summary()
+    >>> summary.keys_active, sum(summary.key_depths), summary.keys.columns.tolist()[:4]
+    (2, 2, ['key', 'rounds', 'last_depth', 'chosen_depth'])
+
+    """
+    rows = keyed.key_rows(differing_only=True)
+    columns = ["key", "rounds", "last_depth", "chosen_depth", "wd_verdict", "labels"]
+    return replace(
+        summary,
+        keys_active=len(keyed),
+        key_depths=keyed.key_depths(),
+        keys=pd.DataFrame(rows, columns=columns),
     )

@@ -76,6 +76,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     source.add_argument("--stages", help="comma-separated stage columns, cheapest first")
     source.add_argument("--label", help="column of the ground-truth labels")
+    source.add_argument(
+        "--key",
+        metavar="COLUMN",
+        help="column of each event's key (a device, a site): replay one learner per key, one learner for "
+        "all keys and independent learners per key, with each key's regret against its own best depth "
+        "(writes OUT/summary.csv and OUT/keys.csv)",
+    )
     source.add_argument("--costs", help="comma-separated per-stage costs c_1..c_K")
     source.add_argument("--cumulative-costs", help="comma-separated cumulative costs C_1..C_K")
     source.add_argument("--error-rates", help="comma-separated error rates of the stages (without labels)")
@@ -96,10 +103,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: uss-kl-ucb, uss-ucb:alpha=0.51, alg2, fixed at the deepest stage, and "
         "supervised:alpha=0.51 when labels are given)",
     )
-    run_group.add_argument("--horizon", type=int, default=10_000, help="rounds per repetition (10000)")
-    run_group.add_argument("--reps", type=int, default=100, help="repetitions (100)")
+    run_group.add_argument(
+        "--horizon", type=int, help="rounds per repetition (10000; with --key the log's rows)"
+    )
+    run_group.add_argument("--reps", type=int, help="repetitions (100; with --key 1)")
     run_group.add_argument("--seed", type=int, default=0, help="seed of the row sampling (0)")
-    run_group.add_argument("--sampling", choices=SAMPLING_MODES, default="uniform", help="row sampling")
+    run_group.add_argument(
+        "--sampling",
+        choices=SAMPLING_MODES,
+        help="row sampling (uniform; with --key sequential: the log's order)",
+    )
     run_group.add_argument(
         "--label-delay", type=int, default=0, help="rounds between a label request and its label (0)"
     )
@@ -112,8 +125,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    keyed = args.key is not None
+    args.horizon = args.horizon if args.horizon is not None or keyed else 10_000
+    args.reps = args.reps if args.reps is not None else (1 if keyed else 100)
+    args.sampling = args.sampling or ("sequential" if keyed else "uniform")
     for name in ("horizon", "reps"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.label_delay < 0:
         raise ValueError(f"--label-delay must be >= 0, got {args.label_delay}")
@@ -121,8 +138,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--label-cost must be >= 0, got {args.label_cost}")
     out = Path(args.out)
     _check_writable(out)
+    if keyed:
+        from uss_stream.commands.replay_keyed import run_keyed
+
+        outputs, labels, stage_costs, source, keys = _load(args)
+        _check_log(outputs, labels, args.input)
+        return run_keyed(
+            args, outputs, labels, stage_costs, keys, write=lambda name, save: _write(out, name, save)
+        )
     require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
-    outputs, labels, stage_costs, source = _load(args)
+    outputs, labels, stage_costs, source, _ = _load(args)
     _check_log(outputs, labels, args.input)
     error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
     if labels is None and error_rates is None:
@@ -231,27 +256,33 @@ def _numbers(text: str | None, option: str, count: int) -> list[float] | None:
     return values
 
 
-def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
-    """The outputs, labels (or None), per-stage costs and a description of the source."""
+def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str, Any]:
+    """The outputs, labels (or None), per-stage costs, a description of the source and the keys
+    (``None`` without ``--key``)."""
     if args.costs is not None and args.cumulative_costs is not None:
         raise ValueError("give --costs or --cumulative-costs, not both")
     if args.input is None:
-        if args.stages is not None or args.label is not None:
-            raise ValueError("--stages and --label describe an --input file")
+        if args.stages is not None or args.label is not None or args.key is not None:
+            raise ValueError("--stages, --label and --key describe an --input file")
         case = paper_case(args.case or DEFAULT_CASE)
         outputs, labels = case.log()
         costs = _stage_costs(args, outputs.shape[1]) or case.stage_costs
-        return outputs, labels, costs, f"bundled case {case.name}"
+        return outputs, labels, costs, f"bundled case {case.name}", None
     if args.case is not None:
         raise ValueError("--case selects a bundled log; it cannot be combined with --input")
     table = read_table(args.input)
+    if args.key is not None and args.key not in table.columns:
+        raise ValueError(
+            f"{args.input} has no column {args.key!r}; its columns are {', '.join(map(str, table.columns))}"
+        )
+    columns = [c for c in table.columns if c != args.key]
     if args.stages is None and args.label is None and args.error_rates is None:
-        stage_names, args.label = matrix_layout(table.columns)  # stage columns, then the label column
+        stage_names, args.label = matrix_layout(columns)  # stage columns, then the label column
         print(f"{args.input}: stages {', '.join(stage_names)}, label {args.label} (its last column)")
     stages = (
         [c.strip() for c in args.stages.split(",")]
         if args.stages
-        else [c for c in table.columns if c != args.label]
+        else [c for c in columns if c != args.label]
     )
     missing = [c for c in [*stages, *([args.label] if args.label else [])] if c not in table.columns]
     if missing:
@@ -265,7 +296,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
     if costs is None:
         raise ValueError(f"give the costs of the {len(stages)} stage(s) with --costs or --cumulative-costs")
     labels = table[args.label] if args.label else None
-    return table[stages], labels, costs, args.input
+    return table[stages], labels, costs, args.input, None if args.key is None else table[args.key]
 
 
 def _stage_costs(args: argparse.Namespace, count: int) -> list[float] | None:

@@ -50,11 +50,18 @@ from uss_stream.policies.keyed_report import KeyedReport
 from uss_stream.policies.keyed_state import merge_documents, read_state_document, state_document
 from uss_stream.policies.keyed_store import check_key
 
-__all__ = ["DEFAULT_POOL_REFRESH", "DEFAULT_PRIOR_HALF_LIFE", "DEFAULT_PRIOR_STRENGTH", "KeyedPolicy"]
+__all__ = [
+    "DEFAULT_POOL_REFRESH",
+    "DEFAULT_PRIOR_HALF_LIFE",
+    "DEFAULT_PRIOR_STRENGTH",
+    "DEFAULT_PRIOR_TOLERANCE",
+    "KeyedPolicy",
+]
 
 #: The prior's defaults, chosen on the development split of the keyed evaluation (``docs/evidence/keyed.md``).
 DEFAULT_PRIOR_STRENGTH = 1000
 DEFAULT_PRIOR_HALF_LIFE = 1000
+DEFAULT_PRIOR_TOLERANCE = None
 #: Events between two refreshes of the pool snapshot the priors are drawn from.
 DEFAULT_POOL_REFRESH = 4096
 
@@ -73,6 +80,10 @@ class KeyedPolicy(KeyedReport):
     prior_half_life
         ``h``: the prior's strength halves after ``h`` own rounds of a key, and keeps decaying
         (``None``: a fixed prior of ``m`` rounds).
+    prior_tolerance
+        ``c``: a key whose own counts show, at level ``c``, that some pair's cost test comes out
+        the other way than on the other keys' counts decides without the prior (``None``: no
+        test; :class:`~uss_stream.policies.keyed_prior.PoolPrior`).
     pool_refresh
         Events (of all keys) between two refreshes of the pool snapshot the priors are drawn from,
         once the clock reaches it; before, the snapshot is refreshed at every power of two (so a
@@ -120,6 +131,7 @@ class KeyedPolicy(KeyedReport):
         *,
         prior_strength: int = DEFAULT_PRIOR_STRENGTH,
         prior_half_life: int | None = DEFAULT_PRIOR_HALF_LIFE,
+        prior_tolerance: float | None = DEFAULT_PRIOR_TOLERANCE,
         pool_refresh: int = DEFAULT_POOL_REFRESH,
         max_keys: int | None = None,
         ttl: int | None = None,
@@ -135,6 +147,7 @@ class KeyedPolicy(KeyedReport):
         self.policy = policy
         self.prior_strength = prior_strength
         self.prior_half_life = prior_half_life
+        self.prior_tolerance = prior_tolerance
         self.pool_refresh = pool_refresh
         self.max_keys = max_keys
         self.ttl = ttl
@@ -142,7 +155,7 @@ class KeyedPolicy(KeyedReport):
         self._pooled = policy.vectorised
         self._counts = KeyedCounts(
             policy.clone(),
-            PoolPrior(prior_strength, prior_half_life),
+            PoolPrior(prior_strength, prior_half_life, prior_tolerance, policy.cumulative_costs),
             pool_refresh=pool_refresh,
             max_keys=max_keys,
             ttl=ttl,
@@ -381,6 +394,7 @@ class KeyedPolicy(KeyedReport):
             self.policy,
             prior_strength=self.prior_strength,
             prior_half_life=self.prior_half_life,
+            prior_tolerance=self.prior_tolerance,
             pool_refresh=self.pool_refresh,
             max_keys=self.max_keys,
             ttl=self.ttl,
@@ -390,7 +404,8 @@ class KeyedPolicy(KeyedReport):
     def __repr__(self) -> str:
         return (
             f"KeyedPolicy({self.policy!r}, prior_strength={self.prior_strength}, "
-            f"prior_half_life={self.prior_half_life}, pool_refresh={self.pool_refresh}, "
+            f"prior_half_life={self.prior_half_life}, prior_tolerance={self.prior_tolerance}, "
+            f"pool_refresh={self.pool_refresh}, "
             f"max_keys={self.max_keys}, ttl={self.ttl})"
         )
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from uss_stream.policies.kernel import pair_order
+from uss_stream.rules.confidence import kl_count, portable_log_many
 
 __all__ = ["MAX_HALF_LIFE", "MAX_STRENGTH", "CountLayout", "PoolPrior"]
 
@@ -113,10 +114,22 @@ class PoolPrior:
     half_life
         ``h``: the prior's strength halves after ``h`` own rounds of the key (``None``: it never
         decays, a fixed prior).
+    tolerance
+        ``c``: a key whose own counts put the cost test of some pair ``(i, j)`` on the other side
+        from the other keys' rate gets no prior (``None``: no test). The test of a pair compares
+        its disagreement rate with the cost gap ``g = C_j - C_i``; it is contradicted when the
+        others' rate ``r_ij`` and the key's ``p̂_ij = d_ij / n_j`` lie on opposite sides of ``g``
+        and ``n_j·kl(p̂_ij, g) > c`` (the key is sure of its side at level ``c``, as USS-KL-UCB's
+        bound). Keys whose rates differ from the pool's without changing a test keep the prior; a
+        key whose best depth differs stops leaning on the pool as soon as its counts show it.
+    cumulative_costs
+        ``C_1..C_K``, needed with a tolerance.
     """
 
     strength: int
     half_life: int | None
+    tolerance: float | None = None
+    cumulative_costs: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         strength, half_life = self.strength, self.half_life
@@ -130,6 +143,13 @@ class PoolPrior:
             raise ValueError(
                 f"prior_half_life must be None or an integer in 1..{MAX_HALF_LIFE}, got {half_life!r}"
             )
+        tolerance = self.tolerance
+        if tolerance is not None and (
+            isinstance(tolerance, bool)
+            or not isinstance(tolerance, (int, float))
+            or not 0 < tolerance < math.inf
+        ):
+            raise ValueError(f"prior_tolerance must be None or a finite number > 0, got {tolerance!r}")
 
     def strength_at(self, rounds: np.ndarray) -> np.ndarray:
         """``s(t)`` (float64, whole numbers) for an array of own rounds ``t``.
@@ -151,8 +171,10 @@ class PoolPrior:
         strength = self.strength_at(own_f[:, 0])[:, None]
         width = own_f.shape[1]
         k = _stages_of(width)
-        prior = np.minimum(others, strength)  # rounds and queries, truncated to s rounds' worth
         upper_j = pair_order(k)[1]
+        if self.tolerance is not None:
+            strength = np.where(self._contradicted(own_f, others, k, upper_j)[:, None], 0.0, strength)
+        prior = np.minimum(others, strength)  # rounds and queries, truncated to s rounds' worth
         n_other = others[:, 1 + upper_j]
         a = prior[:, 1 + upper_j]
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -179,8 +201,10 @@ class PoolPrior:
             if self.half_life is None
             else float(math.floor(m * float(self.half_life) / (float(self.half_life) + t)))
         )
-        prior = [min(value, strength) for value in others]
         upper_j = pair_order(k)[1].tolist()
+        if self.tolerance is not None and self._contradicted_one(own, others, k, upper_j):
+            strength = 0.0
+        prior = [min(value, strength) for value in others]
         for p, j in enumerate(upper_j, start=1 + k):
             n_other = others[1 + j]
             a = prior[1 + j]
@@ -189,6 +213,50 @@ class PoolPrior:
         if plain:
             return [int(a) + int(b) for a, b in zip(own, prior)]
         return [float(a) + b for a, b in zip(own, prior)]
+
+    def _gaps(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per pair in pair order: the cost gap ``C_j - C_i``, whether it is inside ``(0, 1)`` (only
+        then can a disagreement rate fall on either side), and its portable logarithms."""
+        costs = self.cumulative_costs
+        if len(costs) != k:
+            raise ValueError(f"the prior's tolerance needs the {k} cumulative costs, got {len(costs)}")
+        upper_i, upper_j = pair_order(k)
+        gap = np.array([costs[j] - costs[i] for i, j in zip(upper_i.tolist(), upper_j.tolist())])
+        inside = (gap > 0.0) & (gap < 1.0)
+        safe = np.where(inside, gap, 0.5)
+        return gap, inside, portable_log_many(safe), portable_log_many(1.0 - safe)
+
+    def _contradicted(self, own: np.ndarray, others: np.ndarray, k: int, upper_j: np.ndarray) -> np.ndarray:
+        """``(M,)``: whether a key's own counts put some pair's cost test on the other side from
+        the other keys' rate, at level ``tolerance`` (see the class docstring)."""
+        gap, inside, log_gap, log_rest = self._gaps(k)
+        n, d = own[:, 1 + upper_j], own[:, 1 + k :]
+        n_other = others[:, 1 + upper_j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate, mine = others[:, 1 + k :] / n_other, d / n
+            rest = n - d
+            total = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, mine, 1.0)) - log_gap), 0.0)
+            total = total + np.where(
+                rest > 0.0, rest * (portable_log_many(np.where(rest > 0.0, rest / n, 1.0)) - log_rest), 0.0
+            )
+        opposite = ((rate < gap) & (gap < mine)) | ((mine < gap) & (gap < rate))
+        sure = (n > 0.0) & (n_other > 0.0) & inside & opposite & (total > float(self.tolerance))
+        return sure.any(axis=1)
+
+    def _contradicted_one(self, own: list[float], others: list[float], k: int, upper_j: list[int]) -> bool:
+        """:meth:`_contradicted` of one key, in Python: the same operations in the same order."""
+        gap, inside, log_gap, log_rest = (values.tolist() for values in self._gaps(k))
+        for pair, j in enumerate(upper_j):
+            p = 1 + k + pair
+            n, d, n_other = float(own[1 + j]), float(own[p]), others[1 + j]
+            if not (n > 0.0 and n_other > 0.0 and inside[pair]):
+                continue
+            rate, mine, g = others[p] / n_other, d / n, gap[pair]
+            if not ((rate < g < mine) or (mine < g < rate)):
+                continue
+            if kl_count(d, n, log_gap[pair], log_rest[pair]) > float(self.tolerance):
+                return True
+        return False
 
 
 def _stages_of(width: int) -> int:

@@ -112,6 +112,10 @@ class KeyedReport:
             return self._counts.decide(row, key)
         return self._learner_depth(self._counts.effective_stats(row), self._store.learners[row])
 
+    def learner(self, key: Hashable) -> Policy | None:
+        """A live key's learner object (base policies that are not count-vectorised; else ``None``)."""
+        return self._store.learners[self._row(key)]
+
     def key_depths(self) -> list[int]:
         """How many live keys queried each depth ``1..K`` at their last event: the depth mix across keys."""
         rows = np.array([self._store.row(key) for key in self._store], dtype=np.int64)

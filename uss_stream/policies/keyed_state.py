@@ -159,6 +159,8 @@ def read_state_document(document: Any) -> tuple[Any, list[Any]]:
 def merge_documents(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """Two workers' whole states as one (see the module docstring).
 
+    Examples
+    --------
     >>> stats = DisagreementStats(2)
     >>> stats.decisions, stats.queried = 3, [3, 1]
     >>> counts = {name: stats for name in ("pool", "snapshot", "foreign")}

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["KeyStore", "check_key"]
+__all__ = ["KeyStore", "as_key", "check_key"]
 
 _FIRST_CAPACITY = 64
 
@@ -61,6 +61,22 @@ def check_key(key: Any) -> Hashable:
         return key
     hint = " (decode bytes keys first)" if isinstance(key, (bytes, bytearray)) else ""
     raise TypeError(f"key must be a str or an int, got {kind.__name__}{hint}")
+
+
+def as_key(value: Any) -> Hashable:
+    """A value of a key column or feature as a key: an integer (or a float with an integral value,
+    as tables and River features often hold them) is an ``int``, anything else its ``str``.
+
+    >>> as_key(3), as_key(3.0), as_key(np.int64(3)), as_key("north"), as_key(2.5)
+    (3, 3, 3, 'north', '2.5')
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return str(value)
 
 
 class KeyStore:

@@ -109,6 +109,23 @@ def test_the_prior_truncates_the_other_keys_counts_stage_by_stage():
     assert prior.strength_at(np.array([40, 41])).tolist() == [100.0, 98.0]
 
 
+def test_a_key_whose_counts_turn_a_cost_test_gets_no_prior():
+    # Costs (0, 0.2): the gap of pair (1, 2) is 0.2. The others disagree at 0.1 (below it: depth 1);
+    # the key disagreed 10 times in 20: 20·kl(0.5, 0.2) = 10·ln(0.5/0.2) + 10·ln(0.5/0.8) = 4.46.
+    others = np.array([1000, 1000, 1000, 100])
+    own = np.array([[20, 20, 20, 10]])
+    sure = PoolPrior(50, None, tolerance=4.4, cumulative_costs=(0.0, 0.2))
+    unsure = PoolPrior(50, None, tolerance=4.5, cumulative_costs=(0.0, 0.2))
+    assert sure.effective(own, others + own[0]).tolist() == [[20, 20, 20, 10]]
+    assert unsure.effective(own, others + own[0]).tolist() == [[70, 70, 70, 15]]
+    # A rate unlike the others' on the same side of the gap (0.15, 0.1 < 0.2) turns no test.
+    alike = np.array([[20, 20, 20, 3]])
+    tiny = PoolPrior(50, None, tolerance=0.01, cumulative_costs=(0.0, 0.2))
+    assert tiny.effective(alike, others + alike[0]).tolist() == [[70, 70, 70, 8]]
+    with pytest.raises(ValueError, match="needs the 2 cumulative costs"):
+        PoolPrior(50, None, tolerance=1.0).effective(own, others)
+
+
 def test_the_prior_never_lends_more_disagreements_than_queries():
     # The key's own counts (since the snapshot) exceed the snapshot's: the other keys' rate is capped.
     effective = PoolPrior(100, None).effective(np.array([[5, 5, 5, 3]]), np.array([10, 10, 6, 3]))
@@ -129,7 +146,10 @@ def test_the_loop_and_the_batch_compute_the_same_effective_counts(discounted):
         if discounted:
             own, snapshot = own * rng.random(), snapshot * 0.9
         prior = PoolPrior(
-            int(rng.integers(0, 3000)), None if rng.random() < 0.3 else int(rng.integers(1, 5000))
+            int(rng.integers(0, 3000)),
+            None if rng.random() < 0.3 else int(rng.integers(1, 5000)),
+            None if rng.random() < 0.3 else float(rng.choice([0.5, 3.0, 20.0])),
+            tuple(np.cumsum(rng.random(3) * 0.4).tolist()),
         )
         batch = prior.effective(own[None, :], snapshot)[0].tolist()
         assert prior.effective_one(own.tolist(), snapshot.tolist(), plain=not discounted) == batch
