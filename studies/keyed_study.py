@@ -68,7 +68,7 @@ GRID_SEEDS = range(30)
 GRID_VARIANTS = (
     "one",
     "independent",
-    *(f"m{m}-h{h}{c}" for m in (100, 1000) for h in (30, 300, "inf") for c in ("", "-c3", "-c10")),
+    *(f"m{m}-h{h}{c}" for m in (100, 1000) for h in (30, 300, "inf") for c in ("", "-c1", "-c3", "-c10")),
 )
 
 

@@ -69,17 +69,7 @@ def keyed_policy(
     """The cascade's keyed policy: ``policy``'s parameters with the stages' costs (a plain policy
     gets the keyed defaults); ``build(policy, stage_costs)`` builds the base policy as the cascade does."""
     if isinstance(policy, KeyedPolicy):
-        base = build(policy.policy, stage_costs)
-        return KeyedPolicy(
-            base,
-            prior_strength=policy.prior_strength,
-            prior_half_life=policy.prior_half_life,
-            prior_tolerance=policy.prior_tolerance,
-            pool_refresh=policy.pool_refresh,
-            max_keys=policy.max_keys,
-            ttl=policy.ttl,
-            on_evict=policy.on_evict,
-        )
+        return policy.clone(build(policy.policy, stage_costs))
     return KeyedPolicy(build(policy, stage_costs))
 
 

@@ -388,10 +388,11 @@ class KeyedPolicy(KeyedReport):
         merged.load_state_dict(merge_documents(self.state_dict(), other.state_dict()))
         return merged
 
-    def clone(self) -> KeyedPolicy:
-        """A fresh keyed policy with the same parameters: no key, an empty pool."""
+    def clone(self, policy: Policy | None = None) -> KeyedPolicy:
+        """A fresh keyed policy with the same parameters (and ``policy`` as the base policy, if
+        given): no key, an empty pool."""
         return KeyedPolicy(
-            self.policy,
+            self.policy if policy is None else policy,
             prior_strength=self.prior_strength,
             prior_half_life=self.prior_half_life,
             prior_tolerance=self.prior_tolerance,
