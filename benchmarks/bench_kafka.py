@@ -40,6 +40,10 @@ on the same broker:
   contenders, no passthroughs; ``--client`` picks the clients): shorter rounds, so more of them
   interleave in the same time.
 
+**Keyed** (``--keyed``, :mod:`benchmarks.kafka_keyed`): instead of the above, the keyed service
+(``--key-from record-key``) against the un-keyed one end to end on an input of ``--keys`` keys
+with Zipf-distributed traffic, interleaved rounds; then the resident memory per key.
+
 **Same start condition.** A service pauses its new partition while it restores it (about a second),
 then fetches; a passthrough could copy from its first fetch on. So each passthrough idles after its
 assignment for as long as its client's at-least-once K = 3 service of the same round took from its
@@ -88,7 +92,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from benchmarks.kafka_contenders import Timing, events, launch, timed, warm_bytecode
+from benchmarks.kafka_contenders import Timing, events, launch, output_topics, timed, warm_bytecode
 from uss_stream.policies.specs import serving_policy
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
@@ -465,14 +469,7 @@ def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> Non
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
         for c, (label, kind, flags) in enumerate(contenders):
             target = f"e2e-out-{run_id}-{r}-{c}"
-            admin.create_topics(
-                {
-                    target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
-                    f"{target}-dlq": TopicSpec(),
-                    f"{target}-state": TopicSpec(configs={"cleanup.policy": "compact"}),
-                }
-            )
-            made += [target, f"{target}-dlq", f"{target}-state"]
+            made += output_topics(admin, target)
             figures[label].append(
                 timed(bootstrap, target, n, launch(kind, bootstrap, source, target, n, flags))
             )
@@ -521,6 +518,15 @@ def _parse_args() -> argparse.Namespace:
         help="with --learning-only: only this client's services (repeatable; default: both)",
     )
     parser.add_argument("--e2e-rounds", type=int, default=2, help="rounds of the end-to-end contenders")
+    parser.add_argument(
+        "--keyed",
+        action="store_true",
+        help="only the keyed service (--key-from record-key) against the un-keyed one, end to end, "
+        "--e2e-rounds rounds on --events events of --keys Zipf keys (--variant: more keyed services); "
+        "then the memory per key",
+    )
+    parser.add_argument("--keys", type=int, default=100_000, help="--keyed: distinct keys")
+    parser.add_argument("--zipf", type=float, default=1.1, help="--keyed: the keys' Zipf exponent")
     parser.add_argument("--no-loop", action="store_true", help="only the end-to-end contenders")
     parser.add_argument(
         "--variant",
@@ -541,6 +547,12 @@ def main() -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         sys.exit("set KAFKA_BOOTSTRAP_SERVERS (e.g. KAFKA_PORT=29092 bash deploy/kafka/broker.sh start)")
+    if args.keyed:
+        from benchmarks.kafka_keyed import key_memory, keyed_end_to_end
+
+        keyed_end_to_end(bootstrap, args.events, args.keys, args.zipf, args.e2e_rounds, args.variant)
+        key_memory()
+        return
     if args.e2e_rounds:
         _end_to_end(bootstrap, args.events, args.e2e_rounds, args.variant)
     if args.no_loop:

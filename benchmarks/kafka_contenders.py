@@ -118,8 +118,25 @@ def launch(kind: str, bootstrap: str, source: str, target: str, n: int, flags: S
     return launched
 
 
-def timed(bootstrap: str, topic: str, n: int, launched: float) -> Timing:
-    """The :class:`Timing` of the ``n`` records of ``topic`` (one partition), written from ``launched`` on."""
+def output_topics(admin: Any, target: str) -> list[str]:
+    """Create a contender's output topic ``target`` (stamped with the broker's append time), its
+    dead-letter topic and its compacted state topic; returns their names."""
+    from uss_stream_kafka.clients import TopicSpec
+
+    names = [target, f"{target}-dlq", f"{target}-state"]
+    admin.create_topics(
+        {
+            target: TopicSpec(configs={"message.timestamp.type": "LogAppendTime"}),
+            names[1]: TopicSpec(),
+            names[2]: TopicSpec(configs={"cleanup.policy": "compact"}),
+        }
+    )
+    return names
+
+
+def timed(bootstrap: str, topic: str, n: int, launched: float, skip: int = 0) -> Timing:
+    """The :class:`Timing` of the ``n`` records of ``topic`` (one partition), written from ``launched`` on
+    (``skip``: of the records after the first ``skip`` only)."""
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
@@ -134,6 +151,8 @@ def timed(bootstrap: str, topic: str, n: int, launched: float) -> Timing:
     consumer.close()
     if len(stamps) < n:
         raise SystemExit(f"{topic}: {len(stamps)} of {n} records")
+    stamps = stamps[skip:n]
+    n = len(stamps)
     first, last = stamps[0] / 1000.0, stamps[-1] / 1000.0
     gaps = [(b - a) / 1000.0 for a, b in itertools.pairwise(stamps)]
     stalled = sum(gap for gap in gaps if gap >= STALL)

@@ -54,6 +54,8 @@ _HOMES = {
     "OrchestrationProcessor": "uss_stream_kafka.processing.orchestration",
     "OrchestrationTopics": "uss_stream_kafka.processing.orchestration",
     "FeaturesProcessor": "uss_stream_kafka.processing.processors",
+    "KeyedOutputsProcessor": "uss_stream_kafka.processing.keyed",
+    "KeyCheckpoint": "uss_stream_kafka.runtime.checkpoint",
     "Learner": "uss_stream_kafka.processing.processors",
     "OutputsProcessor": "uss_stream_kafka.processing.processors",
     "Processor": "uss_stream_kafka.processing.processors",

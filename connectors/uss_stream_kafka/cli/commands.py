@@ -264,9 +264,21 @@ def run(args: argparse.Namespace) -> int:
             input_topic=settings.input_topic,
             output_topic=settings.output_topic,
         )
-        processor: Any = OutputsProcessor(
-            settings.error_unit_costs(), policy=settings.policy_template()[0], codec=codec
-        )
+        if settings.key_from is not None:
+            from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
+
+            processor: Any = KeyedOutputsProcessor(
+                settings.error_unit_costs(),
+                policy=settings.policy_template()[0],
+                codec=codec,
+                key_from=settings.key_from,
+                max_keys=settings.max_keys,
+                key_ttl=settings.key_ttl,
+            )
+        else:
+            processor = OutputsProcessor(
+                settings.error_unit_costs(), policy=settings.policy_template()[0], codec=codec
+            )
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
     app = _serve(settings, processor)
@@ -443,8 +455,8 @@ def demo_producer_command(args: argparse.Namespace) -> int:
     help_text="what a group's learners have learned, from its last checkpoints in the state topic",
     description="Per input partition with a checkpoint of --group-id in --state-topic: round, depth "
     "mix, the depth it would choose now, disagreement rates, WD verdict, labels, pending decisions, "
-    "checkpoint age (docs/metrics.md). Works while the service runs and after it stopped; exits 5 "
-    "when the group has no checkpoint.",
+    "checkpoint age (docs/metrics.md); with --key K, the learner of key K (--key-from). Works while "
+    "the service runs and after it stopped; exits 5 when the group has no checkpoint (or no key K).",
 )
 def status_command(args: argparse.Namespace) -> int:
     """``uss-stream kafka status``: a table (or ``--json``) on stdout; 5 without a checkpoint."""
@@ -454,12 +466,24 @@ def status_command(args: argparse.Namespace) -> int:
     from uss_stream_kafka.cli.status import format_table, group_status
 
     settings = KafkaSettings.from_args(args)
-    rows = group_status(settings.client_config(), settings.state_topic, settings.group_id, settings.client)
+    rows = group_status(
+        settings.client_config(), settings.state_topic, settings.group_id, settings.client, key=settings.key
+    )
     if settings.json:
         document = {"group_id": settings.group_id, "state_topic": settings.state_topic, "partitions": rows}
+        if settings.key is not None:
+            document["key"] = settings.key
         print(json.dumps(document, indent=2))
     elif rows:
         print(format_table(rows))
+    if not rows and settings.key is not None:
+        print(
+            f"uss-stream kafka status: no partition of group {settings.group_id!r} has a learner of key "
+            f"{settings.key!r} in state topic {settings.state_topic!r} (never seen, evicted, or not "
+            "checkpointed yet)",
+            file=sys.stderr,
+        )
+        return EXIT_CODES["checkpoint"]
     if not rows:
         print(
             f"uss-stream kafka status: group {settings.group_id!r} has no checkpoint in state topic "

@@ -378,6 +378,22 @@ class KafkaSettings:
         _PROCESSING,
         convert=_positive_float,
     )
+    key_from: str | None = setting(
+        None,
+        "outputs mode: one learner per key inside each partition, the key being the record's Kafka key "
+        "(record-key) or a top-level field of the JSON event (FIELD); an event without a valid key is "
+        "a dead letter (missing_key, invalid_key)",
+        ("run",),
+        _PROCESSING,
+    )
+    max_keys: int | None = setting(
+        None, "--key-from: live keys per partition at most, the least recently used evicted first "
+        "(default: no bound)", ("run",), _PROCESSING, convert=_positive_int,
+    )  # fmt: skip
+    key_ttl: int | None = setting(
+        None, "--key-from: evict a key idle for more than this many events of its partition (default: never)",
+        ("run",), _PROCESSING, convert=_positive_int,
+    )  # fmt: skip
     cascade_factory: str | None = setting(
         None, "package.module:function returning a CascadeClassifier (features mode)", ("run",), _PROCESSING
     )
@@ -536,6 +552,10 @@ class KafkaSettings:
         _OPS,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
     )
+    key: str | None = setting(
+        None, "status: show the learner of this key (--key-from), in every partition that has it",
+        ("status",), _OPS,
+    )  # fmt: skip
     json: bool = setting(
         False, "status: print one JSON document (for scripts) instead of the table", ("status",), _OPS,
         kind="switch", convert=parse_switch,
@@ -795,8 +815,9 @@ def _check_processing(settings: KafkaSettings) -> None:
                 f"{row('price_of_error').named()} is for outputs mode: in features mode the cascade "
                 "factory gives the cascade its costs and price (CascadeClassifier(price_of_error=...))"
             )
-        if settings.shared_learning:
-            raise ValueError(f"{row('shared_learning').named()} needs outputs mode (--mode outputs)")
+        for name in ("shared_learning", "key_from"):
+            if getattr(settings, name):
+                raise ValueError(f"{row(name).named()} needs outputs mode (--mode outputs)")
         if settings.value_format != "json":
             raise ValueError(f"{row('value_format').named()} {settings.value_format} needs outputs mode")
         return
@@ -804,6 +825,7 @@ def _check_processing(settings: KafkaSettings) -> None:
         if getattr(settings, item.name):
             raise ValueError(f"{item.named()} is for features mode (--mode features)")
     _check_registry(settings)
+    _check_keys(settings)
     costs = settings.stage_costs
     if not costs:
         raise ValueError(f"outputs mode needs {row('stage_costs').named()} c_1,...,c_K")
@@ -828,6 +850,27 @@ def _check_processing(settings: KafkaSettings) -> None:
     names = settings.stage_names
     if names is not None and (len(names) != len(costs) or len(set(names)) != len(names)):
         raise ValueError(f"{row('stage_names').named()}: must be {len(costs)} distinct names, got {names!r}")
+
+
+def _check_keys(settings: KafkaSettings) -> None:
+    """``--key-from`` and the settings of its keys together."""
+    from uss_stream_kafka.processing.keys import KeySource
+
+    key_from = row("key_from")
+    if settings.key_from is None:
+        for name in ("max_keys", "key_ttl"):
+            if getattr(settings, name) is not None:
+                raise ValueError(f"{row(name).named()} needs {key_from.named()}")
+        return
+    try:
+        source = KeySource.parse(settings.key_from)
+    except ValueError as error:
+        raise ValueError(f"{key_from.named()}: {str(error).removeprefix('--key-from ')}") from None
+    if source.field is not None and settings.value_format != "json":
+        raise ValueError(
+            f"{key_from.named()} {source.field}: a field of the event needs --value-format json "
+            f"(with {settings.value_format}, key by the record key: --key-from record-key)"
+        )
 
 
 def _check_registry(settings: KafkaSettings) -> None:

@@ -14,6 +14,11 @@ features-mode checkpoint names its cascade factory), does not rebuild a learner 
 :data:`MAX_STAGES` stages, and escapes the control characters of what it prints. Where it does not
 rebuild the learner, the row holds what the counts alone say (no chosen depth) and ``note`` says
 why.
+
+A service with ``--key-from`` checkpoints each key's learner as a record of its own: a partition's
+row then shows its pool (the counts of all its keys) and ``keys``, its live keys at the checkpoint;
+``--key K`` (:func:`key_status`) shows the learner of key ``K`` instead, in each partition that
+holds it.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from typing import Any
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies.learning_state import depth_mix, disagreement_ratio
 from uss_stream_kafka.clients.config import ClientConfig
-from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore
+from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore, KeyCheckpoint, key_record_key
 
-__all__ = ["MAX_STAGES", "format_table", "group_status", "partition_status", "printable"]
+__all__ = ["MAX_STAGES", "format_table", "group_status", "key_status", "partition_status", "printable"]
 
 #: The most stages of a learner ``status`` rebuilds from a checkpoint (the time and memory it takes grow
 #: with stages²); a record that names more is reported by its counts alone.
@@ -45,22 +50,93 @@ def group_status(
     group_id: str,
     library: str = "kafka-python",
     timeout: float = 30.0,
+    key: str | None = None,
 ) -> list[dict[str, Any]]:
     """One row per input partition with a checkpoint of ``group_id`` in ``state_topic`` (empty: none).
 
-    Raises ``ValueError`` if the state topic does not exist, ``TimeoutError`` if it cannot be read
-    to its end within ``timeout`` seconds.
+    With ``key`` (``--key-from`` services): one row per partition whose keys hold ``key``, its
+    learner's (:func:`key_status`). Raises ``ValueError`` if the state topic does not exist,
+    ``TimeoutError`` if it cannot be read to its end within ``timeout`` seconds.
     """
     store = CheckpointStore(state_topic, client.kafka_kwargs("status-reader"), timeout, library)
     try:
         store.refresh()
         checkpoints = [c for c in store.checkpoints() if c.group_id == group_id]
+        checkpoints.sort(key=lambda c: (c.topic, c.partition))
+        saved: dict[tuple[str, int], bytes] = {}
+        if key is not None:
+            for checkpoint in checkpoints:
+                store.want(checkpoint.topic, [checkpoint.partition], only=key)
+            store.refresh()
+            for checkpoint in checkpoints:
+                value = store.key_records(checkpoint.topic, checkpoint.partition).get(key)
+                if value is not None:
+                    saved[checkpoint.topic, checkpoint.partition] = value
     finally:
         store.close()
     now = time.time()
     processors: dict[str, Any] = {}
-    checkpoints.sort(key=lambda c: (c.topic, c.partition))
-    return [partition_status(checkpoint, now, processors) for checkpoint in checkpoints]
+    if key is None:
+        return [partition_status(checkpoint, now, processors) for checkpoint in checkpoints]
+    return [
+        key_status(checkpoint, key, saved[checkpoint.topic, checkpoint.partition], now, processors)
+        for checkpoint in checkpoints
+        if (checkpoint.topic, checkpoint.partition) in saved
+    ]
+
+
+def key_status(
+    checkpoint: Checkpoint, key: str, value: bytes, now: float, processors: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The row of one key's learner: its checkpoint ``value`` with its partition's ``checkpoint``.
+
+    The learner's quantities under the metrics' names (its own round, depth mix and disagreement
+    rates; the depth it would choose with its partition's pool), the offset its checkpoint covers
+    and the checkpoint's age.
+
+    Examples
+    --------
+    >>> from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
+    >>> processor = KeyedOutputsProcessor([0.0, 0.25, 0.5], policy="fixed:depth=2", key_from="site")
+    >>> learner = processor.new_learner()
+    >>> values = [b'{"id": %d, "site": "%s", "outputs": [1, 0, 1]}' % (i, b"ab"[i % 2 : i % 2 + 1])
+    ...           for i in range(5)]
+    >>> _ = learner.process_values(values, None, None, 1000)
+    >>> partition = Checkpoint(topic="events", partition=0, offset=5, state=learner.state_dict(),
+    ...                        group_id="g", processor=processor.describe(), written_at=100.0)
+    >>> saved = KeyCheckpoint("events", 0, "a", 5, learner.policy.key_state("a"), "g", 101.0)
+    >>> row = key_status(partition, "a", saved.to_bytes(), now=102.5)
+    >>> row.get("note")
+    >>> row["key"], row["policy_round"], row["depth_mix"], row["chosen_depth"], row["checkpoint_age_seconds"]
+    ('a', 3, [0, 3, 0], 2, 1.5)
+
+    """
+    row: dict[str, Any] = {"topic": checkpoint.topic, "partition": checkpoint.partition, "key": key}
+    try:
+        saved = KeyCheckpoint.from_record(key_record_key(checkpoint.topic, checkpoint.partition, key), value)
+        row["offset"] = saved.offset
+        row["checkpoint_age_seconds"] = round(max(0.0, now - saved.written_at), 3)
+        learner = _learner(checkpoint, processors)
+        learner.load_state_dict(checkpoint.state)
+        refused = learner.load_keys({key: (saved.state, None)})
+        if refused:
+            raise ValueError(refused[key])
+        row.update(learner.key_learning_state(key))
+    except Exception as error:  # an unusable checkpoint is reported, not fatal to the others
+        row.setdefault("offset", checkpoint.offset)
+        row.setdefault("checkpoint_age_seconds", round(max(0.0, now - checkpoint.written_at), 3))
+        row["note"] = str(error) if isinstance(error, _NotRebuilt) else f"{type(error).__name__}: {error}"
+    return row
+
+
+def _learner(checkpoint: Checkpoint, processors: dict[str, Any] | None) -> Any:
+    """A new learner of the processor ``checkpoint`` describes (``processors`` caches them)."""
+    description = checkpoint.processor
+    cache = {} if processors is None else processors
+    name = json.dumps(description, sort_keys=True)
+    if name not in cache:
+        cache[name] = _processor(description)
+    return cache[name].new_learner()
 
 
 def partition_status(
@@ -93,14 +169,12 @@ def partition_status(
         "mode": description.get("mode"),
         "policy": description.get("policy") or description.get("factory"),
     }
-    cache = {} if processors is None else processors
-    key = json.dumps(description, sort_keys=True)
     try:
-        if key not in cache:
-            cache[key] = _processor(description)
-        learner = cache[key].new_learner()
+        learner = _learner(checkpoint, processors)
         learner.load_state_dict(checkpoint.state)
         row.update(learner.learning_state())
+        if getattr(learner, "keyed", False):  # its keys are records of their own: --key K shows one
+            row["keys"] = checkpoint.state.get("keys")
     except Exception as error:  # an unusable checkpoint is reported, not fatal to the others
         row.update(_counts_only(checkpoint.state))
         row["note"] = str(error) if isinstance(error, _NotRebuilt) else f"{type(error).__name__}: {error}"
@@ -125,6 +199,12 @@ def _processor(description: dict[str, Any]) -> Any:
     if isinstance(costs, list) and len(costs) > MAX_STAGES:
         raise _NotRebuilt(
             f"{len(costs)} stage costs: status rebuilds learners of at most {MAX_STAGES} stages"
+        )
+    if mode == "outputs" and description.get("key_from") is not None:
+        from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
+
+        return KeyedOutputsProcessor(
+            description["stage_costs"], policy=policy, key_from=description["key_from"]
         )
     if mode == "outputs":
         return OutputsProcessor(description["stage_costs"], alpha=None if policy else alpha, policy=policy)
@@ -156,7 +236,7 @@ def _counts_only(state: dict[str, Any]) -> dict[str, Any]:
 
 #: The table's columns: heading and how a row shows it.
 _COLUMNS = (
-    ("partition", lambda r: f"{r['topic']}/{r['partition']}"),
+    ("partition", lambda r: f"{r['topic']}/{r['partition']}" + (f" key {r['key']}" if "key" in r else "")),
     ("offset", lambda r: str(r["offset"])),
     ("round", lambda r: _shown(r.get("policy_round"))),
     ("depth mix", lambda r: _mix(r.get("depth_mix"))),
@@ -165,6 +245,7 @@ _COLUMNS = (
     ("WD", lambda r: _shown(r.get("wd_verdict"))),
     ("labels req/ans/exp", lambda r: _labels(r)),
     ("pending", lambda r: _shown(r.get("pending_decisions"))),
+    ("keys", lambda r: _shown(r.get("keys"))),
     ("age", lambda r: f"{r['checkpoint_age_seconds']:.1f}s"),
 )
 
@@ -179,9 +260,12 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     in/0       10      10     50%/0%/50%   1       1-2=0.200     -   -                   -        1.2s
 
     """
-    cells = [[heading for heading, _ in _COLUMNS]]
-    cells += [[printable(show(r)) for _, show in _COLUMNS] for r in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS))]
+    columns = [
+        (heading, show) for heading, show in _COLUMNS if heading != "keys" or any("keys" in r for r in rows)
+    ]
+    cells = [[heading for heading, _ in columns]]
+    cells += [[printable(show(r)) for _, show in columns] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
     lines += [printable(f"{r['topic']}/{r['partition']}: {r['note']}") for r in rows if r.get("note")]
     return "\n".join(lines)

@@ -22,12 +22,21 @@ metric                                                         type       meanin
 ``uss_kafka_labels_expired_total{partition}``                  counter    label requests expired
 ``uss_kafka_pending_decisions{partition}``                     gauge      orchestration: awaiting reports
 ``uss_kafka_report_delay_seconds``                             histogram  orchestration: decision to report
+``uss_kafka_keys_active{partition}``                           gauge      ``--key-from``: live keys
+``uss_kafka_keys_created_total{partition}``                    counter    ``--key-from``: keys created
+``uss_kafka_keys_evicted_total{partition}``                    counter    ``--key-from``: keys evicted
+``uss_kafka_keys_by_depth{partition,depth}``                   gauge      ``--key-from``: keys by depth
+``uss_kafka_keys_wd_violated{partition}``                      gauge      ``--key-from``: WD violated
 =============================================================  =========  ==================================
 
 The pairs of ``uss_kafka_disagreement_ratio`` grow as ``K²``: with at most
 :data:`ALL_PAIRS_UP_TO` stages every pair ``i < j`` is exported, with more only the adjacent pairs
 ``i-(i+1)`` and the pairs with the last stage ``i-K`` (``2K - 3`` per partition, see
 :func:`exported_pairs`), so that the series stay linear in ``K``.
+
+A keyed learner (``--key-from``) reports its keys in its learning state (``"keys"``), with one
+series per partition and depth, never one per key (a fleet has unbounded keys; Prometheus
+wants bounded label sets).
 """
 
 from __future__ import annotations
@@ -212,7 +221,44 @@ class LearningMetrics(Collector):
         for name, documentation in _LABEL_COUNTERS:
             counts = {p: s[name] for p, s in states.items() if s.get(name) is not None}
             yield _counter(name.removesuffix("_total"), documentation, counts)
+        yield from _keys_families({p: s["keys"] for p, s in states.items() if s.get("keys") is not None})
         yield from self.report_delay.collect()
+
+
+def _keys_families(keys: Mapping[int, dict[str, Any]]) -> Iterator[Metric]:
+    """The ``uss_kafka_keys_*`` families of keyed learners' ``keys`` summaries, by partition."""
+    if not keys:
+        return
+    active = GaugeMetricFamily("uss_kafka_keys_active", "Keys with a live learner.", labels=["partition"])
+    violated = GaugeMetricFamily(
+        "uss_kafka_keys_wd_violated",
+        "Keys whose labels say weak dominance is violated (their WD verdict).",
+        labels=["partition"],
+    )
+    by_depth = GaugeMetricFamily(
+        "uss_kafka_keys_by_depth",
+        "Live keys by the depth (1-based) they chose last.",
+        labels=["partition", "depth"],
+    )
+    for partition, summary in sorted(keys.items()):
+        label = str(partition)
+        active.add_metric([label], summary["active"])
+        violated.add_metric([label], summary["wd_violated"])
+        for depth, count in enumerate(summary["depth_mix"], start=1):
+            by_depth.add_metric([label, str(depth)], count)
+    yield active
+    yield _counter(
+        "keys_created",
+        "Keys created (a first event, or the first after an eviction).",
+        {p: s["created"] for p, s in keys.items()},
+    )
+    yield _counter(
+        "keys_evicted",
+        "Keys evicted (least recently used, or idle past --key-ttl).",
+        {p: s["evicted"] for p, s in keys.items()},
+    )
+    yield by_depth
+    yield violated
 
 
 def _counter(name: str, documentation: str, values: Mapping[int, float]) -> CounterMetricFamily:

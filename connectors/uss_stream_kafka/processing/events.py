@@ -65,6 +65,8 @@ REASONS = (
     "unknown_schema",  # a registry format: the registry has no schema of the record's id
     "out_of_range",  # features mode: a feature outside its declared range (--feature-range)
     "outlier",  # features mode: a feature far outside the range its accepted values have shown
+    "missing_key",  # --key-from: the record has no key, or the event no such field (or null)
+    "invalid_key",  # --key-from: a key that is not text (UTF-8, a string or an integer), empty or too long
 )
 
 #: The largest magnitude of a numeric feature (features mode): beyond it a value is refused, so that
@@ -235,7 +237,7 @@ class OutputsCodec:
 
     """
 
-    __slots__ = ("_costs", "_fast", "_n_stages", "_tails")
+    __slots__ = ("_costs", "_fast", "_keyed", "_n_stages", "_tails")
 
     #: Distinct (depth, prediction) decision tails kept encoded; labels are few in practice.
     MAX_CACHED_TAILS = 4096
@@ -247,6 +249,7 @@ class OutputsCodec:
         self._costs = [b""] + [json.dumps(float(c)).encode() for c in cumulative_costs]
         self._tails: dict[tuple[int, type, Any], bytes] = {}
         self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
+        self._keyed: dict[str, Any] = {}  # --key-from FIELD: msgspec decoders by field
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
@@ -299,12 +302,47 @@ class OutputsCodec:
         [None, InvalidEvent('missing_output: outputs[1] is NaN'), None]
 
         """
+        positions, ids, _, outputs, errors = self._decode(values, max_bytes, None)
+        return positions, ids, outputs, errors
+
+    def decode_keyed(
+        self, values: Sequence[bytes | None], max_bytes: int, source: Any
+    ) -> tuple[list[int], list[Any], list[str], list[Any], list[InvalidEvent | None]]:
+        """:meth:`decode_many` with each valid event's key, the top-level field ``source.field``
+        (a :class:`~uss_stream_kafka.processing.keys.KeySource`): ``(positions, ids, keys, outputs,
+        errors)``. An event without a valid key is rejected (``missing_key``, ``invalid_key``) after
+        the event itself was found valid.
+
+        >>> from uss_stream_kafka.processing.keys import KeySource
+        >>> codec = OutputsCodec(2, [0.0, 0.1])
+        >>> positions, ids, keys, outputs, errors = codec.decode_keyed(
+        ...     [b'{"id": 1, "site": "a", "outputs": [1, 0]}', b'{"id": 2, "outputs": [1, 1]}',
+        ...      b'{"id": 3, "site": 7, "outputs": [0, 0]}'], 100, KeySource("site"))
+        >>> positions, keys, outputs, [e and e.reason for e in errors]
+        ([0, 2], ['a', '7'], [1, 0, 0, 0], [None, 'missing_key', None])
+
+        """
+        positions, ids, keys, outputs, errors = self._decode(values, max_bytes, source)
+        return positions, ids, keys, outputs, errors
+
+    def _decode(
+        self, values: Sequence[bytes | None], max_bytes: int, source: Any
+    ) -> tuple[list[int], list[Any], list[str], list[Any], list[InvalidEvent | None]]:
+        """:meth:`decode_many`, with the keys of ``source`` (a ``KeySource`` with a field) if given."""
+        from uss_stream_kafka.processing.keys import MAX_KEY_BYTES
+
         errors: list[InvalidEvent | None] = [None] * len(values)
         positions: list[int] = []
         ids: list[Any] = []
+        keys: list[str] = []
         outputs: list[Any] = []
-        keep_position, keep_id, keep_outputs = positions.append, ids.append, outputs.extend
-        fast = self._fast
+        keep_position, keep_id, keep_key, keep_outputs = (
+            positions.append,
+            ids.append,
+            keys.append,
+            outputs.extend,
+        )
+        fast = self._fast if source is None else self._keyed_decoder(source.field)
         n_stages = self._n_stages
         for position, value in enumerate(values):
             if (
@@ -319,23 +357,47 @@ class OutputsCodec:
                     pass
                 else:
                     row = event.outputs
-                    if len(row) == n_stages:
+                    if source is None and len(row) == n_stages:
                         keep_position(position)
                         keep_id(event.id)
+                        keep_outputs(row)
+                        continue
+                    # ASCII: a key's characters are its bytes (other keys take the exact path)
+                    key = None if source is None else event.key
+                    if len(row) == n_stages and type(key) is str and 0 < len(key) <= MAX_KEY_BYTES:
+                        keep_position(position)
+                        keep_id(event.id)
+                        keep_key(key)
                         keep_outputs(row)
                         continue
             if value is not None and len(value) > max_bytes:
                 errors[position] = oversize(value, max_bytes)
                 continue
             try:
-                event_id, row = self.decode(value)
+                document = _parse(value)
+                event_id, row = self._check(document)
+                if source is not None:
+                    keep_key(source.of_field(document))
             except InvalidEvent as error:
                 errors[position] = error
                 continue
             keep_position(position)
             keep_id(event_id)
             keep_outputs(row)
-        return positions, ids, outputs, errors
+        return positions, ids, keys, outputs, errors
+
+    def _keyed_decoder(self, field: str) -> Any:
+        """msgspec's decoder of a valid event with its key field (a string; other keys take the slow path)."""
+        decoders = self._keyed
+        if field not in decoders:
+            event = msgspec.defstruct(
+                "_FastKeyedEvent",
+                [("id", str | int), ("outputs", list[int | float | str | bool]), ("key", str)],
+                rename={"key": field},
+                gc=False,
+            )
+            decoders[field] = msgspec.json.Decoder(event).decode
+        return decoders[field]
 
     def _explain(self, document: Any) -> tuple[Any, list[Any]]:
         """The slow path: name what is wrong with the event (or accept it)."""

@@ -53,6 +53,30 @@ class BatchResult(NamedTuple):
     depths: list[int]
     errors: list[InvalidEvent | None]
 
+    @classmethod
+    def spread(
+        cls,
+        count: int,
+        positions: list[int],
+        payloads: list[bytes],
+        depths: list[int],
+        errors: list[InvalidEvent | None],
+    ) -> BatchResult:
+        """The result of ``count`` events of which those at ``positions`` were decided (``payloads``
+        and ``depths`` aligned with ``positions``), the others rejected (``errors``) or not answered.
+
+        >>> BatchResult.spread(3, [0, 2], [b"a", b"c"], [1, 2], [None, None, None])
+        BatchResult(payloads=[b'a', None, b'c'], depths=[1, 0, 2], errors=[None, None, None])
+        """
+        if len(positions) == count:
+            return cls(payloads, depths, errors)
+        every: list[bytes | None] = [None] * count
+        spread = [0] * count
+        for position, payload, depth in zip(positions, payloads, depths):
+            every[position] = payload
+            spread[position] = depth
+        return cls(every, spread, errors)
+
 
 @runtime_checkable
 class Learner(Protocol):
@@ -199,6 +223,11 @@ class OutputsProcessor:
             self.policy,
             "a restart must keep --stage-costs (use a new state topic)",
         )
+        if description.get("key_from") is not None:
+            raise ValueError(
+                f"it was written with --key-from {description['key_from']}, this service runs without: "
+                "a restart must keep the keys (use a new state topic to change them)"
+            )
 
 
 class OutputsLearner:
@@ -261,15 +290,9 @@ class OutputsLearner:
         )
         self._last_depth = decided[-1]
         self._window = next_window(len(decided), len(steps)) if steps else self._window
-        payloads = self._codec.encode_many(ids, decided, outputs)
-        if len(positions) == count:
-            return BatchResult(payloads, decided, errors)
-        every: list[bytes | None] = [None] * count
-        depths = [0] * count
-        for position, payload, depth in zip(positions, payloads, decided):
-            every[position] = payload
-            depths[position] = depth
-        return BatchResult(every, depths, errors)
+        return BatchResult.spread(
+            count, positions, self._codec.encode_many(ids, decided, outputs), decided, errors
+        )
 
     def learn(self, value: bytes | None) -> None:
         raise InvalidEvent(

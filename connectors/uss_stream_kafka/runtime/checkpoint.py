@@ -42,22 +42,34 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from uss_stream_kafka.clients.base import ClientError
 from uss_stream_kafka.exceptions import CheckpointError, NewerFormatError
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "KEY_CHECKPOINT_FORMAT",
     "Checkpoint",
     "CheckpointStore",
+    "KeyCheckpoint",
     "RestorePlan",
+    "key_record_key",
+    "key_values",
     "plan_restore",
+    "split_record_key",
     "unreachable",
 ]
 
 CHECKPOINT_FORMAT = "uss-stream/kafka-checkpoint/v1"
+#: The format of a key's checkpoint (``--key-from``): :class:`KeyCheckpoint`.
+KEY_CHECKPOINT_FORMAT = "uss-stream/kafka-key-checkpoint/v1"
+
+_encode = msgspec.json.Encoder().encode
 
 #: The largest number a restored learner state may hold: ``2**52``, half of the largest exact count
 #: (:data:`uss_stream.core.schema.MAX_COUNT`), so that a restored learner has as much left to count on.
@@ -120,20 +132,7 @@ class Checkpoint:
     @classmethod
     def from_record(cls, key: bytes | None, value: bytes) -> Checkpoint:
         """Parse and check a checkpoint record; raises ``ValueError`` naming the problem."""
-        try:
-            document = json.loads(value, object_pairs_hook=_unique_keys)
-        except ValueError as error:
-            raise ValueError(f"checkpoint is not JSON: {error}") from None
-        except RecursionError:
-            raise ValueError("checkpoint is JSON nested too deeply to decode") from None
-        if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
-            found = document.get("format") if isinstance(document, dict) else None
-            if is_newer_format(found, CHECKPOINT_FORMAT):
-                raise NewerFormatError(
-                    f"checkpoint has format {found!r}, written by a newer uss-stream than this one "
-                    f"({CHECKPOINT_FORMAT!r}): upgrade, or use a new state topic"
-                )
-            raise ValueError(f"checkpoint does not have format {CHECKPOINT_FORMAT!r}")
+        document = _document(value, CHECKPOINT_FORMAT, "checkpoint")
         topic, partition, offset = document.get("topic"), document.get("partition"), document.get("offset")
         if not isinstance(topic, str) or not _is_count(partition) or not _is_count(offset):
             raise ValueError(
@@ -141,15 +140,7 @@ class Checkpoint:
             )
         if key is not None and key != checkpoint_key(topic, partition):
             raise ValueError(f"checkpoint for {topic}/{partition} stored under key {key!r}")
-        state = document.get("state")
-        if not isinstance(state, dict):
-            raise ValueError("checkpoint 'state' must be a JSON object")
-        largest = _largest_number(state)
-        if largest > MAX_LOADED_COUNT:
-            raise ValueError(
-                f"checkpoint 'state' holds the number {largest!r}, above 2**52: no room left to count on "
-                "(counts stay exact up to 2**53)"
-            )
+        state = _checked_state(document.get("state"), "checkpoint")
         processor = document.get("processor") or {}
         written_at = document.get("written_at", 0.0)
         if not isinstance(processor, dict):
@@ -171,6 +162,138 @@ class Checkpoint:
         )
 
 
+@dataclass(frozen=True)
+class KeyCheckpoint:
+    """The learner of one key of an input partition (``--key-from``) and the partition offset it covers.
+
+    Each key's learner is its own record of the state topic, so that compaction keeps one record
+    per key and a tombstone (a null value under :attr:`record_key`) deletes an evicted key's. The
+    partition's :class:`Checkpoint` holds what is not per key (the pooled counts). ``offset`` is
+    the partition's next offset when the record was written: the key's learner has seen every
+    event of the key below it, and none above.
+
+    Examples
+    --------
+    >>> saved = KeyCheckpoint(topic="events", partition=3, key="site/7", offset=5000,
+    ...                       state={"stats": {}}, group_id="uss", written_at=1.0)
+    >>> saved.record_key
+    b'events/3/site/7'
+    >>> KeyCheckpoint.from_record(saved.record_key, saved.to_bytes()) == saved
+    True
+    >>> KeyCheckpoint.from_record(b"events/4/site/7", saved.to_bytes(), expected=("events", 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: key checkpoint of events/3 stored under key b'events/4/site/7'
+
+    """
+
+    topic: str
+    partition: int
+    key: str
+    offset: int
+    state: dict[str, Any]
+    group_id: str = ""
+    written_at: float = 0.0
+
+    @property
+    def record_key(self) -> bytes:
+        """The record key: ``"<topic>/<partition>/<key>"``."""
+        return key_record_key(self.topic, self.partition, self.key)
+
+    def to_bytes(self) -> bytes:
+        """The record value (compact JSON)."""
+        return key_values(self.offset, self.group_id, self.written_at, [self.state])[0]
+
+    @classmethod
+    def from_record(
+        cls, record_key: bytes, value: bytes, expected: tuple[str, int] | None = None
+    ) -> KeyCheckpoint:
+        """Parse and check a key checkpoint stored under ``record_key``; ``ValueError`` naming the problem.
+
+        ``expected``: the input topic and partition the record must belong to.
+        """
+        topic, partition, key = split_record_key(record_key)
+        if key is None:
+            raise ValueError(f"{record_key!r} is the key of a partition's checkpoint, not of a key's")
+        if expected is not None and (topic, partition) != expected:
+            raise ValueError(f"key checkpoint of {expected[0]}/{expected[1]} stored under key {record_key!r}")
+        document = _document(value, KEY_CHECKPOINT_FORMAT, "key checkpoint")
+        offset, written_at = document.get("offset"), document.get("written_at", 0.0)
+        if not _is_count(offset):
+            raise ValueError(f"key checkpoint 'offset' must be an integer >= 0, got {offset!r}")
+        if isinstance(written_at, bool) or not isinstance(written_at, (int, float)):
+            raise ValueError("key checkpoint 'written_at' must be a number")
+        return cls(
+            topic=topic,
+            partition=partition,
+            key=key,
+            offset=offset,
+            state=_checked_state(document.get("state"), "key checkpoint"),
+            group_id=str(document.get("group_id", "")),
+            written_at=float(written_at),
+        )
+
+
+def key_values(
+    offset: int, group_id: str, written_at: float, states: Iterable[dict[str, Any]]
+) -> list[bytes]:
+    """The record values of keys' checkpoints of one partition at ``offset``: one per key ``state``.
+
+    A checkpoint writes one per changed key: the envelope is formatted once and each state is
+    encoded by msgspec (several times faster than ``json.dumps``).
+
+    >>> key_values(12, "uss", 1.5, [{"n": 1}])
+    [b'{"format":"uss-stream/kafka-key-checkpoint/v1","offset":12,"group_id":"uss","written_at":1.5,"state":{"n":1}}']
+    """
+    head = (
+        _encode(
+            {
+                "format": KEY_CHECKPOINT_FORMAT,
+                "offset": offset,
+                "group_id": group_id,
+                "written_at": written_at,
+            }
+        )[:-1]
+        + b',"state":'
+    )
+    return [head + _encode(state) + b"}" for state in states]
+
+
+def key_record_key(topic: str, partition: int, key: str) -> bytes:
+    """``b"<topic>/<partition>/<key>"``: the record key of a key's checkpoint (the key may hold ``/``).
+
+    >>> key_record_key("events", 0, "a/b")
+    b'events/0/a/b'
+    """
+    return f"{topic}/{partition}/{key}".encode()
+
+
+def split_record_key(record_key: bytes) -> tuple[str, int, str | None]:
+    """``(topic, partition, key)`` of a state record's key; ``key`` is ``None`` for a partition's checkpoint.
+
+    Topic names cannot hold ``/``, so the first ``/`` ends the topic and the second the partition.
+    Raises ``ValueError`` for a key of neither form.
+
+    >>> split_record_key(b"events/3"), split_record_key(b"events/3/site/7")
+    (('events', 3, None), ('events', 3, 'site/7'))
+    >>> split_record_key(b"events")
+    Traceback (most recent call last):
+    ...
+    ValueError: state record key b'events' is neither <topic>/<partition> nor <topic>/<partition>/<key>
+    """
+    try:
+        text = record_key.decode()
+        topic, rest = text.split("/", 1)
+        partition, slash, key = rest.partition("/")
+        if topic and partition.isdigit() and partition.isascii() and (key or not slash):
+            return topic, int(partition), key if slash else None
+    except (UnicodeDecodeError, ValueError):
+        pass
+    raise ValueError(
+        f"state record key {record_key[:300]!r} is neither <topic>/<partition> nor <topic>/<partition>/<key>"
+    )
+
+
 def is_newer_format(found: Any, expected: str) -> bool:
     """Whether format string ``found`` is ``expected`` with a higher version number.
 
@@ -187,6 +310,42 @@ def is_newer_format(found: Any, expected: str) -> bool:
     stem, _, version = expected.rpartition("/v")
     found_stem, _, found_version = found.rpartition("/v")
     return found_stem == stem and found_version.isdigit() and int(found_version) > int(version)
+
+
+def _document(value: bytes, expected: str, what: str) -> dict[str, Any]:
+    """The JSON object of a state record of format ``expected``; ``ValueError`` naming ``what`` is wrong.
+
+    Raises :class:`NewerFormatError` for the same format with a higher version (written by a newer
+    uss-stream).
+    """
+    try:
+        document = json.loads(value, object_pairs_hook=_unique_keys)
+    except ValueError as error:
+        raise ValueError(f"{what} is not JSON: {error}") from None
+    except RecursionError:
+        raise ValueError(f"{what} is JSON nested too deeply to decode") from None
+    if not isinstance(document, dict) or document.get("format") != expected:
+        found = document.get("format") if isinstance(document, dict) else None
+        if is_newer_format(found, expected):
+            raise NewerFormatError(
+                f"{what} has format {found!r}, written by a newer uss-stream than this one "
+                f"({expected!r}): upgrade, or use a new state topic"
+            )
+        raise ValueError(f"{what} does not have format {expected!r}")
+    return document
+
+
+def _checked_state(state: Any, what: str) -> dict[str, Any]:
+    """A record's learner ``state``: a JSON object with room left to count on (else ``ValueError``)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{what} 'state' must be a JSON object")
+    largest = _largest_number(state)
+    if largest > MAX_LOADED_COUNT:
+        raise ValueError(
+            f"{what} 'state' holds the number {largest!r}, above 2**52: no room left to count on "
+            "(counts stay exact up to 2**53)"
+        )
+    return state
 
 
 def checkpoint_key(topic: str, partition: int) -> bytes:
@@ -430,7 +589,12 @@ class CheckpointStore:
     """Reads the state topic (a consumer without group) and writes to it (the service's producer).
 
     The reader keeps its position: each :meth:`refresh` reads only what was appended since, up to
-    the end offsets at the time of the call, and keeps the last checkpoint per key.
+    the end offsets at the time of the call, and keeps the last checkpoint per partition key.
+
+    Keys' checkpoints (:class:`KeyCheckpoint`, ``--key-from``) are many: the store keeps them only
+    for the input partitions it is told to :meth:`want` (a restore), as the records' raw values,
+    until it is told to :meth:`release` them. A partition wanted anew makes the next refresh read
+    the topic from its beginning again (its keys' records were skipped before).
 
     Parameters
     ----------
@@ -476,14 +640,42 @@ class CheckpointStore:
         self._consumer.seek_to_beginning(self._partitions)
         self._latest: dict[bytes, Checkpoint] = {}
         self._newer: dict[bytes, str] = {}  # keys whose last record has a newer format: why
+        # Keys' checkpoints of the wanted input partitions: (topic, partition) -> key -> raw value.
+        self._keys: dict[tuple[str, int], dict[str, bytes]] = {}
+        self._from_start = False  # a partition is wanted whose keys' records were skipped
+        self._only: str | None = None  # the one key kept (uss-stream kafka status --key)
+
+    def want(self, topic: str, partitions: Iterable[int], only: str | None = None) -> None:
+        """Keep the keys' checkpoints of input ``partitions`` of ``topic`` from the next
+        :meth:`refresh` on (``only``: of this key alone)."""
+        self._only = only
+        for partition in partitions:
+            if (topic, partition) not in self._keys:
+                self._keys[topic, partition] = {}
+                self._from_start = True
+
+    def release(self, topic: str, partitions: Iterable[int]) -> None:
+        """Forget (and stop keeping) the keys' checkpoints of input ``partitions`` of ``topic``."""
+        for partition in partitions:
+            self._keys.pop((topic, partition), None)
+
+    def key_records(self, topic: str, partition: int) -> dict[str, bytes]:
+        """The last record value of every key of a wanted input partition (tombstoned keys left out)."""
+        return dict(self._keys.get((topic, partition), {}))
 
     def refresh(self) -> None:
-        """Read the state topic up to its current end."""
+        """Read the state topic up to its current end (from its beginning, if a partition is wanted anew)."""
         consumer = self._consumer
+        if self._from_start:
+            consumer.seek_to_beginning(self._partitions)
+            for kept in self._keys.values():
+                kept.clear()
+            self._from_start = False
         end = consumer.end_offsets(self._partitions)
         deadline = time.monotonic() + self.timeout
         while any(consumer.position(tp) < end[tp] for tp in self._partitions):
             if time.monotonic() > deadline:
+                self._from_start = bool(self._keys)  # what was kept is incomplete: read it all again
                 raise TimeoutError(
                     f"could not read state topic {self.topic!r} to its end within {self.timeout}s"
                 )
@@ -496,6 +688,9 @@ class CheckpointStore:
         for key, value, offset in zip(records.keys, records.values, records.offsets):
             if key is None:
                 log.warning("ignoring a record without key at %s/%d@%d", self.topic, partition, offset)
+                continue
+            if key.count(b"/") > 1:
+                self._apply_key(key, value)
                 continue
             self._newer.pop(key, None)
             # The last record of a key is its checkpoint (compaction keeps no other): an invalid
@@ -517,8 +712,24 @@ class CheckpointStore:
                     error,
                 )
 
+    def _apply_key(self, record_key: bytes, value: bytes | None) -> None:
+        """Keep a key's checkpoint (``value``, ``None``: deleted) if its input partition is wanted."""
+        if not self._keys:
+            return
+        try:
+            topic, partition, key = split_record_key(record_key)
+        except ValueError:
+            return  # not a key of this service's; a restore names what it cannot load
+        kept = self._keys.get((topic, partition))
+        if kept is None or (self._only is not None and key != self._only):
+            return
+        if value is None:
+            kept.pop(key, None)
+        else:
+            kept[key] = value
+
     def checkpoints(self) -> list[Checkpoint]:
-        """The last checkpoint read for every key."""
+        """The last checkpoint read for every input partition."""
         return list(self._latest.values())
 
     def get(self, topic: str, partition: int) -> Checkpoint | None:

@@ -32,7 +32,7 @@ from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.librdkafka_config import kafka_python_name
 from uss_stream_kafka.exceptions import DeliveryError
-from uss_stream_kafka.runtime.checkpoint import Checkpoint
+from uss_stream_kafka.runtime.checkpoint import Checkpoint, key_record_key, key_values
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext
 
 __all__ = [
@@ -405,6 +405,9 @@ class Committer:
             return False
         self.in_transaction = False
         self._replaced_since_commit = False
+        for state in states:
+            if getattr(state.learner, "keyed", False):
+                state.learner.committed()  # the rewind point of its keys
         for checkpoint in written:
             state = context.partitions[clients.TopicPartition(checkpoint.topic, checkpoint.partition)]
             state.base = (checkpoint.offset, checkpoint.state)
@@ -462,7 +465,12 @@ class Committer:
             self.begin()
             written_at = time.time()
             description = context.processor.describe()
+            keys_written = 0
             for state in changed:
+                if getattr(state.learner, "keyed", False):
+                    # The keys first, the partition's record last: a restore finds every key a
+                    # partition's checkpoint covers (at-least-once writes them in this order).
+                    keys_written += self._write_keys(state, written_at)
                 checkpoint = Checkpoint(
                     topic=state.tp.topic,
                     partition=state.tp.partition,
@@ -482,10 +490,32 @@ class Committer:
             for state in changed:
                 state.checkpointed = state.next_offset
                 state.labels_checkpointed = state.labels_offset
+                if getattr(state.learner, "keyed", False):
+                    state.learner.checkpointed()
             context.summary.checkpoints += len(changed)
+            context.summary.key_checkpoints += keys_written
             context.metrics.checkpointed(len(changed))
         self.schedule.checkpointed(now)
         return written
+
+    def _write_keys(self, state: PartitionState, written_at: float) -> int:
+        """Send the checkpoint of every key of ``state`` whose learner changed since the last one,
+        and a tombstone for every key evicted since; returns how many records were sent."""
+        topic, partition = state.tp.topic, state.tp.partition
+        changed: list[str] = []
+        states: list[dict[str, Any]] = []
+        deleted: list[str] = []
+        for key, key_state in state.learner.changed_states():
+            if key_state is None:  # evicted: its record is deleted
+                deleted.append(key)
+            else:
+                changed.append(key)
+                states.append(key_state)
+        keys = [key_record_key(topic, partition, key) for key in (*changed, *deleted)]
+        if keys:
+            values = key_values(state.next_offset, self.context.group_id, written_at, states)
+            self.producer.send_many(self.context.topics.state, [*values, *[None] * len(deleted)], keys)
+        return len(keys)
 
     @staticmethod
     def offsets(states: Iterable[PartitionState | LabelsPartitionState]) -> dict[Any, int]:

@@ -55,6 +55,7 @@ class RunSummary:
     dead_letters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     commits: int = 0
     checkpoints: int = 0
+    key_checkpoints: int = 0  # --key-from: keys' checkpoints and tombstones written
     restored: list[str] = field(default_factory=list)
     aborts: int = 0
     producer_replacements: int = 0

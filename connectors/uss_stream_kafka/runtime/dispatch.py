@@ -174,7 +174,10 @@ class Dispatcher:
             records = records[cut:]
         values = records.values
         start = time.perf_counter_ns()
-        payloads, depths, errors = state.learner.process_batch(values, self.max_input_bytes)
+        if getattr(state.learner, "keyed", False):  # --key-from: the records' keys say whose learner
+            payloads, depths, errors = state.learner.process_records(records, values, self.max_input_bytes)
+        else:
+            payloads, depths, errors = state.learner.process_batch(values, self.max_input_bytes)
         self._timings.append((time.perf_counter_ns() - start, len(values)))
         keys = records.keys
         carried = carried_headers(records.headers, self._carried)
@@ -204,7 +207,10 @@ class Dispatcher:
 
     def _replay(self, state: PartitionState, records: Records) -> None:
         """Feed records whose results were already delivered to the learner, producing nothing."""
-        state.learner.process_batch(records.values, self.max_input_bytes)
+        if getattr(state.learner, "keyed", False):
+            state.learner.process_records(records, records.values, self.max_input_bytes)
+        else:
+            state.learner.process_batch(records.values, self.max_input_bytes)
         state.next_offset = records.next_offset
         self.context.summary.replayed += len(records)
         self.context.metrics.replayed.inc(len(records))

@@ -238,6 +238,9 @@ class Recovery:
         consumer = context.consumer
         topics = context.topics
         store = self.store
+        keyed = getattr(context.processor, "keyed", False)
+        if keyed:  # --key-from: the keys' checkpoints of these partitions are read too
+            store.want(topics.input, [tp.partition for tp in pending])
         try:
             store.refresh()
             starts = consumer.beginning_offsets(pending)
@@ -256,8 +259,15 @@ class Recovery:
         lags: dict[int, int] = {}
         for tp in pending:
             learner, checkpoint, plan = self.planner.plan(
-                tp, store.get(tp.topic, tp.partition), committed=committed[tp], start=starts[tp], end=ends[tp]
+                tp,
+                store.get(tp.topic, tp.partition),
+                committed=committed[tp],
+                start=starts[tp],
+                end=ends[tp],
+                keys=store.key_records(tp.topic, tp.partition) if keyed else None,
             )
+            if keyed:
+                learner.transactional = self.committer.exactly_once  # keeps what a rewind undoes
             labels_from = self._restore_models(learner, tp, checkpoint if plan.use_checkpoint else None)
             seek = plan.seek
             if seek is None and self.committer.exactly_once:
@@ -303,6 +313,8 @@ class Recovery:
                     to_resume.append(labels_tp)
             consumer.resume(to_resume)
             restored.append(restored_line(tp, checkpoint, plan, labels_from))
+        if keyed:
+            store.release(topics.input, [tp.partition for tp in pending])
         self._resume_orphans()
         context.summary.record_restored(restored)
         with context.lock:
@@ -377,9 +389,12 @@ class Recovery:
             self.committer.rewind_needed = False
             for state in context.partitions.values():
                 offset, learner_state = state.base
-                state.learner = context.processor.new_learner()
-                if learner_state is not None:
-                    state.learner.load_state_dict(learner_state)
+                if getattr(state.learner, "keyed", False):
+                    state.learner.rewind()  # its keys and pool as the last committed transaction left them
+                else:
+                    state.learner = context.processor.new_learner()
+                    if learner_state is not None:
+                        state.learner.load_state_dict(learner_state)
                 if self.labels_log is not None or self.labels_in_state:
                     self._rebuild_models(state, state.labels_base)
                 consumer.seek(state.tp, offset)

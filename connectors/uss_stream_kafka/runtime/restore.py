@@ -12,13 +12,20 @@ learner (an invalid one is ignored with a warning) and asks
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from uss_stream_kafka.clients import ClientError
 from uss_stream_kafka.exceptions import CheckpointError
-from uss_stream_kafka.runtime.checkpoint import Checkpoint, RestorePlan, plan_restore
+from uss_stream_kafka.runtime.checkpoint import (
+    Checkpoint,
+    KeyCheckpoint,
+    RestorePlan,
+    key_record_key,
+    plan_restore,
+)
 
-__all__ = ["RestorePlanner", "keep_membership", "restored_line"]
+__all__ = ["RestorePlanner", "keep_membership", "load_keys", "restored_line"]
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -85,12 +92,21 @@ class RestorePlanner:
         self.exactly_once = exactly_once
 
     def plan(
-        self, tp: Any, checkpoint: Checkpoint | None, *, committed: int | None, start: int, end: int
+        self,
+        tp: Any,
+        checkpoint: Checkpoint | None,
+        *,
+        committed: int | None,
+        start: int,
+        end: int,
+        keys: Mapping[str, bytes] | None = None,
     ) -> tuple[Any, Checkpoint | None, RestorePlan]:
         """The learner ``tp`` restores to, its checkpoint (``None`` if refused) and its plan.
 
         ``committed`` is the group's committed offset of ``tp`` (``None``: none), ``start`` and
         ``end`` its log's first and end offsets. The learner is new unless ``plan.use_checkpoint``.
+        ``keys``: a keyed learner's keys' checkpoints (record values by key, ``--key-from``), loaded
+        with the partition's checkpoint (:func:`load_keys`).
 
         Raises
         ------
@@ -120,6 +136,8 @@ class RestorePlanner:
             raise CheckpointError(f"{tp.topic}/{tp.partition}: {error}") from None
         if not plan.use_checkpoint:
             learner = self.processor.new_learner()
+        if keys is not None:
+            load_keys(learner, tp, keys, checkpoint if plan.use_checkpoint else None, self.group_id)
         if plan.warning:
             log.warning("%s/%d: %s", tp.topic, tp.partition, plan.warning)
         return learner, checkpoint, plan
@@ -149,6 +167,70 @@ class RestorePlanner:
             )
             return None
         return checkpoint
+
+
+def load_keys(
+    learner: Any, tp: Any, records: Mapping[str, bytes], checkpoint: Checkpoint | None, group_id: str
+) -> int:
+    """Load the keys' checkpoints ``records`` of ``tp`` into a keyed ``learner``; returns how many.
+
+    Without the partition's ``checkpoint`` (none, refused, or not trusted: the learner is rebuilt
+    from the log) no key is loaded, and every key's record is deleted at the next checkpoint
+    unless the key is live again by then. So is a key's record that is invalid, or written by
+    another group (one warning says how many, and names the first). A key's checkpoint ahead of the
+    partition's (at-least-once: a crash while a checkpoint was being written) is loaded with its
+    offset: its key's events below it are not counted again.
+
+    Examples
+    --------
+    >>> from uss_stream_kafka.clients import TopicPartition
+    >>> from uss_stream_kafka.runtime.checkpoint import KeyCheckpoint
+    >>> class Learner:  # what load_keys asks of a keyed learner
+    ...     def __init__(self): self.keys, self.stale = {}, set()
+    ...     def load_keys(self, saved): self.keys.update(saved); return {}
+    ...     def forget(self, keys): self.stale.update(keys)
+    >>> tp = TopicPartition("events", 0)
+    >>> saved = KeyCheckpoint("events", 0, "a", 40, {"n": 1}, "uss").to_bytes()
+    >>> ahead = KeyCheckpoint("events", 0, "c", 60, {"n": 2}, "uss").to_bytes()
+    >>> checkpoint = Checkpoint("events", 0, 50, {}, "uss")
+    >>> learner = Learner()
+    >>> load_keys(learner, tp, {"a": saved, "b": b"not json", "c": ahead}, checkpoint, "uss")
+    2
+    >>> learner.keys, learner.stale
+    ({'a': ({'n': 1}, None), 'c': ({'n': 2}, 60)}, {'b'})
+    >>> load_keys(learner := Learner(), tp, {"a": saved}, None, "uss"), learner.stale   # rebuilt from the log
+    (0, {'a'})
+    """
+    if checkpoint is None:
+        learner.forget(records)
+        return 0
+    refused: dict[str, str] = {}
+    saved: dict[str, tuple[dict[str, Any], int | None]] = {}
+    where = (tp.topic, tp.partition)
+    for key, value in records.items():
+        try:
+            record = KeyCheckpoint.from_record(key_record_key(*where, key), value, expected=where)
+            if record.group_id and record.group_id != group_id:
+                raise ValueError(f"written by group {record.group_id!r}, not {group_id!r}")
+        except ValueError as error:
+            refused[key] = str(error)
+            continue
+        # Ahead of the partition's checkpoint: the key's events below its offset are counted.
+        saved[key] = (record.state, record.offset if record.offset > checkpoint.offset else None)
+    learner.forget(refused)
+    refused.update(learner.load_keys(saved))
+    if refused:
+        key, why = next(iter(refused.items()))
+        log.warning(
+            "%s/%d: ignoring %d invalid key checkpoint(s) (those keys start again from the pool; their "
+            "records are deleted at the next checkpoint); the first, key %r: %s",
+            tp.topic,
+            tp.partition,
+            len(refused),
+            key,
+            why,
+        )
+    return len(records) - len(refused)
 
 
 def keep_membership(consumer: Any) -> None:

@@ -55,6 +55,8 @@ def test_every_reason_of_outputs_mode_is_exercised():
         "unknown_schema",
         "out_of_range",  # features mode's guard: see test_feature_guard.py
         "outlier",
+        "missing_key",  # --key-from: see test_keys.py
+        "invalid_key",
     } - orchestration
 
 
