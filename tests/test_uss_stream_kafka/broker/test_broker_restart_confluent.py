@@ -19,13 +19,14 @@ from test_broker_restart import (  # noqa: F401  (the tests, their marks and the
 )
 from waiting import wait_until
 
+from tests import needs
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError, TopicPartition
 
 
 @pytest.fixture
 def kafka_client(request: pytest.FixtureRequest) -> str:
-    pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+    needs.module("confluent_kafka")
     if request.node.name == "test_the_service_rides_out_a_broker_restart":
         # Known issue (CHANGELOG): on a loaded machine librdkafka sometimes fences the static member
         # after the restart, and the replaced consumer has not decided every event within the
