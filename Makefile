@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs prometheus bench reproduce heldout soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce heldout soak mutants clean
 
 setup: $(VENV)/.installed
 
@@ -71,6 +71,12 @@ bench: setup
 soak: setup
 	SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_TERMS=5 SOAK_BROKER_RESTARTS=3 SOAK_RATE=5000 SOAK_TIMEOUT=5400 SOAK_LOG_DIR=out/soak \
 		$(BIN)/python -m pytest tests/test_uss_stream_kafka/broker/test_soak.py -s -p no:cacheprovider
+
+# Outside CI: one-line mutants of the reliability fixes (tests/mutants/*.toml), each applied to a
+# copy of the checkout and run against the unit tests named for it; fails if one survives.
+# MUTANTS=<file stem or name> picks some; MUTANTS_OPTIONS=--all runs the whole fast suite for each.
+mutants: setup
+	$(BIN)/python -m tests.mutants.run $(MUTANTS_OPTIONS) $(MUTANTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info site
