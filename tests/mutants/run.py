@@ -17,9 +17,9 @@ mutant is *killed* when a test fails, *survived* when they all pass, *stale* whe
 text is not in the file exactly once (the code moved: update the entry). The checkout itself is
 never modified. ``make mutants`` runs every mutant; the exit code is 0 only if all were killed.
 
-Usage: ``python -m tests.mutants.run [--all | --tests ID ...] [--list] [--jobs N] [SELECTOR ...]``
+Usage: ``python -m tests.mutants.run [--all | --tests ID,...] [--list] [--jobs N] [SELECTOR ...]``
 where a selector is a file stem (``deadletter``) or a full name (``deadletter/key-cut``);
-``--tests`` runs the given tests for every mutant (e.g. whole folders, to measure a suite).
+``--tests a,b`` runs the given tests for every mutant (e.g. whole folders, to measure a suite).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,8 +169,8 @@ def apply(copy: Path, mutant: Mutant, whole_suite: bool, jobs: int, timeout: flo
     finally:
         path.write_text(original)
     seconds = time.monotonic() - started
-    if code == 1:
-        failed = failed_tests(output)
+    failed = failed_tests(output)
+    if code == 1 or (code == 2 and failed):  # 2: xdist's -x interrupts the other workers
         return Outcome(mutant, "killed", failed[0] if failed else "", seconds, failed)
     if code == 0:
         return Outcome(mutant, "survived", "every named test passed", seconds)
@@ -199,14 +200,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.mutants.run", description=__doc__.split("\n")[0])
     parser.add_argument("selectors", nargs="*", help="mutant files (stems) or names; default: all")
     parser.add_argument("--all", action="store_true", help="run the whole fast suite for each mutant")
-    parser.add_argument("--tests", nargs="+", help="run these tests for each mutant instead of its own")
+    parser.add_argument("--tests", help="comma-separated tests (ids, files, folders) to run for every mutant")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--jobs", type=int, default=1, help="pytest-xdist workers per run (default 1)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant (default 900)")
     args = parser.parse_args(argv)
+    # SIGTERM ends the run like Ctrl-C: the running pytest is killed and the copy removed.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     mutants = select(load(), args.selectors)
     if args.tests:
-        mutants = [replace(mutant, tests=tuple(args.tests)) for mutant in mutants]
+        tests = tuple(test for test in args.tests.split(",") if test)
+        mutants = [replace(mutant, tests=tests) for mutant in mutants]
     if args.list:
         for mutant in mutants:
             print(f"{mutant.name}: {mutant.file}: {mutant.fix}")
