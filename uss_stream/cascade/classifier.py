@@ -336,13 +336,20 @@ class CascadeClassifier(base.Classifier):
         arrives transformed anew, so it is matched by its feature names, not its values). If that
         decision asked for its label (:attr:`label_requested`), ``y`` also goes to the policy; a
         label of a stepped event is counted for the WD monitor (:meth:`summary`). Nothing else of
-        the selection sees labels.
+        the selection sees labels. A stage that raises stops the training with a ``RuntimeError``
+        naming it (the stages before it have learned); the label then goes to no policy or count.
         """
-        if self._memo.decision is not None and y is not None and self._memo.same_keys(x):
+        labelled = self._memo.decision is not None and y is not None and self._memo.same_keys(x)
+        try:
+            learn(self._plan, x, y, **kwargs)
+        except BaseException:  # a stage failed: the policy does not take the label either
+            self._feedback.forget()
+            self._memo.forget()
+            raise
+        if labelled:
             self._feedback.learn(y)
         else:
             self._feedback.forget()
-        learn(self._plan, x, y, **kwargs)
         self._n_learned += 1
         self._memo.forget()
 

@@ -76,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, IsADirectoryError) as error:
         print(f"uss-stream {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:

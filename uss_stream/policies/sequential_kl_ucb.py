@@ -118,11 +118,9 @@ class SequentialKLUCB(Policy):
         super().__init__(stage_costs, discount=discount)
         if self.n_stages < 2:
             raise ValueError(f"stage_costs: a sequential policy needs at least 2 stages, got {self.n_stages}")
-        check_positive(alpha, "alpha")
-        check_positive(explore, "explore")
         self.n_bins = n_bins
-        self.alpha = alpha
-        self.explore = explore
+        self.alpha = check_positive(alpha, "alpha")
+        self.explore = check_positive(explore, "explore")
         self._contexts = ContextStats(self.n_stages, n_bins, self.discount)
         costs = list(stage_costs)
         # One USS-KL-UCB per (stage, bin) on stages s..K; stage s's own cost is sunk (0).
@@ -261,12 +259,13 @@ class SequentialKLUCB(Policy):
         confidence_rows = confidences.tolist()
         depths = np.empty(len(rows), dtype=np.int64)
         step = self.step
-        for t, (row, confidence_row) in enumerate(zip(rows, confidence_rows)):
-            self.begin()
-            j = 0
-            while step(row[j], confidence_row[j]):
-                j += 1
-            depths[t] = j + 1
+        with self._all_or_nothing():
+            for t, (row, confidence_row) in enumerate(zip(rows, confidence_rows)):
+                self.begin()
+                j = 0
+                while step(row[j], confidence_row[j]):
+                    j += 1
+                depths[t] = j + 1
         return depths
 
     # -- introspection ---------------------------------------------------------------------------

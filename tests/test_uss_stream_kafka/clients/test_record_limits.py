@@ -59,5 +59,15 @@ def test_a_topic_accepting_the_minimum_is_served_and_one_byte_less_is_refused_na
     with pytest.raises(ValueError) as refused:
         check_record_limits(RecordLimits(**{**roomy, role: MIN_RECORD_BYTES - 1}), **names)
     message = str(refused.value)
-    assert message.startswith(f"{role.replace('_', '-')} topic {names[role]!r} accepts records of at most ")
+    at_most = MIN_RECORD_BYTES - 1 + MARGIN  # the topic's own setting, not the limit less the margin
+    assert message.startswith(
+        f"{role.replace('_', '-')} topic {names[role]!r} accepts records of at most {at_most} "
+    )
     assert f"at least {MIN_RECORD_BYTES + MARGIN}" in message
+
+
+def test_a_topic_far_below_the_margin_is_named_with_its_own_setting_never_a_negative_size():
+    with pytest.raises(
+        ValueError, match=r"^output topic 'out' accepts records of at most 600 bytes \(the smaller"
+    ):
+        check_record_limits(RecordLimits(600 - MARGIN, 1_047_552, 1_047_552), "out", "dlq", "state")
