@@ -22,10 +22,10 @@ demo: setup
 	$(BIN)/uss-stream replay --out out/replay
 
 reproduce: setup
-	$(BIN)/python -m studies.reproduce --out docs
+	$(BIN)/python -m studies.reproduce --out docs/evidence
 
 # The held-out evaluation at full size (T = 100 000, 20 repetitions; hours on 2 cores): every
-# instance of both seed sets and the real cascades, then docs/results_heldout.md.
+# instance of both seed sets and the real cascades, then docs/evidence/results_heldout.md.
 HELDOUT := --horizon 100000 --reps 20
 heldout: setup
 	$(BIN)/python -m studies.heldout --split heldout $(HELDOUT) --jobs 2

@@ -1,12 +1,15 @@
 """MkDocs hooks: the README is the home page, and the API reference is one page per module.
 
 The README and ``deploy/README.md`` live outside ``docs/`` (GitHub shows them there); they are added
-to the site as generated pages, with their links rewritten to the site's pages. Each module of
-:data:`API_MODULES` gets ``api/<module>.md``, rendered by mkdocstrings from its docstrings.
+to the site as generated pages. Every page's links into the repository are written as they work on
+GitHub and rewritten here to the site's pages (:func:`_rewrite`). Each module of
+:data:`API_MODULES` gets ``api/<module>.md``, rendered by mkdocstrings from its docstrings, listed
+at the end of the navigation's Reference section.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 from pathlib import Path
 
@@ -56,38 +59,51 @@ API_MODULES = (
     "uss_stream_kafka.clients.base",
 )
 
-#: Links of the generated pages that point into the repository, and the site page they become.
-LINKS = {
-    "docs/": "",
-    "../docs/": "",
-    "../deploy/README.md": "deploy.md",
-    "deploy/README.md": "deploy.md",
-    "CHANGELOG.md": "changelog.md",
-    "../CHANGELOG.md": "changelog.md",
-}
+#: Repository files shown as generated site pages, and their page.
+SITE_PAGES = {"README.md": "index.md", "deploy/README.md": "deploy.md", "CHANGELOG.md": "changelog.md"}
+
+#: The navigation section the API reference is appended to.
+REFERENCE_SECTION = "Reference"
 
 
-def _rewrite(markdown: str) -> str:
+def _rewrite(markdown: str, folder: str, page: str) -> str:
+    """Point the links of a file in the repository's ``folder`` at the site pages, from ``page``.
+
+    A link to a file under ``docs/`` becomes a link to its page, a link to one of
+    :data:`SITE_PAGES` a link to the generated page; anything else (URLs, anchors) is left alone.
+    """
+    here = posixpath.dirname(page) or "."
+
     def link(match: re.Match) -> str:
-        target = match.group(1)
-        for prefix, replacement in LINKS.items():
-            if target.startswith(prefix):
-                return f"]({replacement}{target[len(prefix) :]})"
-        return match.group(0)
+        target, hash_, anchor = match.group(1).partition("#")
+        if "://" in target or target.startswith("mailto:"):
+            return match.group(0)
+        resolved = posixpath.normpath(posixpath.join(folder, target))
+        if resolved.startswith("docs/"):
+            site = resolved[len("docs/") :]
+        elif resolved in SITE_PAGES:
+            site = SITE_PAGES[resolved]
+        else:
+            return match.group(0)
+        return f"]({posixpath.relpath(site, here)}{hash_}{anchor})"
 
     return re.sub(r"\]\(([^)#][^)]*)\)", link, markdown)
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    config.nav.append({"API reference": [{module: f"api/{module}.md"} for module in API_MODULES]})
+    api = {"API reference": [{module: f"api/{module}.md"} for module in API_MODULES]}
+    sections = [item for item in config.nav if isinstance(item, dict) and REFERENCE_SECTION in item]
+    if sections:
+        sections[0][REFERENCE_SECTION].append(api)
+    else:
+        config.nav.append(api)
     return config
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     pages = {
-        "index.md": _rewrite((ROOT / "README.md").read_text()),
-        "deploy.md": _rewrite((ROOT / "deploy" / "README.md").read_text()),
-        "changelog.md": (ROOT / "CHANGELOG.md").read_text(),
+        page: _rewrite((ROOT / source).read_text(), posixpath.dirname(source), page)
+        for source, page in SITE_PAGES.items()
     }
     for module in API_MODULES:
         pages[f"api/{module}.md"] = f"# `{module}`\n\n::: {module}\n"
@@ -97,5 +113,8 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config: MkDocsConfig, files: Files) -> str:
-    """Pages under ``docs/`` link to the deployment guide outside it; point them at its page."""
-    return _rewrite(markdown) if page.file.src_uri in ("kafka.md", "orchestration.md") else markdown
+    """Pages under ``docs/`` link to files outside it as GitHub shows them; point them at the site."""
+    if page.file.src_uri in SITE_PAGES.values():
+        return markdown  # generated from a file outside docs/, rewritten in on_files
+    uri = page.file.src_uri
+    return _rewrite(markdown, posixpath.join("docs", posixpath.dirname(uri)), uri)

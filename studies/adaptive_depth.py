@@ -1,7 +1,8 @@
 """Adaptive depth: a sequential, label-free policy against fixed depths and hindsight rules, 7 streams.
 
 Run: ``python -m studies.adaptive_depth`` (about two minutes on two cores). Writes
-``docs/results_adaptive.md`` (protocol in :data:`PROTOCOL`) and ``docs/figures/adaptive_*.png``.
+``docs/evidence/results_adaptive.md`` (protocol in :data:`PROTOCOL`) and
+``docs/evidence/figures/adaptive_*.png``.
 """
 
 from __future__ import annotations
@@ -1004,8 +1005,8 @@ contexts) the policy is still exploring when the stream ends.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "results_adaptive.md")
-    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "figures")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "evidence" / "results_adaptive.md")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs" / "evidence" / "figures")
     args = parser.parse_args()
     run(args.output, args.figures)
 

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
             "OUT/results.md and OUT/figures/*.png (staged, then moved into place)."
         ),
     )
-    parser.add_argument("--out", default="docs", help="output folder (default: docs)")
+    parser.add_argument("--out", default="docs/evidence", help="output folder (default: docs/evidence)")
     parser.add_argument("--reps", type=int, default=100, help="repetitions per replay (default: 100)")
     parser.add_argument("--horizon", type=int, default=10_000, help="rounds per repetition (default: 10000)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the row sampling (default: 0)")

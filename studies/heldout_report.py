@@ -1,4 +1,4 @@
-"""The targets of the held-out evaluation, checked per instance, and ``docs/results_heldout.md``."""
+"""The targets of the held-out evaluation, checked per instance, and ``docs/evidence/results_heldout.md``."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def _real_page(rows: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     return f"""# Held-out results on real cascades: AuditedUSS on data nobody tuned for
 
 {_written_by(settings, "real")} No default of AuditedUSS was chosen on a real cascade; the
-tables and the construction are described in [`audited.md`](audited.md#held-out-evaluation), the
+tables and the construction are described in [`audited.md`](../audited.md#held-out-evaluation), the
 generated instances in [`results_heldout.md`](results_heldout.md).
 
 {len(rows)} of {len(list(cascades("real")))} real cascades replayed.{_reduced(settings)}
@@ -237,7 +237,7 @@ def write_report(
     page = f"""# Held-out results: AuditedUSS on instances nobody tuned for
 
 {_written_by(settings, None)} The instances and the seed split are described in
-[`audited.md`](audited.md#held-out-evaluation); development figures are shown only to state the gap.
+[`audited.md`](../audited.md#held-out-evaluation); development figures are shown only to state the gap.
 
 {sum(len(rows) for rows in splits.values())} instances replayed: {len(splits["development"])} of
 {len(list(cascades("development")))} development, {len(splits["heldout"])} of {len(list(cascades("heldout")))}

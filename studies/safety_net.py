@@ -1,6 +1,6 @@
 """The safety-net evaluation: AuditedUSS against five policies on 51 instances, labels D rounds late.
 
-Writes ``docs/results_safety_net.md`` and its figures (``docs/figures/safety_net_*.png``)::
+Writes ``docs/evidence/results_safety_net.md`` and its figures (``docs/evidence/figures/safety_net_*.png``)::
 
     python -m studies.safety_net --horizon 100000 --reps 50 --label-delay 100
 
@@ -212,7 +212,7 @@ def replay_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = replay_parser(__doc__.splitlines()[0], 50, "out/safety_net")
-    parser.add_argument("--out", default="docs")
+    parser.add_argument("--out", default="docs/evidence")
     parser.add_argument("--page", default="results_safety_net.md", help="page name under --out")
     parser.add_argument("--only", help="comma-separated instance names (default: all)")
     parser.add_argument("--policies", help="comma-separated policy names to replay (default: all six)")

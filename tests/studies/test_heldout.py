@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from studies.heldout import audited_name, main
 from studies.heldout_report import real_section, real_verdicts, targets
+
+#: Where the pages go by default (``--out``): their links are relative to this folder.
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
 
 
 def test_a_run_caches_each_policy_and_the_report_counts_what_was_replayed(tmp_path):
@@ -20,6 +25,8 @@ def test_a_run_caches_each_policy_and_the_report_counts_what_was_replayed(tmp_pa
     assert main(["--report", "--out", str(out), *common]) == 0
     page = (out / "results_heldout.md").read_text()
     assert "1 of\n60 development, 1 of 240\nheld-out" in page
+    links = re.findall(r"\]\(([^)#]+\.md)", page)
+    assert "../audited.md" in links and all((EVIDENCE / link).is_file() for link in links), links
 
 
 def test_variants_are_for_development_seeds_only(tmp_path, capsys):

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from studies.safety_net import POLICIES, cache_file, instances, main, run_instance
+
+#: Where the page goes by default (``--out``): its links are relative to this folder.
+EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence"
 
 
 def test_policies_replayed_apart_equal_one_replay_and_the_page_merges_them(tmp_path):
@@ -25,3 +30,5 @@ def test_policies_replayed_apart_equal_one_replay_and_the_page_merges_them(tmp_p
         assert entry["labels_mean"] == together["policies"][policy]["labels_mean"]
     page = (tmp_path / "docs" / "results_safety_net.md").read_text()
     assert "Not replayed" not in page and "| bsc-5 | no |" in page
+    links = re.findall(r"\]\(([^)#]+\.md)", page)
+    assert links and all((EVIDENCE / link).is_file() for link in links), links

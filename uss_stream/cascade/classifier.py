@@ -138,7 +138,7 @@ class CascadeClassifier(base.Classifier):
         cascade builds its own untrained copy for its stage costs. Its ``stage_costs`` must be
         ``None`` or equal to the stages' costs. ``None``
         means ``USSKLUCB(stage_costs)``: on the paper's instances it has well under half of
-        USS-UCB's regret wherever USS-UCB's exceeds 10 (``docs/results.md``, "Beyond the paper");
+        USS-UCB's regret wherever USS-UCB's exceeds 10 (``docs/evidence/results.md``, "Beyond the paper");
         ``USSUCB(stage_costs, alpha=0.51)`` is the paper's algorithm and was the default before.
         The default does not forget, which suits stages that keep learning online; when the stages'
         relative quality can change (a stage is retrained or swapped, a sensor degrades), pass a

@@ -33,7 +33,7 @@ policy keeps re-exploring, about ``log(1/(1-γ)) / kl`` rounds per ``1/(1-γ)`` 
 that merely keeps improving changes the disagreement rates slowly; the cascade's warm-up keeps the
 untrained stages' answers out of the counts. Forget (:data:`DRIFT_DISCOUNT`) when the *relative*
 quality of the stages can change abruptly: a stage is retrained or replaced, a sensor degrades.
-``docs/results.md``, "Beyond the paper", has the measurements behind both choices.
+``docs/evidence/results.md``, "Beyond the paper", has the measurements behind both choices.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class SequentialKLUCB(Policy):
       decide. The schedule is deterministic (no random numbers to key or to store), so the
       decisions are a function of the counts.
 
-    **What is guaranteed, and what is not** (``docs/results_adaptive.md``). Within a context, the
+    **What is guaranteed, and what is not** (``docs/evidence/results_adaptive.md``). Within a context, the
     events form a sub-stream on which the policy is USS-KL-UCB on stages ``s..K``: if weak
     dominance holds *conditionally on the context* (stages ``s..K`` on the events of bin ``b``),
     USS-KL-UCB's ``O(log T)`` bound applies to that context's choice between stopping and each

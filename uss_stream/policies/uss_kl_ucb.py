@@ -38,7 +38,7 @@ class USSKLUCB(Policy):
     KL-UCB++ and MOSS) stops exploring a pair that was observed in a ``1/K`` share of the rounds
     until its count falls behind again. ``t`` is the effective horizon ``τ_t`` with a discount.
 
-    **Guarantee** (weak dominance, ``α = 1``; see "Beyond the paper" in ``docs/results.md``): the
+    **Guarantee** (weak dominance, ``α = 1``; see "Beyond the paper" in ``docs/evidence/results.md``): the
     regret is ``O(log T)``. Selecting ``j > i*`` needs ``C_j - C_i* <= U_i*j``; as ``x_j <= log T``
     and Pinsker's inequality gives ``U <= p̂ + sqrt(x / 2n)``, Proposition 2's bound for ``j > i*``
     holds with ``α = 1/2``. Selecting ``j < i*`` needs ``U_ji* < C_i* - C_j = p_ji* - ξ_j``, which

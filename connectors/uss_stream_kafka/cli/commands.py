@@ -30,6 +30,7 @@ from typing import Any
 
 from uss_stream_kafka.cli.exit_codes import one_line_errors
 from uss_stream_kafka.cli.settings import (
+    COMMON_GROUP,
     SETTINGS,
     KafkaSettings,
     Setting,
@@ -144,13 +145,31 @@ class _Append(argparse.Action):
 
 
 def add_settings(parser: argparse.ArgumentParser, command: str) -> None:
-    """Add the options of every setting ``command`` takes, in their ``--help`` sections."""
+    """Add the options of every setting ``command`` takes, in their ``--help`` sections.
+
+    The section :data:`~uss_stream_kafka.cli.settings.COMMON_GROUP` comes first, then the others
+    in the table's order; the usage line names the required options only.
+    """
+    taken = [item for item in SETTINGS if command in item.commands]
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for item in SETTINGS:
-        if command in item.commands:
-            if item.group not in groups:
-                groups[item.group] = parser.add_argument_group(item.group)
-            _add_setting(groups[item.group], item, command)
+    for item in sorted(taken, key=lambda item: item.group != COMMON_GROUP):  # stable: table order
+        if item.group not in groups:
+            groups[item.group] = parser.add_argument_group(item.group)
+        _add_setting(groups[item.group], item, command)
+    parser.usage = _usage(parser.prog, [item for item in taken if command in item.required])
+
+
+def _usage(prog: str, required: list[Setting], width: int = 79) -> str:
+    """``prog [-h] --required VALUE ... [OPTION ...]``, wrapped under the program name."""
+    words = ["[-h]", *(f"{item.flag} {item.name.upper()}" for item in required), "[OPTION ...]"]
+    prefix = "usage: "  # argparse's, before the first line
+    lines, indent = [prefix + prog], " " * (len(prefix) + len(prog) + 1)
+    for word in words:
+        if len(lines[-1]) + 1 + len(word) > width and lines[-1] != indent.rstrip():
+            lines.append(indent + word)
+        else:
+            lines[-1] += " " + word
+    return "\n".join(lines).removeprefix(prefix)
 
 
 def _add_setting(group: argparse._ArgumentGroup, item: Setting, command: str) -> None:

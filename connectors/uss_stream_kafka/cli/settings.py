@@ -25,6 +25,7 @@ from uss_stream_kafka.clients.config import SASL_MECHANISMS, SECURITY_PROTOCOLS,
 
 __all__ = [
     "COMMANDS",
+    "COMMON_GROUP",
     "KafkaSettings",
     "SETTINGS",
     "Setting",
@@ -192,7 +193,7 @@ class Setting:
     commands
         The subcommands that take it.
     group
-        The ``--help`` section.
+        The ``--help`` section: :data:`COMMON_GROUP` (listed first) for the settings most runs give.
     convert
         Text or value -> checked value; raises ``ValueError`` with the reason.
     choices
@@ -250,6 +251,8 @@ def setting(default: Any, help: str, commands: tuple[str, ...], group: str, **ro
     return field(default=default, metadata={"setting": Setting(help, commands, group, **row)})
 
 
+#: The ``--help`` section listed first: the settings most runs give (the topics, the group, the costs).
+COMMON_GROUP = "common options"
 _CONNECTION, _TOPIC, _PROCESSING = "connection and security", "topics", "processing"
 _DELIVERY, _GROUP, _OPS, _CREATE, _DEMO = (
     "delivery, checkpoints and lifecycle",
@@ -309,7 +312,7 @@ class KafkaSettings:
         None,
         "host:port[,host:port]",
         _ALL,
-        _CONNECTION,
+        COMMON_GROUP,
         required=_ALL,
         legacy_env="KAFKA_BOOTSTRAP_SERVERS",
         convert=_bootstrap,
@@ -346,7 +349,7 @@ class KafkaSettings:
         None,
         "events to decide (orchestrate: the requests; demo-producer writes its events there)",
         (*_TOPICS, "demo-producer"),
-        _TOPIC,
+        COMMON_GROUP,
         required=(*_TOPICS, "demo-producer"),
         aliases={"--requests-topic": ("orchestrate",), "--topic": ("demo-producer",)},
     )
@@ -354,13 +357,13 @@ class KafkaSettings:
         None,
         "decisions",
         _TOPICS,
-        _TOPIC,
+        COMMON_GROUP,
         required=_TOPICS,
         aliases={"--decisions-topic": ("orchestrate",)},
     )
-    dlq_topic: str | None = setting(None, "dead letters", _TOPICS, _TOPIC, required=_TOPICS)
+    dlq_topic: str | None = setting(None, "dead letters", _TOPICS, COMMON_GROUP, required=_TOPICS)
     state_topic: str | None = setting(
-        None, "checkpoints (compacted)", (*_TOPICS, "status"), _TOPIC, required=(*_TOPICS, "status")
+        None, "checkpoints (compacted)", (*_TOPICS, "status"), COMMON_GROUP, required=(*_TOPICS, "status")
     )
     labels_topic: str | None = setting(
         None,
@@ -369,25 +372,25 @@ class KafkaSettings:
         _TOPIC,
     )
     reports_topic: str | None = setting(
-        None, "the sensors' reports", ("orchestrate",), _TOPIC, required=("orchestrate",)
+        None, "the sensors' reports", ("orchestrate",), COMMON_GROUP, required=("orchestrate",)
     )
     # processing
     group_id: str | None = setting(
         None,
         "consumer group (and checkpoint key)",
         (*_SERVICE, "status"),
-        _PROCESSING,
+        COMMON_GROUP,
         required=(*_SERVICE, "status"),
     )
     mode: str = setting(
         "outputs",
         "outputs: events carry the stage outputs; features: they carry features, the service runs a cascade",
         ("run", "demo-producer"),
-        _PROCESSING,
+        COMMON_GROUP,
         choices=("outputs", "features"),
     )
     stage_costs: list[float] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
-        None, "c_1,...,c_K (outputs mode, orchestrate)", _SERVICE, _PROCESSING, convert=_costs,
+        None, "c_1,...,c_K (outputs mode, orchestrate)", _SERVICE, COMMON_GROUP, convert=_costs,
         required=("orchestrate",),
     )  # fmt: skip
     stage_names: list[str] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
@@ -401,7 +404,7 @@ class KafkaSettings:
         "also take discount=G (default uss-kl-ucb, the library's default); orchestrate also takes the "
         "label-asking audited[:label_budget=C,alpha=A]",
         _SERVICE,
-        _PROCESSING,
+        COMMON_GROUP,
         convert=_spec,
     )
     alpha: float | None = setting(
@@ -459,7 +462,7 @@ class KafkaSettings:
         "at-least-once",
         "delivery guarantee (exactly-once: transactions; readers use read_committed)",
         _SERVICE,
-        _DELIVERY,
+        COMMON_GROUP,
         choices=("at-least-once", "exactly-once"),
     )
     shared_learning: bool = setting(
@@ -564,7 +567,7 @@ class KafkaSettings:
         kind="switch", convert=parse_switch,
     )  # fmt: skip
     # create-topics
-    partitions: int = setting(1, "partitions", ("create-topics",), _CREATE, convert=_positive_int)
+    partitions: int = setting(1, "partitions", ("create-topics",), COMMON_GROUP, convert=_positive_int)
     replication_factor: int = setting(
         1, "replicas per partition", ("create-topics",), _CREATE, convert=_positive_int
     )
@@ -573,11 +576,11 @@ class KafkaSettings:
     )
     # demo-producer
     events: int = setting(
-        10_000, "how many", ("demo-producer",), _DEMO, convert=_non_negative_int,
+        10_000, "how many", ("demo-producer",), COMMON_GROUP, convert=_non_negative_int,
         legacy_env="USS_KAFKA_DEMO_EVENTS",
     )  # fmt: skip
     rate: float = setting(
-        0.0, "events per second (0 = as fast as possible)", ("demo-producer",), _DEMO,
+        0.0, "events per second (0 = as fast as possible)", ("demo-producer",), COMMON_GROUP,
         convert=_rate, legacy_env="USS_KAFKA_DEMO_RATE",
     )  # fmt: skip
     seed: int = setting(

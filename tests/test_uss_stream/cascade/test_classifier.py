@@ -293,7 +293,8 @@ def test_abstaining_stage_is_reported_as_disagreeing():
 def test_default_policy_and_warm_up():
     cascade = CascadeClassifier(stages=[Stage(linear_model.LogisticRegression(), cost=0.0)])
     assert cascade.warm_up == 50
-    assert isinstance(cascade._policy, USSKLUCB)  # the default since "Beyond the paper" (docs/results.md)
+    # The default since "Beyond the paper" (docs/evidence/results.md).
+    assert isinstance(cascade._policy, USSKLUCB)
     assert cascade._policy.alpha == 1.0 and cascade._policy.discount is None
     assert cascade._policy.stage_costs == [0.0]
 

@@ -18,7 +18,7 @@ from uss_stream.datasets.paper import (
 )
 from uss_stream.datasets.synthetic import SYNTHETIC_SPECS, generate_synthetic, synthetic_cascade
 
-#: The only instance whose WD verdict differs from the paper's on our data (see docs/results.md).
+#: The only instance whose WD verdict differs from the paper's on our data (see docs/evidence/results.md).
 WD_DIFFERS = {"pima-5"}
 
 
