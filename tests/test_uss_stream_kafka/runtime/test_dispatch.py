@@ -3,8 +3,8 @@
 A decision (key and value) larger than the output topic's record limit, or an orchestration label
 request, is dead-lettered ``oversize`` instead of sent: the broker would refuse it, and every
 restart with it. A dead letter, with the trace headers it copies from its input, fits the
-dead-letter topic's limit. The records are the test's own stand-in for a client's batch; the
-producer records what it is asked to send. The expected sizes are those of the documents the
+dead-letter topic's limit. The records are kafka-python's batch built in memory; the producer
+records what it is asked to send. The expected sizes are those of the documents the
 processors make (computed here with a second, identical processor), and the limits are set at them
 and one byte below.
 """
@@ -12,7 +12,6 @@ and one byte below.
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -21,7 +20,7 @@ import pytest
 
 from uss_stream_kafka import DeadLetter, OutputsProcessor
 from uss_stream_kafka.clients import TopicPartition
-from uss_stream_kafka.clients.base import Record, Records
+from uss_stream_kafka.clients.kafka_python import KafkaPythonRecords
 from uss_stream_kafka.clients.topics import Topics
 from uss_stream_kafka.operations.metrics import ServiceMetrics
 from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
@@ -34,24 +33,15 @@ FRAMING = 128  # the bytes a dead letter keeps free for the record's framing (pr
 
 
 class Message(NamedTuple):
+    """A consumed record, as kafka-python hands it over (what :class:`KafkaPythonRecords` reads)."""
+
+    topic: str
+    partition: int
     offset: int
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...] = ()
-
-
-class MessageRecords(Records):
-    """A partition's :class:`Message` list, seen as the clients' columns."""
-
-    __slots__ = ()
-    _value = operator.attrgetter("value")
-    _key = operator.attrgetter("key")
-    _offset = operator.attrgetter("offset")
-    _headers = operator.attrgetter("headers")
-
-    def record(self, index: int) -> Record:
-        m = self._messages[index]
-        return Record(self.tp.topic, self.tp.partition, m.offset, None, m.key, m.value, m.headers)
+    timestamp: int | None = None
 
 
 class Producer:
@@ -91,9 +81,10 @@ def dispatcher(
     return Dispatcher(context, committer, 1 << 20, dead_letter_bytes, output_bytes), learner, producer
 
 
-def batch(topic: str, messages: Sequence[Message]) -> dict[TopicPartition, Records]:
+def batch(topic: str, messages: Sequence[tuple]) -> dict[TopicPartition, KafkaPythonRecords]:
+    """Partition 0 of ``topic`` holding ``(offset, key, value[, headers])`` records."""
     tp = TopicPartition(topic, 0)
-    return {tp: MessageRecords(tp, list(messages))}
+    return {tp: KafkaPythonRecords(tp, [Message(topic, 0, *message) for message in messages])}
 
 
 def event(i: int, identifier: str) -> bytes:
@@ -114,7 +105,7 @@ def test_a_decision_at_the_output_limit_is_sent_and_one_byte_over_is_dead_letter
     limit = size(key, expected[1]) - below
     assert size(b"ka", expected[0]) < limit and size(b"kb", expected[2]) < limit
     dispatch, _, producer = dispatcher(OutputsProcessor(COSTS), output_bytes=limit)
-    dispatch.process(batch(TOPICS.input, [Message(i, keys[i], v) for i, v in enumerate(values)]))
+    dispatch.process(batch(TOPICS.input, [(i, keys[i], v) for i, v in enumerate(values)]))
     sent = [(k, v) for k, v, _ in producer.to(TOPICS.output)]
     letters = [DeadLetter.from_record(v) for _, v, _ in producer.to(TOPICS.dead_letter)]
     if below == 0:
@@ -137,7 +128,7 @@ def test_orchestration_withdraws_a_decision_too_large_to_deliver():
     reference = OrchestrationProcessor(COSTS).new_learner()
     expected, _, _ = reference.process_batch([small, big], 1 << 20)
     dispatch, learner, producer = dispatcher(processor, output_bytes=size(None, expected[1]) - 1)
-    dispatch.process(batch(TOPICS.input, [Message(0, None, small), Message(1, None, big)]))
+    dispatch.process(batch(TOPICS.input, [(0, None, small), (1, None, big)]))
     assert [v for _, v, _ in producer.to(TOPICS.output)] == [expected[0]]
     assert learner.book.pending == 1 and learner.book.depth_of("small") > 0
     with pytest.raises(KeyError):
@@ -152,8 +143,8 @@ def test_an_orchestration_label_request_too_large_for_the_output_topic_is_dead_l
     request = json.dumps({"id": "r0", "label_requested": True}, separators=(",", ":")).encode()
     for key, sent in ((b"r" * (4096 - len(request)), True), (b"r" * (4097 - len(request)), False)):
         dispatch, learner, producer = dispatcher(OrchestrationProcessor(COSTS, policy="audited"), 4096)
-        dispatch.process(batch(TOPICS.input, [Message(0, b"k", b'{"id": "r0"}')]))
-        dispatch.process(batch(TOPICS.labels, [Message(0, key, report)]))
+        dispatch.process(batch(TOPICS.input, [(0, b"k", b'{"id": "r0"}')]))
+        dispatch.process(batch(TOPICS.labels, [(0, key, report)]))
         requests = [v for k, v, _ in producer.to(TOPICS.output) if k == key]
         letters = [DeadLetter.from_record(v) for _, v, _ in producer.to(TOPICS.dead_letter)]
         assert requests == ([request] if sent else [])
@@ -169,7 +160,7 @@ def test_a_dead_letter_with_its_copied_trace_headers_fits_the_dead_letter_topic(
     trace = ("tracestate", b"t" * (header_bytes - len("tracestate")))
     dispatch, _, producer = dispatcher(OutputsProcessor(COSTS), dead_letter_bytes=limit)
     value = b"not json " + b"v" * 3 * limit
-    dispatch.process(batch(TOPICS.input, [Message(0, b"key", value, (trace,))]))
+    dispatch.process(batch(TOPICS.input, [(0, b"key", value, (trace,))]))
     ((key, letter, headers),) = producer.to(TOPICS.dead_letter)
     assert size(key, letter, headers) + FRAMING <= limit
     copied = [header for header in headers if header[0] == "tracestate"]

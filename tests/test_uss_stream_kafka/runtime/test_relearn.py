@@ -7,14 +7,13 @@ poll, seek, pause); the learner records what it is taught; time is a clock the l
 
 from __future__ import annotations
 
-import operator
 from types import SimpleNamespace
 from typing import NamedTuple
 
 import pytest
 
 from uss_stream_kafka.clients import TopicPartition
-from uss_stream_kafka.clients.base import Record, Records
+from uss_stream_kafka.clients.kafka_python import KafkaPythonRecords
 from uss_stream_kafka.runtime import relearn
 from uss_stream_kafka.runtime.relearn import KEEPALIVE_SECONDS, LabelsLog, learn_values
 from uss_stream_kafka.runtime.restore import keep_membership
@@ -23,20 +22,15 @@ LABELS = TopicPartition("labels", 0)
 
 
 class Message(NamedTuple):
+    """A consumed record, as kafka-python hands it over (what :class:`KafkaPythonRecords` reads)."""
+
     offset: int
     value: bytes | None
-
-
-class MessageRecords(Records):
-    __slots__ = ()
-    _value = operator.attrgetter("value")
-    _key = staticmethod(lambda message: None)
-    _offset = operator.attrgetter("offset")
-    _headers = staticmethod(lambda message: None)
-
-    def record(self, index: int) -> Record:
-        m = self._messages[index]
-        return Record(self.tp.topic, self.tp.partition, m.offset, None, None, m.value, ())
+    topic: str = LABELS.topic
+    partition: int = 0
+    key: bytes | None = None
+    headers: tuple = ()
+    timestamp: int | None = None
 
 
 class LabelsConsumer:
@@ -63,7 +57,7 @@ class LabelsConsumer:
     def poll(self, timeout, max_records=None):
         chunk = [Message(o, self.values[o - self.start]) for o in range(self.at, min(self.at + 7, self.end))]
         self.at += len(chunk)
-        return {LABELS: MessageRecords(LABELS, chunk)} if chunk else {}
+        return {LABELS: KafkaPythonRecords(LABELS, chunk)} if chunk else {}
 
     @property
     def end(self) -> int:
@@ -146,7 +140,7 @@ class GroupConsumer:
 
 def test_the_membership_poll_runs_with_every_partition_paused_and_hands_no_record_on():
     a, b = TopicPartition("in", 0), TopicPartition("in", 1)
-    fetched = {a: MessageRecords(a, [Message(40, b"{}"), Message(41, b"{}")])}  # fetched before the pause
+    fetched = {a: KafkaPythonRecords(a, [Message(40, b"{}"), Message(41, b"{}")])}  # fetched before the pause
     consumer = GroupConsumer({a, b}, paused={b}, fetched=fetched)
     keep_membership(consumer)
     assert consumer.paused_at_poll == {a, b}
