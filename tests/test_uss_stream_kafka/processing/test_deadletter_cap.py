@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from uss_stream_kafka import DeadLetter
+from uss_stream_kafka.clients.limits import headers_bytes
 from uss_stream_kafka.processing.deadletter import MAX_ERROR_CHARS
 
 FRAMING = 128
@@ -28,8 +29,9 @@ def letter(
 
 
 def record_size(record: tuple[bytes | None, bytes, list[tuple[str, bytes]]]) -> int:
+    """The record's bytes as the broker counts them against its limit (``clients/limits.py``)."""
     key, value, headers = record
-    return len(key or b"") + len(value) + sum(len(name) + len(raw) for name, raw in headers)
+    return len(key or b"") + len(value) + headers_bytes(headers)
 
 
 def uncapped_size(dead: DeadLetter) -> int:

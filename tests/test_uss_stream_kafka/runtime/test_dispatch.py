@@ -21,6 +21,7 @@ import pytest
 from uss_stream_kafka import DeadLetter, OutputsProcessor
 from uss_stream_kafka.clients import TopicPartition
 from uss_stream_kafka.clients.kafka_python import KafkaPythonRecords
+from uss_stream_kafka.clients.limits import headers_bytes
 from uss_stream_kafka.clients.topics import Topics
 from uss_stream_kafka.operations.metrics import ServiceMetrics
 from uss_stream_kafka.processing.orchestration import OrchestrationProcessor
@@ -62,7 +63,10 @@ class Producer:
 
 
 def dispatcher(
-    processor: Any, output_bytes: int | None = None, dead_letter_bytes: int | None = None
+    processor: Any,
+    output_bytes: int | None = None,
+    dead_letter_bytes: int | None = None,
+    propagate: tuple[str, ...] = (),
 ) -> tuple[Dispatcher, Any, Producer]:
     """A dispatcher of one input partition (and its reports partition) on ``processor``; its learner."""
     context = RunContext(TOPICS, group_id="g")
@@ -78,7 +82,8 @@ def dispatcher(
     producer = Producer()
     schedule = SimpleNamespace(count=lambda events: None)
     committer = SimpleNamespace(producer=producer, begin=lambda: None, schedule=schedule)
-    return Dispatcher(context, committer, 1 << 20, dead_letter_bytes, output_bytes), learner, producer
+    dispatch = Dispatcher(context, committer, 1 << 20, dead_letter_bytes, output_bytes, propagate)
+    return dispatch, learner, producer
 
 
 def batch(topic: str, messages: Sequence[tuple]) -> dict[TopicPartition, KafkaPythonRecords]:
@@ -92,7 +97,8 @@ def event(i: int, identifier: str) -> bytes:
 
 
 def size(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes]] = ()) -> int:
-    return len(key or b"") + len(value or b"") + sum(len(name.encode()) + len(raw) for name, raw in headers)
+    """A record's bytes as the broker counts them against its limit (``clients/limits.py``)."""
+    return len(key or b"") + len(value or b"") + headers_bytes(headers)
 
 
 @pytest.mark.parametrize("key", [None, b"k" * 40], ids=["no key", "40-byte key"])
@@ -114,7 +120,7 @@ def test_a_decision_at_the_output_limit_is_sent_and_one_byte_over_is_dead_letter
         assert sent == [(keys[0], expected[0]), (keys[2], expected[2])]
         assert [(letter.reason, letter.offset) for letter in letters] == [("oversize", 1)]
         assert f"its decision has {len(expected[1])} bytes" in letters[0].error
-        assert f"accepts {limit} (key and value)" in letters[0].error
+        assert f"accepts {limit} (key, value and headers)" in letters[0].error
     decided = sum(d > 0 for d in depths) - below
     assert sum(dispatch.context.summary.dead_letters.values()) == below
     assert dispatch.context.summary.events == 3 and dispatch.context.summary.decisions == decided
@@ -152,19 +158,22 @@ def test_an_orchestration_label_request_too_large_for_the_output_topic_is_dead_l
         assert learner.book.label_requested("r0")  # the report itself was applied either way
 
 
-@pytest.mark.parametrize("header_bytes", [900, 1_100], ids=["a quarter of the limit", "more than a quarter"])
-def test_a_dead_letter_with_its_copied_trace_headers_fits_the_dead_letter_topic(header_bytes):
-    """An invalid value of 3x the limit with a large ``tracestate``: the dead letter and the headers it
-    copies fit; headers over a quarter of the limit stay in the envelope only."""
-    limit = 4_000 + len("tracestate")
-    trace = ("tracestate", b"t" * (header_bytes - len("tracestate")))
-    dispatch, _, producer = dispatcher(OutputsProcessor(COSTS), dead_letter_bytes=limit)
+@pytest.mark.parametrize("over", [0, 1], ids=["a quarter of the limit", "more than a quarter"])
+def test_a_dead_letter_with_its_copied_headers_fits_the_dead_letter_topic(over):
+    """An invalid value of 3x the limit with a large header it copies (``--propagate-header baggage``):
+    the dead letter and the copied header fit; a header over a quarter of the limit stays in the
+    envelope only."""
+    limit = 4_000
+    trace = ("baggage", b"t" * (limit // 4 + over - headers_bytes([("baggage", b"")])))
+    dispatch, _, producer = dispatcher(
+        OutputsProcessor(COSTS), dead_letter_bytes=limit, propagate=("baggage",)
+    )
     value = b"not json " + b"v" * 3 * limit
     dispatch.process(batch(TOPICS.input, [(0, b"key", value, (trace,))]))
     ((key, letter, headers),) = producer.to(TOPICS.dead_letter)
     assert size(key, letter, headers) + FRAMING <= limit
-    copied = [header for header in headers if header[0] == "tracestate"]
-    assert copied == ([trace] if header_bytes <= limit // 4 else [])
+    copied = [header for header in headers if header[0] == "baggage"]
+    assert copied == ([trace] if not over else [])
     restored = DeadLetter.from_record(letter)
     assert restored.reason == "invalid_json" and restored.value_size == len(value)
     assert restored.value and value.startswith(restored.value) and len(restored.value) > limit // 4
