@@ -158,6 +158,18 @@ def _names(value: Any) -> list[str]:
     return [str(part).strip() for part in parts if str(part).strip()]
 
 
+def _ranges(value: Any) -> list[str]:
+    """``NAME=LO:HI`` items (checked), from a comma-separated text (a variable) or repeated flags."""
+    from uss_stream_kafka.processing.feature_guard import parse_range
+
+    items = _names(value)
+    names = [parse_range(item)[0] for item in items]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"feature {twice[0]!r} given twice")
+    return items
+
+
 def _spec(value: Any) -> str:
     """A ``--policy`` spec, checked by the library's one parser (:mod:`uss_stream.policies.specs`)."""
     from uss_stream.policies.specs import parse_spec
@@ -492,6 +504,16 @@ class KafkaSettings:
         False, "features mode: do not re-learn the labels log on restore (the stages start untrained)",
         ("run",), _DELIVERY, kind="switch", convert=parse_switch,
     )  # fmt: skip
+    feature_range: tuple[str, ...] = setting(
+        (), "features mode: NAME=LO:HI, the values a feature may take (one bound may be empty); an event "
+        "or label outside is dead-lettered out_of_range (repeatable)", ("run",), _PROCESSING, kind="list",
+        convert=lambda value: tuple(_ranges(value)),
+    )  # fmt: skip
+    no_learned_ranges: bool = setting(
+        False, "features mode: do not dead-letter (outlier) the values far outside the range a feature has "
+        "shown, only those outside --feature-range", ("run",), _PROCESSING, kind="switch",
+        convert=parse_switch,
+    )  # fmt: skip
     relearn_max_labels: int | None = setting(
         None, "features mode: re-learn at most the newest this many labels per partition on a restore "
         "(default: all)", ("run",), _DELIVERY, convert=_positive_int,
@@ -732,6 +754,7 @@ _CLIENT_FIELDS = (
 
 def _service_config(settings: KafkaSettings) -> Any:
     """The mapping of :meth:`KafkaSettings.service_config`."""
+    from uss_stream_kafka.processing.feature_guard import parse_range
     from uss_stream_kafka.runtime.config import ServiceConfig
 
     orchestrate = settings.command == "orchestrate"
@@ -746,6 +769,8 @@ def _service_config(settings: KafkaSettings) -> Any:
         "http_port": None if settings.metrics_port < 0 else settings.metrics_port,
         "client_library": settings.client,
         "propagate_headers": settings.propagate_header,
+        "feature_ranges": dict(map(parse_range, settings.feature_range)),
+        "learned_ranges": not settings.no_learned_ranges,
     }
     same = [name for name in ServiceConfig.field_names() if name in _BY_NAME and name not in mapped]
     return ServiceConfig(**{name: getattr(settings, name) for name in same}, **mapped)
@@ -842,6 +867,9 @@ def _check_processing(settings: KafkaSettings) -> None:
         if settings.value_format != "json":
             raise ValueError(f"{row('value_format').named()} {settings.value_format} needs outputs mode")
         return
+    for item in (row("feature_range"), row("no_learned_ranges")):
+        if getattr(settings, item.name):
+            raise ValueError(f"{item.named()} is for features mode (--mode features)")
     _check_registry(settings)
     costs = settings.stage_costs
     if not costs:

@@ -14,7 +14,7 @@ metric                                                         type       meanin
 ``uss_kafka_cost_total{partition}``                            counter    sum of ``C_d`` of the decided depths
 ``uss_kafka_full_cascade_cost_total{partition}``               counter    ``C_K`` per decided event
 ``uss_kafka_chosen_depth{partition}``                          gauge      depth the learner would choose now
-``uss_kafka_disagreement_ratio{partition,pair}``               gauge      ``p̂_ij``, ``pair="i-j"``
+``uss_kafka_disagreement_ratio{partition,pair}``               gauge      ``p̂_ij``, ``pair="i-j"`` (see below)
 ``uss_kafka_policy_round{partition}``                          gauge      the learner's round
 ``uss_kafka_wd_verdict{partition,verdict}``                    gauge      1 for the current WD verdict
 ``uss_kafka_labels_requested_total{partition}``                counter    labels the policy asked for
@@ -23,6 +23,11 @@ metric                                                         type       meanin
 ``uss_kafka_pending_decisions{partition}``                     gauge      orchestration: awaiting reports
 ``uss_kafka_report_delay_seconds``                             histogram  orchestration: decision to report
 =============================================================  =========  ==================================
+
+The pairs of ``uss_kafka_disagreement_ratio`` grow as ``K²``: with at most
+:data:`ALL_PAIRS_UP_TO` stages every pair ``i < j`` is exported, with more only the adjacent pairs
+``i-(i+1)`` and the pairs with the last stage ``i-K`` (``2K - 3`` per partition, see
+:func:`exported_pairs`), so that the series stay linear in ``K``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,10 @@ from prometheus_client.registry import Collector
 from uss_stream.policies.learning_state import WD_VERDICTS
 from uss_stream_kafka.operations.metrics import LatencyHistogram
 
-__all__ = ["REFRESH_SECONDS", "REPORT_DELAY_BUCKETS", "LearningMetrics"]
+__all__ = ["ALL_PAIRS_UP_TO", "REFRESH_SECONDS", "REPORT_DELAY_BUCKETS", "LearningMetrics", "exported_pairs"]
+
+#: Up to this many stages every pair's disagreement rate is exported (28 pairs); beyond, 2K - 3.
+ALL_PAIRS_UP_TO = 8
 
 #: The learners' quantities are read at most this often (and at most once per poll batch).
 REFRESH_SECONDS = 1.0
@@ -55,6 +63,25 @@ _LABEL_COUNTERS = (
     ("labels_answered_total", "Label requests answered (its learned state's count)."),
     ("labels_expired_total", "Label requests that expired unanswered (its learned state's count)."),
 )
+
+
+def exported_pairs(n_stages: int) -> frozenset[str] | None:
+    """The ``pair`` labels of ``uss_kafka_disagreement_ratio`` for ``n_stages`` stages (``None``: all).
+
+    Up to :data:`ALL_PAIRS_UP_TO` stages, all of them; beyond, the adjacent pairs (how much a stage
+    adds to the one before it) and the pairs with the last stage (how far each stage is from the
+    most informed one).
+
+    >>> exported_pairs(ALL_PAIRS_UP_TO) is None
+    True
+    >>> sorted(exported_pairs(9), key=lambda pair: [int(i) for i in pair.split("-")])
+    ['1-2', '1-9', '2-3', '2-9', '3-4', '3-9', '4-5', '4-9', '5-6', '5-9', '6-7', '6-9', '7-8', '7-9', '8-9']
+    """
+    if n_stages <= ALL_PAIRS_UP_TO:
+        return None
+    adjacent = {f"{i}-{i + 1}" for i in range(1, n_stages)}
+    with_last = {f"{i}-{n_stages}" for i in range(1, n_stages)}
+    return frozenset(adjacent | with_last)
 
 
 class LearningMetrics(Collector):
@@ -97,6 +124,7 @@ class LearningMetrics(Collector):
     def __init__(self, stage_costs: Sequence[float]) -> None:
         costs = [float(c) for c in stage_costs]
         self.cumulative = [sum(costs[: d + 1]) for d in range(len(costs))]
+        self.pairs = exported_pairs(len(costs))
         self._lock = threading.Lock()
         self._cost: dict[int, float] = {}
         self._full_cost: dict[int, float] = {}
@@ -171,9 +199,11 @@ class LearningMetrics(Collector):
             "1 for the current weak-dominance verdict of the labels, 0 for the others.",
             labels=["partition", "verdict"],
         )
+        pairs = self.pairs
         for partition, state in sorted(states.items()):
             for pair, ratio in state["disagreement_ratio"].items():
-                ratios.add_metric([str(partition), pair], ratio)
+                if pairs is None or pair in pairs:
+                    ratios.add_metric([str(partition), pair], ratio)
             if state.get("wd_verdict") is not None:
                 for verdict in WD_VERDICTS:
                     verdicts.add_metric([str(partition), verdict], float(verdict == state["wd_verdict"]))

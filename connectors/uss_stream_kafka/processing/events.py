@@ -63,6 +63,8 @@ REASONS = (
     "undecodable_batch",  # a fetched record batch could not be decoded (codec, corruption): skipped whole
     "invalid_payload",  # a registry format: no registry framing, or a body its schema cannot decode
     "unknown_schema",  # a registry format: the registry has no schema of the record's id
+    "out_of_range",  # features mode: a feature outside its declared range (--feature-range)
+    "outlier",  # features mode: a feature far outside the range its accepted values have shown
 )
 
 #: The largest magnitude of a numeric feature (features mode): beyond it a value is refused, so that

@@ -15,6 +15,7 @@ JSON (:meth:`Learner.state_dict` / :meth:`Learner.load_state_dict`) for the chec
 
 from __future__ import annotations
 
+import copy
 import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -25,6 +26,7 @@ from uss_stream.policies.batch import decide_batch, next_window
 from uss_stream.policies.learning_state import learning_state
 from uss_stream.policies.specs import check_serving, parse_spec, policy_spec, serving_policy, spec_of
 from uss_stream_kafka.processing.events import FeaturesCodec, InvalidEvent, OutputsCodec, oversize
+from uss_stream_kafka.processing.feature_guard import FeatureGuard
 
 __all__ = [
     "BatchResult",
@@ -309,12 +311,17 @@ class FeaturesProcessor:
         A zero-argument callable returning a new ``CascadeClassifier``, or its import path
         ``"package.module:function"``. It is called once per input partition (and once here, to
         check it).
+    guard
+        The feature-range guard every learner checks events and labels with
+        (:class:`~uss_stream_kafka.processing.feature_guard.FeatureGuard`; default: learned ranges
+        only). An :class:`~uss_stream_kafka.runtime.app.Application` sets its configured one
+        (:meth:`guarded`).
 
     Notes
     -----
-    Checkpoints hold the cascade's policy counts (JSON). The stages' River models are not
-    serialised (no pickle): a restored learner is rebuilt by re-learning the labels log up to the
-    position its checkpoint records (see :mod:`uss_stream_kafka.runtime.relearn`).
+    Checkpoints hold the cascade's policy counts and the guard's learned ranges (JSON). The stages'
+    River models are not serialised (no pickle): a restored learner is rebuilt by re-learning the
+    labels log up to the position its checkpoint records (see :mod:`uss_stream_kafka.runtime.relearn`).
 
     Examples
     --------
@@ -331,7 +338,8 @@ class FeaturesProcessor:
 
     mode = "features"
 
-    def __init__(self, factory: str | Callable[[], Any]) -> None:
+    def __init__(self, factory: str | Callable[[], Any], guard: FeatureGuard | None = None) -> None:
+        self.guard = FeatureGuard() if guard is None else guard
         self.factory_path = factory if isinstance(factory, str) else _qualified_name(factory)
         self._factory = load_factory(factory) if isinstance(factory, str) else factory
         if not callable(self._factory):
@@ -360,7 +368,13 @@ class FeaturesProcessor:
         return cascade
 
     def new_learner(self) -> FeaturesLearner:
-        return FeaturesLearner(self._build())
+        return FeaturesLearner(self._build(), self.guard.new())
+
+    def guarded(self, guard: FeatureGuard) -> FeaturesProcessor:
+        """This processor with ``guard`` (see the ``guard`` parameter); the factory is not called again."""
+        twin = copy.copy(self)
+        twin.guard = guard
+        return twin
 
     def describe(self) -> dict[str, Any]:
         return {"mode": self.mode, "factory": self.factory_path, "stage_costs": self.stage_costs}
@@ -372,11 +386,15 @@ class FeaturesProcessor:
 class FeaturesLearner:
     """One cascade (see :class:`FeaturesProcessor`)."""
 
-    __slots__ = ("_cascade", "_codec")
+    __slots__ = ("_cascade", "_codec", "_guard")
 
-    def __init__(self, cascade: Any) -> None:
+    #: The key of the guard's learned ranges in :meth:`state_dict`, beside the policy's state.
+    RANGES_KEY = "feature_ranges"
+
+    def __init__(self, cascade: Any, guard: FeatureGuard | None = None) -> None:
         self._cascade = cascade
         self._codec = FeaturesCodec()
+        self._guard = FeatureGuard() if guard is None else guard
 
     @property
     def cascade(self) -> Any:
@@ -385,6 +403,7 @@ class FeaturesLearner:
 
     def process(self, value: bytes | None) -> tuple[bytes, int]:
         event_id, features = self._codec.decode(value)
+        self._guard.check(features)
         cascade = self._cascade
         # Restored if the decision cannot be encoded: a rejected event never changes the learner.
         before = cascade.policy_state()
@@ -395,7 +414,7 @@ class FeaturesLearner:
                 "processing_error", f"cascade failed on event {event_id!r}: {type(error).__name__}: {error}"
             ) from error
         try:
-            return self._codec.encode(event_id, decision), int(decision.depth)
+            encoded = self._codec.encode(event_id, decision)
         except (ValueError, TypeError, OverflowError) as error:
             cascade.load_policy_state(before)
             raise InvalidEvent(
@@ -403,6 +422,8 @@ class FeaturesLearner:
                 f"the decision of event {event_id!r} cannot be encoded as JSON "
                 f"(proba {decision.proba!r}, prediction {decision.prediction!r}): {error}",
             ) from error
+        self._guard.observe(features)
+        return encoded, int(decision.depth)
 
     def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
         result = BatchResult([], [], [])
@@ -422,18 +443,28 @@ class FeaturesLearner:
 
     def learn(self, value: bytes | None) -> None:
         features, label = self._codec.decode_label(value)
+        self._guard.check(features)
         try:
             self._cascade.learn_one(features, label)
         except Exception as error:
             raise InvalidEvent(
                 "processing_error", f"cascade failed to learn: {type(error).__name__}: {error}"
             ) from error
+        self._guard.observe(features)
 
     def state_dict(self) -> dict[str, Any]:
-        return self._cascade.policy_state()
+        """The cascade's policy state, with the guard's learned ranges under :attr:`RANGES_KEY`."""
+        return {**self._cascade.policy_state(), self.RANGES_KEY: self._guard.state_dict()}
 
     def load_state_dict(self, document: dict[str, Any]) -> None:
-        self._cascade.load_policy_state(document)
+        """Restore :meth:`state_dict` (a state without ranges, as before the guard, leaves none learned)."""
+        if not isinstance(document, dict):
+            raise ValueError(f"state document must be a JSON object, got {type(document).__name__}")
+        policy = {key: value for key, value in document.items() if key != self.RANGES_KEY}
+        guard = self._guard.new()
+        guard.load_state_dict(document.get(self.RANGES_KEY, {}))
+        self._cascade.load_policy_state(policy)
+        self._guard = guard
 
     def learning_state(self) -> dict[str, Any]:
         """The cascade's :meth:`~uss_stream.CascadeClassifier.learning_state`."""

@@ -117,6 +117,13 @@ class Application:
     relearn_max_labels
         Features mode: re-learn at most the newest this many labels of each partition on a restore
         (``None``: every label the topic retains), bounding the restore's time.
+    feature_ranges, learned_ranges
+        Features mode: the feature-range guard
+        (:mod:`~uss_stream_kafka.processing.feature_guard`). An event or a label with a numeric
+        feature outside its ``feature_ranges`` entry ``(low, high)`` is dead-lettered
+        ``out_of_range``; with ``learned_ranges`` (default) one far outside the range the
+        feature's accepted values have shown is dead-lettered ``outlier``. Either way the cascade
+        neither decides nor learns from it.
     learning_metrics
         Serve the learning metrics (:mod:`~uss_stream_kafka.operations.learning_metrics`: cost, chosen depth,
         disagreement rates, WD verdict, labels, pending decisions); ``False`` leaves them out.
@@ -285,6 +292,8 @@ class Application:
         if self._status != "created":
             raise RuntimeError("an Application runs once; create a new one")
         self.config.check_processor(processor.mode)
+        if processor.mode == "features":
+            processor = processor.guarded(self.config.feature_guard())
         context = self._context
         context.processor = processor
         self._status = "starting"

@@ -12,9 +12,11 @@ decisions and dead letters of every record below ``o`` were flushed (acknowledge
 consumer is positioned at ``o``, whatever the committed offset ``c`` says:
 
 * ``c <= o`` (the checkpoint is ahead, e.g. a crash between checkpoint and commit): records in
-  ``[c, o)`` are skipped; their decisions were flushed before the checkpoint was written. Ahead by
-  more than a batch, the checkpoint is not trusted (only a forged or misplaced one gets there):
-  the learner is rebuilt from the log as without a checkpoint, and ``[c, o)`` decided again.
+  ``[c, o)`` are skipped (a warning counts them); their decisions were flushed before the
+  checkpoint was written. Ahead by more than a batch, the checkpoint is not trusted (only a forged
+  or misplaced one gets there): the learner is rebuilt from the log as without a checkpoint, and
+  ``[c, o)`` decided again. Exactly-once commits a checkpoint with its offsets, so there a
+  checkpoint ahead by any count is refused (:class:`CheckpointError`).
 * ``c > o`` (the checkpoint lags, e.g. checkpoints less frequent than commits): records in
   ``[o, c)`` are *replayed*: the learner processes them again, with its decisions suppressed,
   because they were flushed before ``c`` was committed. The learner counts each record once.
@@ -264,6 +266,7 @@ def plan_restore(
     log_end: int,
     auto_offset_reset: str = "earliest",
     max_ahead: int | None = None,
+    exactly_once: bool = False,
 ) -> RestorePlan:
     """Decide where a learner restored for one partition starts (see the module docstring).
 
@@ -284,6 +287,12 @@ def plan_restore(
         (a crash between a checkpoint and its commit leaves it ahead by about a batch; more is
         what a forged or misplaced checkpoint does): the plan is then that without a checkpoint,
         and the records from the committed offset on are decided again. ``None``: no bound.
+        A checkpoint ahead by at most this many is trusted, with a warning counting the records it
+        skips.
+    exactly_once
+        The run is transactional: a checkpoint commits in the same transaction as its offsets, so
+        one ahead of the committed offset (by any count) was forged, misplaced or written by an
+        at-least-once run, and is refused (:class:`CheckpointError`).
 
     Examples
     --------
@@ -292,10 +301,20 @@ def plan_restore(
     >>> plan_restore(checkpoint=4000, committed=5000, log_start=0, log_end=9000)
     RestorePlan(use_checkpoint=True, seek=4000, replay_until=5000, committed=5000, warning=None)
 
-    Checkpoint ahead (crash between checkpoint and commit): skip to it.
+    Checkpoint ahead (crash between checkpoint and commit): skip to it, counting what is skipped.
 
-    >>> plan_restore(checkpoint=5000, committed=4000, log_start=0, log_end=9000)
-    RestorePlan(use_checkpoint=True, seek=5000, replay_until=5000, committed=4000, warning=None)
+    >>> plan = plan_restore(checkpoint=5000, committed=4000, log_start=0, log_end=9000)
+    >>> plan.use_checkpoint, plan.seek, plan.replay_until, plan.committed
+    (True, 5000, 5000, 4000)
+    >>> plan.warning.split(": ")[1]
+    'records [4000, 5000) (1000) are skipped, taken as decided before the checkpoint was written'
+
+    Exactly-once commits a checkpoint with its offsets: one ahead of them is refused.
+
+    >>> plan_restore(checkpoint=4001, committed=4000, log_start=0, log_end=9000, exactly_once=True)
+    Traceback (most recent call last):
+    ...
+    uss_stream_kafka.exceptions.CheckpointError: checkpoint @4001 is 1 record(s) ahead of the ...
 
     No checkpoint but a committed offset: rebuild the learner from the log.
 
@@ -328,6 +347,13 @@ def plan_restore(
 
     """
     ahead = None if checkpoint is None or committed is None else checkpoint - committed
+    if exactly_once and ahead is not None and ahead > 0:
+        raise CheckpointError(
+            f"checkpoint @{checkpoint} is {ahead} record(s) ahead of the committed offset {committed} "
+            "under exactly-once, where a checkpoint commits with its offsets: it was forged, misplaced "
+            "or written by an at-least-once run, and would skip those records undecided; delete it "
+            "(a tombstone for its key) to rebuild the learner from the log up to the committed offset"
+        )
     if max_ahead is not None and ahead is not None and ahead > max_ahead:
         plan = plan_restore(None, committed, log_start, log_end, auto_offset_reset)
         warning = (
@@ -350,6 +376,12 @@ def plan_restore(
         )
     warning = None
     seek = checkpoint
+    if ahead is not None and ahead > 0:
+        warning = (
+            f"checkpoint @{checkpoint} is ahead of the committed offset {committed}: records "
+            f"[{committed}, {checkpoint}) ({ahead}) are skipped, taken as decided before the checkpoint "
+            "was written"
+        )
     if checkpoint < log_start:
         warning = (
             f"checkpoint covers offset {checkpoint} but the partition starts at {log_start}: "

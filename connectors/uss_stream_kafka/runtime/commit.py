@@ -68,9 +68,11 @@ REACHABLE_TIMEOUT = 300.0
 #: Protocol error codes no retry, abort or new producer helps with: authorisation failures
 #: (topic, group, cluster, transactional id), a broker too old for transactions, SASL.
 FATAL_CODES = frozenset({29, 30, 31, 35, 53, 58})
-#: Offset commits refused because the group is rebalancing (or this member left it).
-#: Kafka's error code of a static member fenced by another with its ``group.instance.id``.
+#: Kafka's error code of a static member fenced by another with its ``group.instance.id``, or by its
+#: own rejoin: librdkafka, its session timed out in a broker outage, rejoins with a new member id,
+#: and a commit sent meanwhile under the old one is refused with it.
 FENCED_INSTANCE_ID = 82
+#: Offset commits refused because the group is rebalancing (or this member left it).
 REBALANCE_CODES = frozenset({22, 25, 27})
 REBALANCE_NAMES = frozenset({"CommitFailedError", "_ASSIGNMENT_LOST", "_STATE"})
 
@@ -221,6 +223,8 @@ class Committer:
         # Exactly-once: a transaction is open; one was aborted (learners and positions to restore).
         self.in_transaction = False
         self.rewind_needed = False
+        #: The consumer was fenced in an offset commit: the loop replaces it before its next poll.
+        self.consumer_fenced: ClientError | None = None
         self._replaced_since_commit = False
         self._replacements: list[float] = []  # monotonic times of the producer replacements
 
@@ -498,10 +502,13 @@ class Committer:
                 # The partitions are moving: the checkpoints written on revocation make the handover exact.
                 log.warning("offset commit failed during a rebalance (%s); the checkpoints cover it", error)
                 return
-            if error.code == FENCED_INSTANCE_ID and error.fatal:
-                # The consumer is dead for good (librdkafka: a static member fenced after a broker
-                # restart): the next poll replaces it, and these offsets' records are decided again.
-                log.warning("offset commit failed, the consumer is dead (%s); it will be replaced", error)
+            if error.code == FENCED_INSTANCE_ID:
+                # A static member fenced (after a broker outage, by its own rejoin): its consumer
+                # cannot go on, whether its library says so (librdkafka: a fatal error on the next
+                # poll) or not (kafka-python). The loop replaces it; these offsets' records are
+                # decided again (at least once).
+                log.warning("offset commit failed, the consumer was fenced (%s); it will be replaced", error)
+                self.consumer_fenced = error
                 return
             if not (error.retriable or error.timeout):
                 raise

@@ -17,6 +17,7 @@ from uss_stream.core.extras import require
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients.config import check_client_options
 from uss_stream_kafka.clients.topics import Topics
+from uss_stream_kafka.processing.feature_guard import FeatureGuard
 
 __all__ = ["GUARANTEES", "ServiceConfig"]
 
@@ -80,6 +81,8 @@ class ServiceConfig:
     learning_metrics: bool = True
     relearn_max_labels: int | None = None
     propagate_headers: Sequence[str] = ()
+    feature_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    learned_ranges: bool = True
     #: ``client_library`` resolved (``"auto"``: ``confluent`` when it is installed).
     library: str = field(init=False, default="kafka-python")
 
@@ -108,10 +111,11 @@ class ServiceConfig:
         most = self.relearn_max_labels
         if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
             raise ValueError(f"relearn_max_labels must be an integer >= 1 or None, got {most!r}")
+        declared = FeatureGuard(self.feature_ranges).declared  # checked there
         for kind in ("consumer", "producer"):
             name = f"{kind}_options"
             check_client_options(kind, getattr(self, name) or {}, name, library == "confluent")
-        self._normalise(library=library)
+        self._normalise(library=library, feature_ranges=declared)
 
     def _normalise(self, **resolved: Any) -> None:
         values = {
@@ -124,6 +128,7 @@ class ServiceConfig:
             "consumer_options": dict(self.consumer_options or {}),
             "producer_options": dict(self.producer_options or {}),
             "propagate_headers": tuple(self.propagate_headers),
+            "learned_ranges": bool(self.learned_ranges),
             **resolved,
         }
         for name, value in values.items():
@@ -151,3 +156,9 @@ class ServiceConfig:
             raise ValueError("orchestration needs a reports topic (topics.labels)")
         if self.shared_learning and mode != "outputs":
             raise ValueError("shared_learning needs outputs mode: a cascade's counts are not shared")
+        if self.feature_ranges and mode != "features":
+            raise ValueError("feature_ranges needs features mode: the other modes have no features")
+
+    def feature_guard(self) -> FeatureGuard:
+        """The features-mode guard of :attr:`feature_ranges` and :attr:`learned_ranges`."""
+        return FeatureGuard(self.feature_ranges, learned=self.learned_ranges)

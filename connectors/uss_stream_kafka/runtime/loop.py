@@ -15,7 +15,7 @@ import logging
 import time
 
 from uss_stream_kafka.clients import ClientError, UndecodableError
-from uss_stream_kafka.runtime.commit import Committer, fatal_error
+from uss_stream_kafka.runtime.commit import FENCED_INSTANCE_ID, Committer, fatal_error
 from uss_stream_kafka.runtime.context import RunContext
 from uss_stream_kafka.runtime.progress import IdleGate, StallWatch
 from uss_stream_kafka.runtime.wiring import Layers
@@ -84,7 +84,8 @@ class PollLoop:
     def run(self) -> None:
         """Poll and process batches until ``context.stop`` is set or the run is idle (see ``exit_when_idle``).
 
-        A consumer its client declared dead for good is replaced; a retriable poll error is
+        A consumer its client declared dead for good, or a static member fenced (in a poll or an
+        offset commit), is replaced; a retriable poll error is
         logged and the poll retried. Exactly-once: a send refused mid-batch aborts the transaction
         and rewinds every learner and position to the last committed one.
         """
@@ -93,6 +94,9 @@ class PollLoop:
         recovery = layers.recovery
         exit_when_idle = self.exit_when_idle
         while not context.stop.is_set():
+            if self.committer.consumer_fenced is not None:  # fenced in an offset commit
+                fenced, self.committer.consumer_fenced = self.committer.consumer_fenced, None
+                recovery.replace_consumer(fenced)
             consumer = context.consumer  # a consumer that failed for good is replaced
             try:
                 batch = consumer.poll(0.25)
@@ -101,7 +105,7 @@ class PollLoop:
                 self.maybe_commit()
                 continue
             except ClientError as error:
-                if error.fatal and not error.retriable:
+                if (error.fatal and not error.retriable) or error.code == FENCED_INSTANCE_ID:
                     recovery.replace_consumer(error)
                     continue
                 if not error.retriable:

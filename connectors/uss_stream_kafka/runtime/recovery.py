@@ -121,6 +121,7 @@ class Recovery:
             state_topic=context.topics.state,
             auto_offset_reset=auto_offset_reset,
             max_ahead=max_ahead,
+            exactly_once=committer.exactly_once,
         )
 
     def callbacks(self) -> dict[str, Any]:
@@ -167,13 +168,16 @@ class Recovery:
         log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
 
     def replace_consumer(self, error: ClientError) -> None:
-        """Close a consumer its client library declared dead and subscribe a new one.
+        """Close a consumer its client library declared dead, or that was fenced, and subscribe a new one.
 
-        librdkafka makes some group errors fatal for good, e.g. a static member (``--group-instance-id``)
-        fenced after a broker restart, when the member's own retried JoinGroup was taken for another
-        member's: every later poll fails. The old consumer's partitions are lost (an open transaction
-        aborts); the new one restores them from their checkpoints when the group assigns them. More
-        than :data:`MAX_CONSUMER_REPLACEMENTS` within :data:`REPLACEMENT_WINDOW` seconds re-raise ``error``.
+        A static member (``--group-instance-id``) is fenced (``FENCED_INSTANCE_ID``) after a broker
+        outage longer than its session: librdkafka then rejoins under a new member id, and a request
+        still under the old one (an offset commit) fences the member; librdkafka makes that fatal
+        for good (every later poll fails), kafka-python refuses the request. Another instance with
+        the same ``group.instance.id`` fences it too. The old consumer's partitions are lost (an
+        open transaction aborts); the new one restores them from their checkpoints when the group
+        assigns them. More than :data:`MAX_CONSUMER_REPLACEMENTS` within :data:`REPLACEMENT_WINDOW`
+        seconds re-raise ``error`` (two instances with one ``group.instance.id`` fence each other).
         """
         context = self.context
         now = time.monotonic()

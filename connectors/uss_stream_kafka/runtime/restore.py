@@ -38,6 +38,8 @@ class RestorePlanner:
         Where a partition with no commit and no checkpoint starts.
     max_ahead
         A checkpoint further ahead of the committed offset is not trusted (a batch: ``max_poll_records``).
+    exactly_once
+        The run is transactional: a checkpoint ahead of the committed offset is refused.
 
     Examples
     --------
@@ -73,12 +75,14 @@ class RestorePlanner:
         state_topic: str,
         auto_offset_reset: str,
         max_ahead: int | None = None,
+        exactly_once: bool = False,
     ) -> None:
         self.processor = processor
         self.group_id = group_id
         self.state_topic = state_topic
         self.auto_offset_reset = auto_offset_reset
         self.max_ahead = max_ahead
+        self.exactly_once = exactly_once
 
     def plan(
         self, tp: Any, checkpoint: Checkpoint | None, *, committed: int | None, start: int, end: int
@@ -91,7 +95,8 @@ class RestorePlanner:
         Raises
         ------
         CheckpointError
-            The checkpoint was written by another group or with another processor configuration.
+            The checkpoint was written by another group or with another processor configuration,
+            covers offsets the partition does not have, or (exactly-once) is ahead of the commit.
         """
         if checkpoint is not None and checkpoint.group_id and checkpoint.group_id != self.group_id:
             raise CheckpointError(
@@ -101,14 +106,18 @@ class RestorePlanner:
             )
         learner = self.processor.new_learner()
         checkpoint = self._load(learner, checkpoint)
-        plan = plan_restore(
-            None if checkpoint is None else checkpoint.offset,
-            committed,
-            start,
-            end,
-            self.auto_offset_reset,
-            self.max_ahead,
-        )
+        try:
+            plan = plan_restore(
+                None if checkpoint is None else checkpoint.offset,
+                committed,
+                start,
+                end,
+                self.auto_offset_reset,
+                self.max_ahead,
+                self.exactly_once,
+            )
+        except CheckpointError as error:
+            raise CheckpointError(f"{tp.topic}/{tp.partition}: {error}") from None
         if not plan.use_checkpoint:
             learner = self.processor.new_learner()
         if plan.warning:

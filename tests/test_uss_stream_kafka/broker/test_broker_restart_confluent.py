@@ -25,14 +25,8 @@ from uss_stream_kafka.clients import ClientError, TopicPartition
 
 
 @pytest.fixture
-def kafka_client(request: pytest.FixtureRequest) -> str:
+def kafka_client() -> str:
     needs.module("confluent_kafka")
-    if request.node.name == "test_the_service_rides_out_a_broker_restart":
-        # Known issue (CHANGELOG): on a loaded machine librdkafka sometimes fences the static member
-        # after the restart, and the replaced consumer has not decided every event within the
-        # test's two minutes (2 of 3 full runs on 2026-11-28). Kept running, reported as XPASS
-        # when it holds, so that the fix can be seen.
-        request.applymarker(pytest.mark.xfail(reason="known issue: a fenced static member after a restart"))
     return "confluent"
 
 

@@ -61,6 +61,8 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "subject_name_strategy": ("topic-record", "topic-record"),
     "max_age_decisions": ("12", 12),
     "relearn_max_labels": ("5000", 5000),
+    "feature_range": ("glucose=0:400,age=18:", ["glucose=0:400", "age=18:"]),
+    "no_learned_ranges": ("on", True),
     "max_age_seconds": ("1.5", 1.5),
     "guarantee": ("exactly-once", "exactly-once"),
     "shared_learning": ("true", True),

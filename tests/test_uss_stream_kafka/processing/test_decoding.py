@@ -53,6 +53,8 @@ def test_every_reason_of_outputs_mode_is_exercised():
         "undecodable_batch",  # a whole fetched batch, not an event: see test_compression.py
         "invalid_payload",  # Schema Registry formats: see test_registry.py
         "unknown_schema",
+        "out_of_range",  # features mode's guard: see test_feature_guard.py
+        "outlier",
     } - orchestration
 
 
