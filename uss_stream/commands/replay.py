@@ -157,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.label_delay < 0:
         raise ValueError(f"--label-delay must be >= 0, got {args.label_delay}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0 (a seed of the row sampling), got {args.seed}")
     if not args.label_cost >= 0:
         raise ValueError(f"--label-cost must be >= 0, got {args.label_cost}")
     out = Path(args.out)

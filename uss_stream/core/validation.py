@@ -12,23 +12,36 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_label", "check_outputs", "check_stage_costs"]
+__all__ = ["check_label", "check_outputs", "check_positive", "check_stage_costs", "plain_number"]
 
 
 _FLOATS = (float, np.floating)
 
 
-def check_positive(value: Any, name: str) -> float:
-    """Validate a finite number ``> 0`` (an exploration parameter, say) and return it.
+def plain_number(value: Any) -> Any:
+    """A NumPy scalar number as the Python number it holds (anything else unchanged), so that a
+    parameter given as ``np.int64(1)`` is accepted where ``1`` is, and saves as plain JSON.
 
-    >>> check_positive(0.51, "alpha")
-    0.51
+    >>> plain_number(np.int64(3)), plain_number(np.float32(0.5)), plain_number("x")
+    (3, 0.5, 'x')
+    """
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+def check_positive(value: Any, name: str) -> float:
+    """Validate a finite number ``> 0`` (an exploration parameter, say) and return it (a Python number).
+
+    >>> check_positive(0.51, "alpha"), check_positive(np.int64(2), "alpha")
+    (0.51, 2)
     >>> check_positive(0, "alpha")
     Traceback (most recent call last):
     ...
     ValueError: alpha must be a finite number > 0, got 0
 
     """
+    value = plain_number(value)
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -50,10 +63,14 @@ def check_stage_costs(stage_costs: Any) -> list[float]:
     ValueError: stage_costs[1] must be >= 0, got -1
 
     """
-    if isinstance(stage_costs, (str, bytes)) or not isinstance(stage_costs, (Sequence, np.ndarray)):
-        raise ValueError(
-            f"stage_costs must be a sequence of per-stage costs, got {type(stage_costs).__name__}"
-        )
+    if (
+        isinstance(stage_costs, (str, bytes))
+        or not isinstance(stage_costs, (Sequence, np.ndarray))
+        or getattr(stage_costs, "ndim", 1) != 1
+    ):
+        kind = type(stage_costs).__name__
+        shape = f" of shape {stage_costs.shape}" if isinstance(stage_costs, np.ndarray) else ""
+        raise ValueError(f"stage_costs must be a sequence of per-stage costs, got {kind}{shape}")
     if len(stage_costs) == 0:
         raise ValueError("stage_costs must hold at least one stage cost, got an empty sequence")
     cumulative = []

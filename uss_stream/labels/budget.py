@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.core.validation import check_positive
+from uss_stream.core.validation import check_positive, plain_number
 from uss_stream.labels.relations import Relations
 
 __all__ = ["LabelBudget", "contested_many", "request_mask"]
@@ -53,12 +53,13 @@ class LabelBudget:
     __slots__ = ("allotment", "base", "raised", "requested")
 
     def __init__(self, base: float, raised: float | None = None, allotment: float = 0.0) -> None:
-        check_positive(base, "label_budget")
+        base = check_positive(base, "label_budget")
+        allotment = plain_number(allotment)
         if isinstance(allotment, bool) or not isinstance(allotment, (int, float)) or not allotment >= 0:
             raise ValueError(f"label_allotment must be a number >= 0, got {allotment!r}")
         self.allotment = float(allotment)
         if raised is not None:
-            check_positive(raised, "contradicted_budget")
+            raised = check_positive(raised, "contradicted_budget")
             if raised < base:
                 raise ValueError(f"contradicted_budget must be >= label_budget ({base}), got {raised}")
         self.base = base

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from uss_stream.core.stats import DisagreementStats
-from uss_stream.core.validation import check_outputs
+from uss_stream.core.validation import check_outputs, plain_number
 from uss_stream.labels.budget import LabelBudget, contested_many
 from uss_stream.labels.evidence import (
     LabelEvidence,
@@ -116,9 +116,9 @@ class AuditedUSS(USSKLUCB):
     ) -> None:
         super().__init__(stage_costs, alpha=alpha)
         self._budget = LabelBudget(label_budget, contradicted_budget, label_allotment)
-        self.label_budget = label_budget
-        self.contradicted_budget = contradicted_budget
-        self.label_allotment = label_allotment
+        self.label_budget = plain_number(label_budget)
+        self.contradicted_budget = plain_number(contradicted_budget)
+        self.label_allotment = plain_number(label_allotment)
         self._evidence = LabelEvidence(self.n_stages)
         self._last_request = 0
         self._label_bounds = PairBounds(self.n_stages, self._gap)
@@ -266,16 +266,17 @@ class AuditedUSS(USSKLUCB):
         if len(truth) != len(rows):
             raise ValueError(f"labels has {len(truth)} entries, outputs has {len(rows)} rows")
         depths = np.empty(len(rows), dtype=np.int64)
-        waiting: dict[int, tuple[list[Any], int]] = {}
-        for t, row in enumerate(rows):
-            depth = self.select()
-            self.update(row[:depth])
-            depths[t] = depth
-            if self._last_request:
-                waiting[t + label_delay] = (row[:depth], self._last_request)
-            arrived = waiting.pop(t, None)
-            if arrived is not None:
-                self.learn_label(arrived[0], truth[t - label_delay], arrived[1])
+        with self._all_or_nothing():
+            waiting: dict[int, tuple[list[Any], int]] = {}
+            for t, row in enumerate(rows):
+                depth = self.select()
+                self.update(row[:depth])
+                depths[t] = depth
+                if self._last_request:
+                    waiting[t + label_delay] = (row[:depth], self._last_request)
+                arrived = waiting.pop(t, None)
+                if arrived is not None:
+                    self.learn_label(arrived[0], truth[t - label_delay], arrived[1])
         return depths
 
     # -- the vectorised rule (replay) ------------------------------------------------------------

@@ -22,9 +22,10 @@ repetition ``r``'s decisions. Deterministic policies return ``None`` and ignore 
 from __future__ import annotations
 
 import abc
+import contextlib
 import copy
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -238,7 +239,7 @@ class Policy(abc.ABC):
     def cancel(self) -> None:
         """Withdraw the pending decision of :meth:`select` (e.g. its stages failed): the round
         counter goes back and nothing is learned."""
-        self._pending()
+        self._pending("cancel")
         self._stats.decisions -= 1
         self._pending_depth = None
 
@@ -247,13 +248,18 @@ class Policy(abc.ABC):
 
         Row ``t`` is the event of round ``t``; only its first ``depth`` entries are revealed to the
         policy. Returns the ``T`` depths; identical to calling :meth:`select` and :meth:`update`.
+        All or nothing: if a revealed output is refused, the policy keeps the state it had.
         """
         rows = _as_rows(outputs, self.n_stages)
         depths = np.empty(len(rows), dtype=np.int64)
-        for t, row in enumerate(rows):
-            depth = self.select()
-            self.update(row[:depth])
-            depths[t] = depth
+        with self._all_or_nothing():
+            for t, row in enumerate(rows):
+                depth = self.select()
+                try:
+                    self.update(row[:depth])
+                except ValueError as error:
+                    raise ValueError(f"row {t}: {error}") from None
+                depths[t] = depth
         return depths
 
     @abc.abstractmethod
@@ -304,12 +310,24 @@ class Policy(abc.ABC):
         """
         return self.clone()
 
-    def _pending(self) -> int:
-        """The depth of the decision awaiting its outputs (it stays pending until they are valid)."""
+    def _pending(self, method: str = "update") -> int:
+        """The depth of the decision awaiting its outputs (it stays pending until they are valid);
+        ``RuntimeError`` naming ``method()`` if there is none."""
         depth = self._pending_depth
         if depth is None:
-            raise RuntimeError("update() called without a preceding select()")
+            raise RuntimeError(f"{method}() called without a preceding select()")
         return depth
+
+    @contextlib.contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """Restore the learned state of before the block if it raises: a :meth:`run` that meets a
+        refused row (a NaN output, say) leaves the policy as it found it, with no decision pending."""
+        snapshot = self.state_dict()
+        try:
+            yield
+        except BaseException:
+            self.load_state_dict(snapshot)
+            raise
 
     # -- state -----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

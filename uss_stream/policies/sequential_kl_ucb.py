@@ -114,11 +114,9 @@ class SequentialKLUCB(SequentialPolicy):
         discount: float | None = None,
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        check_positive(alpha, "alpha")
-        check_positive(explore, "explore")
         self.n_bins = n_bins
-        self.alpha = alpha
-        self.explore = explore
+        self.alpha = check_positive(alpha, "alpha")
+        self.explore = check_positive(explore, "explore")
         self._contexts = ContextStats(self.n_stages, n_bins, self.discount)
         costs = list(stage_costs)
         # One USS-KL-UCB per (stage, bin) on stages s..K; stage s's own cost is sunk (0).

@@ -98,7 +98,7 @@ class SequentialPolicy(Policy):
 
         ``probabilities`` (optional) is ``T x K x C``: each stage's class probabilities, in any
         class order (zeros pad a stage with fewer classes); row ``t``, stage ``j`` goes to
-        :meth:`step` as ``proba``.
+        :meth:`step` as ``proba``. All or nothing: if a row is refused, the policy keeps its state.
         """
         if confidences is None:
             raise ValueError("confidences: a sequential policy needs the T x K stage confidences")
@@ -114,17 +114,18 @@ class SequentialPolicy(Policy):
         probability_rows = self._probability_rows(probabilities, outputs.shape)
         depths = np.empty(len(rows), dtype=np.int64)
         step = self.step
-        for t, (row, confidence_row) in enumerate(zip(rows, confidence_rows)):
-            self.begin()
-            j = 0
-            if probability_rows is None:
-                while step(row[j], confidence_row[j]):
-                    j += 1
-            else:
-                probas = probability_rows[t]
-                while step(row[j], confidence_row[j], probas[j]):
-                    j += 1
-            depths[t] = j + 1
+        with self._all_or_nothing():
+            for t, (row, confidence_row) in enumerate(zip(rows, confidence_rows)):
+                self.begin()
+                j = 0
+                if probability_rows is None:
+                    while step(row[j], confidence_row[j]):
+                        j += 1
+                else:
+                    probas = probability_rows[t]
+                    while step(row[j], confidence_row[j], probas[j]):
+                        j += 1
+                depths[t] = j + 1
         return depths
 
     @staticmethod

@@ -104,12 +104,13 @@ class SupervisedUCB(USSUCB):
         if len(labels) != len(rows):
             raise ValueError(f"labels has {len(labels)} entries, outputs has {len(rows)} rows")
         depths = np.empty(len(rows), dtype=np.int64)
-        for t, (row, label) in enumerate(zip(rows, labels)):
-            if len(row) != self.n_stages:
-                raise ValueError(f"outputs must have {self.n_stages} columns, row {t} has {len(row)}")
-            depth = self.select()
-            self.update(row[:depth], label=label)
-            depths[t] = depth
+        with self._all_or_nothing():
+            for t, (row, label) in enumerate(zip(rows, labels)):
+                if len(row) != self.n_stages:
+                    raise ValueError(f"outputs must have {self.n_stages} columns, row {t} has {len(row)}")
+                depth = self.select()
+                self.update(row[:depth], label=label)
+                depths[t] = depth
         return depths
 
     def _decide(self, t: int) -> int:

@@ -59,8 +59,7 @@ class UEEUCB(Policy):
         self, stage_costs: Sequence[float], alpha: float = 1.0, discount: float | None = None
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        check_positive(alpha, "alpha")
-        self.alpha = alpha
+        self.alpha = check_positive(alpha, "alpha")
         costs = self._costs
         self._net = [costs[0] - c for c in costs]
         self._net_array = np.array(self._net)

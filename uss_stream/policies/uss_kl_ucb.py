@@ -76,8 +76,7 @@ class USSKLUCB(Policy):
         self, stage_costs: Sequence[float], alpha: float = 1.0, discount: float | None = None
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        check_positive(alpha, "alpha")
-        self.alpha = alpha
+        self.alpha = check_positive(alpha, "alpha")
         self._horizon = EffectiveHorizon(self.discount)
         costs = self._costs
         k = self.n_stages

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.validation import plain_number
 from uss_stream.policies.base import CountStates, Policy
 from uss_stream.rules.counter_rng import (
     pair_uniform,
@@ -88,7 +89,7 @@ class USSTS(Policy):
         super().__init__(stage_costs, discount=discount)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise ValueError(f"seed must be an integer or None, got {seed!r}")
-        self.seed = seed
+        self.seed = plain_number(seed)
         self._root = secrets.randbits(64) if seed is None else seed_key(int(seed))
         self._key = repetition_key(self._root, 0)
         costs = self._costs

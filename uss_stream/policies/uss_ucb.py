@@ -66,7 +66,7 @@ class USSUCB(Policy):
         discount: float | None = None,
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        check_positive(alpha, "alpha")
+        alpha = check_positive(alpha, "alpha")
         if f is not None and not callable(f):
             raise ValueError(f"f must be a callable t -> f(t) or None, got {f!r}")
         self.alpha = alpha

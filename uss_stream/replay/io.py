@@ -66,6 +66,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
     ['cheap', 'dear', 'y']
     """
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a directory: give the log file itself (CSV, JSON lines or Parquet)"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     suffixes = [s.lower() for s in path.suffixes]

@@ -282,8 +282,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
     app = _serve(settings, processor)
-    if app is None:
-        return 7
     summary = app.summary
     dead = sum(summary.dead_letters.values())
     print(
@@ -298,16 +296,16 @@ def run(args: argparse.Namespace) -> int:
 def _serve(settings: KafkaSettings, processor: Any) -> Any:
     """Run ``processor`` in an application of the settings' service config until it stops.
 
-    Checks TLS and SASL first (``None``: they failed, said on stderr: the caller exits 7); SIGTERM
+    Checks TLS and SASL first (:class:`~uss_stream_kafka.exceptions.SecurityCheckError`: exit 7); SIGTERM
     and SIGINT stop the service after the batch (during start-up at once); the start-up heap is
     frozen before the loop. Returns the stopped :class:`~uss_stream_kafka.runtime.app.Application`.
     """
+    from uss_stream_kafka.clients.security import check_security
     from uss_stream_kafka.runtime.app import Application
     from uss_stream_kafka.runtime.startup import freeze_startup_heap
 
     client = settings.client_config()
-    if not _security_checked(client):
-        return None
+    check_security(client)
     app = Application(client, config=settings.service_config())
     log = logging.getLogger("uss_stream_kafka")
 
@@ -326,19 +324,6 @@ def _serve(settings: KafkaSettings, processor: Any) -> Any:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return app
-
-
-def _security_checked(client: Any) -> bool:
-    """TLS and SASL work with the brokers; else one line on stderr (the caller exits 7)."""
-    from uss_stream_kafka.clients.security import check_security
-    from uss_stream_kafka.exceptions import SecurityCheckError
-
-    try:
-        check_security(client)
-    except SecurityCheckError as error:
-        print(f"uss-stream kafka run: error: {error}", file=sys.stderr)
-        return False
-    return True
 
 
 # -- orchestrate -----------------------------------------------------------------------------------
@@ -367,8 +352,6 @@ def orchestrate(args: argparse.Namespace) -> int:
         max_age_seconds=settings.max_age_seconds,
     )
     app = _serve(settings, processor)
-    if app is None:
-        return 7
     summary = OrchestrationSummary.of(app)
     dead = {reason: n for reason, n in summary.dead_letters.items() if n}
     print(
@@ -404,11 +387,30 @@ def create_topics_command(args: argparse.Namespace) -> int:
             replication_factor=settings.replication_factor,
             state_partitions=settings.state_partitions,
         )
+        existing = [name for name in topics.all() if outcome[name] == "exists"]
+        counts = admin.partitions(existing) if existing else {}
     finally:
         admin.close()
     for name in topics.all():
-        print(f"{name}: {outcome[name]}")
+        asked = settings.state_partitions if name == topics.state else settings.partitions
+        print(f"{name}: {existing_line(outcome[name], counts.get(name), asked)}")
     return 0
+
+
+def existing_line(outcome: str, count: int | None, asked: int) -> str:
+    """What ``create-topics`` says of a topic: ``created``, ``exists``, or how its partitions differ.
+
+    >>> existing_line("created", None, 4), existing_line("exists", 4, 4)
+    ('created', 'exists')
+    >>> existing_line("exists", 1, 4)
+    'exists with 1 partition, not the 4 asked for (the partitions of an existing topic are not changed)'
+    """
+    if outcome != "exists" or count is None or count == asked:
+        return outcome
+    return (
+        f"exists with {count} partition{'s' * (count != 1)}, not the {asked} asked for "
+        "(the partitions of an existing topic are not changed)"
+    )
 
 
 # -- demo-producer ---------------------------------------------------------------------------------

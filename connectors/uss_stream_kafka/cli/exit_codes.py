@@ -86,9 +86,10 @@ def exit_code(error: BaseException) -> int | None:
         SecurityCheckError,
     )
 
-    if isinstance(error, ClientError):  # the client seam's: judge the library's own error
-        if isinstance(error.__cause__, Exception) and not isinstance(error.__cause__, ClientError):
-            return exit_code(error.__cause__)
+    if isinstance(error, ClientError):  # the client seam's: judge the library's own error, if known
+        cause = _known_cause(error)
+        if cause is not None:
+            return exit_code(cause)
         if error.code in (29, 30, 31, 53, 58) or "AUTH" in error.name or "SSL" in error.name:
             return EXIT_CODES["security"]
         return EXIT_CODES["unreachable"] if error.retriable or error.timeout else None
@@ -131,11 +132,22 @@ def one_line_errors(command: str) -> Callable[[Callable[..., int]], Callable[...
     return decorate
 
 
+def _known_cause(error: BaseException) -> BaseException | None:
+    """A seam error's cause when :func:`exit_code` knows it (kafka-python's errors, ``ValueError``...):
+    it says more. A confluent-kafka ``KafkaException`` is not: the seam's error already reads it."""
+    from uss_stream_kafka.clients import ClientError
+
+    cause = error.__cause__
+    if isinstance(cause, Exception) and not isinstance(cause, ClientError) and exit_code(cause) is not None:
+        return cause
+    return None
+
+
 def _message(error: BaseException, args: Any) -> str:
     from uss_stream_kafka.clients import ClientError
 
-    if isinstance(error, ClientError) and isinstance(error.__cause__, Exception):
-        error = error.__cause__  # the library's own error says more
+    if isinstance(error, ClientError):
+        error = _known_cause(error) or error
     text = " ".join(str(error).split()) or type(error).__name__
     unreachable = isinstance(error, ClientError) and exit_code(error) == EXIT_CODES["unreachable"]
     if unreachable or isinstance(error, _kafka_errors(_UNREACHABLE)):

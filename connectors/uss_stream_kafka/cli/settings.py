@@ -14,6 +14,7 @@ To add a setting: one field with ``setting(...)``, listing the subcommands that 
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -90,12 +91,54 @@ def _port(value: Any) -> int:
 
 
 def _costs(value: Any) -> list[float]:
-    """``"0,0.15,0.2"`` (or a sequence) -> ``[0.0, 0.15, 0.2]``."""
+    """``"0,0.15,0.2"`` (or a sequence) -> ``[0.0, 0.15, 0.2]``; an empty entry is refused.
+
+    >>> _costs("0, 0.15 ,0.2")
+    [0.0, 0.15, 0.2]
+    >>> _costs("0,,1")
+    Traceback (most recent call last):
+    ...
+    ValueError: stage costs must be comma-separated numbers, got '0,,1' (entry 2 is empty)
+    """
     parts = value.split(",") if isinstance(value, str) else list(value)
+    for position, part in enumerate(parts, start=1):
+        if not str(part).strip() and not (position == len(parts) > 1):  # "0,0.1," keeps working
+            raise ValueError(
+                f"stage costs must be comma-separated numbers, got {value!r} (entry {position} is empty)"
+            )
     try:
         return [float(part) for part in parts if str(part).strip()]
     except ValueError:
         raise ValueError(f"stage costs must be comma-separated numbers, got {value!r}") from None
+
+
+#: A broker address: a host name or IPv4 address, or an IPv6 address in brackets; then ``:port``
+#: (librdkafka also takes a ``PLAINTEXT://``-style prefix).
+_BROKER = re.compile(
+    r"(?:[A-Za-z_]+://)?(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+))(?::(?P<port>[0-9]+))?"
+)
+
+
+def _bootstrap(value: Any) -> str:
+    """``host:port[,host:port...]``, each address checked (an IPv6 address goes in brackets).
+
+    >>> _bootstrap("kafka-0:9092,[::1]:9093")
+    'kafka-0:9092,[::1]:9093'
+    >>> _bootstrap("::::")
+    Traceback (most recent call last):
+    ...
+    ValueError: '::::' is not host:port (an IPv6 address goes in brackets: [::1]:9092)
+    """
+    text = str(value)
+    for address in text.split(","):
+        address = address.strip()
+        match = _BROKER.fullmatch(address)
+        if match is None:
+            hint = " (an IPv6 address goes in brackets: [::1]:9092)" if address.count(":") > 1 else ""
+            raise ValueError(f"{address!r} is not host:port{hint}")
+        if match["port"] is not None and not 1 <= int(match["port"]) <= 65535:
+            raise ValueError(f"{address!r}: the port must be 1..65535")
+    return text
 
 
 def _price(value: Any) -> float:
@@ -247,6 +290,24 @@ _non_negative_int, _positive_int = _number(int, 0), _number(int, 1)
 _non_negative_float, _positive_float = _number(float, 0), _number(float, 0, strict=True)
 
 
+def _rate(value: Any) -> float:
+    """A demo rate in events per second: ``0`` (as fast as possible) or at least one an hour.
+
+    >>> _rate("12.5"), _rate(0)
+    (12.5, 0.0)
+    >>> _rate("1e-9")
+    Traceback (most recent call last):
+    ...
+    ValueError: must be 0 (as fast as possible) or at least 1/3600 (one event an hour), got '1e-9'
+    """
+    rate = _non_negative_float(value)
+    if 0 < rate < 1 / 3600:
+        raise ValueError(
+            f"must be 0 (as fast as possible) or at least 1/3600 (one event an hour), got {value!r}"
+        )
+    return rate
+
+
 @dataclass(frozen=True)
 class KafkaSettings:
     """The settings of one ``uss-stream kafka`` subcommand, checked together at construction.
@@ -273,7 +334,13 @@ class KafkaSettings:
     command: str
     # connection and security (every subcommand)
     bootstrap_servers: str | None = setting(
-        None, "host:port[,host:port]", _ALL, COMMON_GROUP, required=_ALL, legacy_env="KAFKA_BOOTSTRAP_SERVERS"
+        None,
+        "host:port[,host:port]",
+        _ALL,
+        COMMON_GROUP,
+        required=_ALL,
+        legacy_env="KAFKA_BOOTSTRAP_SERVERS",
+        convert=_bootstrap,
     )
     client_id: str = setting("uss-stream", "client id prefix", _ALL, _CONNECTION)
     security_protocol: str = setting(
@@ -575,7 +642,7 @@ class KafkaSettings:
     )  # fmt: skip
     rate: float = setting(
         0.0, "events per second (0 = as fast as possible)", ("demo-producer",), COMMON_GROUP,
-        convert=_non_negative_float, legacy_env="USS_KAFKA_DEMO_RATE",
+        convert=_rate, legacy_env="USS_KAFKA_DEMO_RATE",
     )  # fmt: skip
     seed: int = setting(
         0, "shuffle seed", ("demo-producer",), _DEMO, convert=_integer, legacy_env="USS_KAFKA_DEMO_SEED"

@@ -20,7 +20,9 @@ ValueError: client: must be one of auto, kafka-python, confluent, got 'librdkafk
 
 from __future__ import annotations
 
+import functools
 import importlib
+import logging
 from typing import Any
 
 from .base import (
@@ -70,11 +72,25 @@ def resolve(client: str) -> str:
     """
     if client != "auto":
         return client
+    return "confluent" if _confluent_loads() else "kafka-python"
+
+
+@functools.cache
+def _confluent_loads() -> bool:
+    """Whether confluent-kafka imports; if it is installed but fails to load (its librdkafka, say),
+    a warning says so, once, and ``auto`` takes kafka-python."""
     try:
         import confluent_kafka  # noqa: F401
     except ImportError:
-        return "kafka-python"
-    return "confluent"
+        return False
+    except Exception as error:  # e.g. OSError: librdkafka.so.1: cannot open shared object file
+        logging.getLogger("uss_stream_kafka").warning(
+            "--client auto: confluent-kafka is installed but does not load (%s: %s): using kafka-python",
+            type(error).__name__,
+            error,
+        )
+        return False
+    return True
 
 
 def _implementation(client: str, kind: str) -> Any:

@@ -69,10 +69,10 @@ def check_record_limits(limits: RecordLimits, output: str, dead_letter: str, sta
     --------
     >>> check_record_limits(RecordLimits(1_047_552, 1_047_552, 1_047_552), "out", "dlq", "state")
     >>> try:
-    ...     check_record_limits(RecordLimits(1_047_552, 976, 1_047_552), "out", "dlq", "state")
+    ...     check_record_limits(RecordLimits(1_047_552, -424, 1_047_552), "out", "dlq", "state")
     ... except ValueError as error:
     ...     print(str(error)[:60])
-    dead-letter topic 'dlq' accepts records of at most 976 bytes
+    dead-letter topic 'dlq' accepts records of at most 600 bytes
     """
     for role, topic, limit in (
         ("output", output, limits.output),
@@ -81,9 +81,9 @@ def check_record_limits(limits: RecordLimits, output: str, dead_letter: str, sta
     ):
         if limit < MIN_RECORD_BYTES:
             raise ValueError(
-                f"{role} topic {topic!r} accepts records of at most {limit} bytes (max.message.bytes "
-                f"and the producer's max_request_size, less {MARGIN}): the service needs "
-                f"{MIN_RECORD_BYTES}; raise the topic's max.message.bytes to at least "
+                f"{role} topic {topic!r} accepts records of at most {limit + MARGIN} bytes (the smaller "
+                "of its max.message.bytes and the producer's max_request_size): the service needs "
+                f"{MIN_RECORD_BYTES + MARGIN}; raise the topic's max.message.bytes to at least "
                 f"{MIN_RECORD_BYTES + MARGIN}"
             )
 

@@ -18,11 +18,13 @@ A copy of the original value larger than ``max_value_bytes`` is truncated to tha
 must not make its dead letter oversize too.
 
 With ``max_record_bytes`` (the producer's and the broker's limit, less a margin) the **whole**
-record is capped: key, envelope and headers together. What does not fit is cut, in this order of
-sacrifice: the original headers (``headers_truncated``, ``headers_size`` keeps their original
-bytes), then the value copy, the error text (at most :data:`MAX_ERROR_CHARS` characters) and a key
-longer than a sixteenth of the limit (``key_truncated``). A dead letter can then never be refused
-by the broker, which would otherwise stop the service on the record for good.
+record is capped: key, envelope and headers together (a header counted as in
+``clients.limits.headers_bytes``), with 128 bytes kept for the record's framing. A record that
+fits is sent whole; otherwise what does not fit is cut, in this order of sacrifice: the original
+headers (``headers_truncated``, ``headers_size`` keeps their original bytes), then the value copy,
+the error text (at most :data:`MAX_ERROR_CHARS` characters) and a key longer than a sixteenth of
+the limit (``key_truncated``). A dead letter can then never be refused by the broker, which would
+otherwise stop the service on the record for good.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream_kafka.clients.limits import headers_bytes
 from uss_stream_kafka.processing.events import REASONS
 
 __all__ = ["DEAD_LETTER_FORMAT", "MAX_ERROR_CHARS", "DeadLetter"]
@@ -149,13 +152,18 @@ class DeadLetter:
         self, value: bytes | None, truncated: bool, routing: list[tuple[str, bytes]], limit: int
     ) -> tuple[bytes | None, bytes, list[tuple[str, bytes]]]:
         """The record within ``limit`` bytes: cut headers, then value, error and key (see the module)."""
+        fixed = _FRAMING + headers_bytes(routing)
+        document = self._document(self.key, value, truncated, self.headers, self.error, self.key_truncated)
+        whole = _dumps(document)
+        if fixed + len(self.key or b"") + len(whole) <= limit:  # it fits: nothing is cut
+            return self.key, whole, routing
         key, key_truncated = self.key, self.key_truncated
         if key is not None and len(key) > limit // 16:
             key, key_truncated = key[: limit // 16], True
         error = self.error
         if len(error) > MAX_ERROR_CHARS:
             error = error[:MAX_ERROR_CHARS] + " ...(truncated)"
-        fixed = _FRAMING + len(key or b"") + sum(len(n) + len(v) for n, v in routing)
+        fixed += len(key or b"")
         bare = self._document(key, None, truncated, (), error, key_truncated, True)
         room = limit - fixed - len(_dumps(bare)) - 8  # 8: the quotes of value_b64 and slack
         # The headers' names are kept before the value (at most an eighth of the room).

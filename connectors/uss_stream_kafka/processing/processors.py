@@ -565,11 +565,20 @@ def load_factory(path: str) -> Callable[[], Any]:
     Traceback (most recent call last):
     ...
     ValueError: cascade factory must look like 'package.module:function', got 'uss_stream_kafka.cli.demo'
+    >>> load_factory("../../etc:passwd")
+    Traceback (most recent call last):
+    ...
+    ValueError: cascade factory must look like 'package.module:function' (a module's import name, ...
 
     """
     module_name, sep, attribute = str(path).partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"cascade factory must look like 'package.module:function', got {path!r}")
+    if not all(part.isidentifier() for part in (*module_name.split("."), *attribute.split("."))):
+        raise ValueError(
+            "cascade factory must look like 'package.module:function' (a module's import name, "
+            f"not a file), got {path!r}"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:

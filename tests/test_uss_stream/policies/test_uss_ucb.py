@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from tests import needs
 from uss_stream.policies import USSUCB
 
 
@@ -78,7 +79,7 @@ def test_run_equals_select_update_loop_and_depths_in_range():
 
 
 def test_string_outputs_and_dataframe_input():
-    pd = pytest.importorskip("pandas")
+    pd = needs.module("pandas")
     frame = pd.DataFrame({"s1": ["a", "b", "a"], "s2": ["a", "a", "a"]})
     assert USSUCB(stage_costs=[0.0, 1.0]).run(frame).tolist()[0] == 2
 

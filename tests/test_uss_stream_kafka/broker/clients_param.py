@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import needs
 from uss_stream_kafka.clients import CLIENTS
 
 __all__ = ["kafka_client"]
@@ -18,5 +19,5 @@ __all__ = ["kafka_client"]
 def kafka_client(request: pytest.FixtureRequest) -> str:
     """The client library the service under test runs on (skipped if it is not installed)."""
     if request.param == "confluent":
-        pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+        needs.module("confluent_kafka")
     return request.param

@@ -19,13 +19,14 @@ from test_broker_restart import (  # noqa: F401  (the tests, their marks and the
 )
 from waiting import wait_until
 
+from tests import needs
 from uss_stream_kafka import clients
 from uss_stream_kafka.clients import ClientError, TopicPartition
 
 
 @pytest.fixture
 def kafka_client() -> str:
-    pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+    needs.module("confluent_kafka")
     return "confluent"
 
 

@@ -17,13 +17,14 @@ from conftest import COSTS, produce, read_all, stream
 from test_cli import Service
 from waiting import wait_until
 
+from tests import needs
 from uss_stream.policies import USSUCB
 
 pytestmark = [pytest.mark.kafka]
 
 
 def test_a_fenced_static_member_is_replaced_and_every_event_decided_once(bootstrap_servers, make_topics):
-    ck = pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+    ck = needs.module("confluent_kafka")
     topics = make_topics()
     n = 4_000
     values, outputs = stream(n)

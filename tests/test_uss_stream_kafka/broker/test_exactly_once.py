@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import random
 import signal
 import threading
 import time
@@ -154,7 +153,7 @@ def test_a_fenced_producer_is_replaced_twice_and_the_third_fence_is_fatal(
     ("kafka_client", "value_format"), [("kafka-python", "json"), ("confluent", "json"), ("confluent", "avro")]
 )
 def test_four_sigkills_leave_exactly_one_decision_per_event(
-    kafka_client, payloads, bootstrap_servers, make_topics, admin, record_property
+    kafka_client, payloads, bootstrap_servers, make_topics, admin, record_property, chaos_random
 ):
     topics = make_topics()
     n = 20_000
@@ -165,8 +164,7 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     options = ["--guarantee", "exactly-once", "--group-instance-id", group, "--commit-interval", "0.3",
                "--max-poll-records", "300", "--session-timeout-ms", "6000",
                "--client", kafka_client, *payloads.options]  # fmt: skip
-    seed = random.randrange(1_000_000)
-    kill_at = sorted(random.Random(seed).sample(range(1_500, n - 3_000), 4))
+    kill_at = sorted(chaos_random.sample(range(1_500, n - 3_000), 4))
     started = time.monotonic()
     service = Service(bootstrap_servers, topics, group, *options)
     service.wait_for_log("restored")
@@ -232,7 +230,7 @@ def test_four_sigkills_leave_exactly_one_decision_per_event(
     assert checkpoints_of(bootstrap_servers, topics.state)[-1].state == policy_after(outputs).state_dict()
     report = (
         f"exactly-once, {payloads.value_format}, {n} events, "
-        f"SIGKILL at output offsets {seen_at_kill} (seed {seed}): "
+        f"SIGKILL at output offsets {seen_at_kill} (drawn at {kill_at}): "
         f"{len(committed)} committed decisions, 0 duplicates with read_committed, "
         f"{len(aborted)} aborted records (open at the kills: {open_at_kill}; {len(everything)} in the log), "
         f"{seconds:.1f}s"

@@ -10,7 +10,6 @@ produced, so the uninterrupted run is well defined, and :func:`phases.reference_
 from __future__ import annotations
 
 import json
-import random
 import signal
 import uuid
 from typing import Any
@@ -56,7 +55,7 @@ def wait_until(condition: Any, what: str, service: Service, timeout: float = 120
 
 
 def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted_run(
-    bootstrap_servers, make_topics, admin, record_property
+    bootstrap_servers, make_topics, admin, record_property, chaos_random
 ):
     topics: Topics = make_topics(labels=True)
     stream = phases(4, labels=60, events=900, seed=5)
@@ -67,8 +66,7 @@ def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted
                "--guarantee", "exactly-once", "--group-instance-id", f"features-eos-{run}",
                "--commit-interval", "1", "--max-poll-records", "40",
                "--session-timeout-ms", "6000"]  # fmt: skip
-    seed = random.randrange(1_000_000)
-    rng = random.Random(seed)
+    rng = chaos_random
     service = Service(bootstrap_servers, topics, group, *options)
     service.wait_for_log("restored")
     kills: list[dict[str, int]] = []
@@ -134,7 +132,7 @@ def test_three_sigkills_in_exactly_once_features_mode_decide_as_an_uninterrupted
     assert (last.offset, last.labels_offset) == (events_end, labels_end)
     report = (
         f"features mode, exactly-once, {events_end} events and {labels_end} labels in 4 phases, "
-        f"SIGKILLs (seed {seed}) at {kills}: {len(decisions)} committed decisions equal to the "
+        f"SIGKILLs at {kills}: {len(decisions)} committed decisions equal to the "
         f"uninterrupted run, {len(aborted)} aborted records"
     )
     record_property("features_eos_sigkill_report", report)

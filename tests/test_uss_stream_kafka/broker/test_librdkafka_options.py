@@ -16,6 +16,7 @@ import pytest
 from conftest import COSTS, decisions_of, produce, read_all, stream
 from test_cli import Service, wait_for_outputs
 
+from tests import needs
 from tests.test_uss_stream_kafka.helpers import NATIVE, command, last_line
 from uss_stream.policies import USSUCB
 
@@ -28,7 +29,7 @@ pytestmark = [
 def test_the_confluent_service_passes_librdkafka_properties_to_librdkafka(bootstrap_servers, make_topics):
     """``debug=cgrp`` reaches librdkafka (its group-coordination debug lines appear in the log) and the
     service decides as usual; an unknown property is one line and exit 2."""
-    pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+    needs.module("confluent_kafka")
     topics = make_topics()
     values, outputs = stream(2_000)
     produce(bootstrap_servers, topics.input, values)

@@ -13,8 +13,10 @@ from test_long_outage import (  # noqa: F401  (the test, its marks and its priva
     test_a_producer_replaced_during_a_long_outage_waits_for_the_broker,
 )
 
+from tests import needs
+
 
 @pytest.fixture
 def kafka_client() -> str:
-    pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+    needs.module("confluent_kafka")
     return "confluent"

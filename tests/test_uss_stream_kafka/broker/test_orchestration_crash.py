@@ -16,7 +16,6 @@ requests partition 0 covers the requests up to ``offset`` and the reports up to 
 from __future__ import annotations
 
 import json
-import random
 import uuid
 from collections import Counter
 from typing import Any
@@ -55,7 +54,12 @@ def covered(checkpoint: dict[str, Any], topics: Any) -> dict[str, int]:
     }
 
 
-def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orchestration_topics, processes):  # noqa: F811
+def test_orchestrate_exactly_once_survives_three_sigkills(
+    bootstrap_servers,
+    orchestration_topics,  # noqa: F811
+    processes,  # noqa: F811
+    chaos_random,
+):
     topics = orchestration_topics
     group = f"g-{uuid.uuid4().hex[:10]}"
     command = orchestrate_command(
@@ -69,7 +73,7 @@ def test_orchestrate_exactly_once_survives_three_sigkills(bootstrap_servers, orc
     rng = np.random.default_rng(13)
     truth = rng.integers(0, 2, N)
     outputs = np.stack([truth ^ (rng.random(N) < 0.2), truth ^ (rng.random(N) < 0.1), truth], axis=1)
-    chance = random.Random(13)
+    chance = chaos_random
     requested = 0  # requests r0 .. r{requested - 1} sent, in this order: r{i} is at offset i
     reported: dict[str, int] = {}  # id -> the depth its report was sent for
     replayed: list[str] = []

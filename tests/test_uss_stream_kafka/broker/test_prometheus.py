@@ -37,6 +37,7 @@ from conftest import produce, read_all, stream
 from test_crash_restart import Process
 from waiting import wait_until
 
+from tests import needs
 from uss_stream_kafka.operations.dashboard import queries
 from uss_stream_kafka.processing.orchestration import OrchestrationTopics, create_orchestration_topics
 
@@ -52,11 +53,6 @@ COSTS = "0,0.15,0.2"
 #: test's samples (1 s scrapes), and a dashboard range.
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__range": "1h", "$job": "uss-stream"}
 COMPARISON = re.compile(r"(==|!=|>=|<=|>|<)(\s*bool\b)?")
-
-INSTALL = (
-    "Prometheus is not installed: `make test` installs it "
-    "(bash deploy/observability/install-prometheus.sh: Debian's `prometheus` package)."
-)
 
 
 def with_bool_comparisons(expr: str) -> str:
@@ -90,9 +86,7 @@ class Prometheus:
     """A ``prometheus`` server on a free port scraping ``targets`` every second, rules loaded."""
 
     def __init__(self, directory: Path, targets: list[str]) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail(INSTALL, pytrace=False)
+        binary = needs.program("prometheus", needs.PROMETHEUS)
         shutil.copy(OBSERVABILITY / "rules.yml", directory / "rules.yml")
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},

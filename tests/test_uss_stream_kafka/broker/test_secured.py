@@ -26,6 +26,7 @@ from test_broker_restart import BROKER_SH, _free_port_pair
 from test_cli import topic_options
 from waiting import wait_until
 
+from tests import needs
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import ClientConfig, Topics, create_topics
 
@@ -250,7 +251,7 @@ def test_a_client_without_credentials_is_refused(protocol, secured_broker):
 def test_plaintext_against_the_tls_listener_stops_at_once_with_one_line(client, secured_broker):
     """``--security-protocol PLAINTEXT`` pointed at the SASL_SSL port: exit 7 and one line naming
     the listener, on either client (confluent-kafka gave a 30 s retry loop and a traceback)."""
-    pytest.importorskip("confluent_kafka" if client == "confluent" else "kafka")
+    needs.module("confluent_kafka" if client == "confluent" else "kafka")
     topics = new_topics(secured_broker)
     command = [
         sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", secured_broker.secured,

@@ -18,14 +18,15 @@ Sizes come from the environment; CI runs the defaults (20 000 events, 2 kills, 1
 restart). ``make soak`` runs the full size:
 ``SOAK_EVENTS=1000000 SOAK_KILLS=20 SOAK_TERMS=5 SOAK_BROKER_RESTARTS=3``.
 The broker is a private ``deploy/kafka/broker.sh`` on a free port, destroyed at the end (kept,
-stopped, with ``SOAK_KEEP_BROKER=1``).
+stopped, with ``SOAK_KEEP_BROKER=1``). The faults' order and the workers they hit come from the
+run's chaos seed (printed in the header; ``USS_CHAOS_SEED`` repeats them: ``tests/chaos.py``), the
+events from ``SOAK_SEED``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import statistics
 import threading
@@ -53,7 +54,7 @@ MAX_RSS_MIB = float(os.environ.get("SOAK_MAX_RSS_MIB", "400"))
 BROKER_RESTARTS = int(os.environ.get("SOAK_BROKER_RESTARTS", "1"))
 RATE = float(os.environ.get("SOAK_RATE", "2000"))  # events per second produced
 SHARED = os.environ.get("SOAK_SHARED", "1") == "1"
-SEED = int(os.environ.get("SOAK_SEED", "0"))
+SEED = int(os.environ.get("SOAK_SEED", "0"))  # the events' outputs
 PARTITIONS = 6
 WORKERS = 3
 STRIDE = 10_000_000  # event ids of partition p: e<p * STRIDE + i>
@@ -330,7 +331,7 @@ def soak_broker() -> Iterator[RestartableBroker]:
             broker.destroy()
 
 
-def test_soak(soak_broker, record_property, tmp_path):
+def test_soak(soak_broker, record_property, tmp_path, chaos_random):
     from kafka import KafkaAdminClient, TopicPartition
 
     bootstrap = soak_broker.bootstrap
@@ -344,7 +345,7 @@ def test_soak(soak_broker, record_property, tmp_path):
     sizes = [EVENTS // PARTITIONS + (p < EVENTS % PARTITIONS) for p in range(PARTITIONS)]
     streams = {p: stream(sizes[p], seed=SEED + p, start=STRIDE * p) for p in range(PARTITIONS)}
     group = "soak-group"
-    rng = random.Random(SEED)
+    rng = chaos_random  # the faults' order, and which worker each one hits
     # The faults, spread evenly over the production; broker restarts among the kills.
     faults = ["kill"] * KILLS + ["term"] * TERMS
     rng.shuffle(faults)

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from conftest import COSTS, new_app, produce, read_all, run_app, stream
 
+from tests import needs
 from uss_stream.policies import USSUCB
 from uss_stream_kafka import DeadLetter, OutputsProcessor
 
-ck = pytest.importorskip("confluent_kafka", reason="the confluent client needs uss-stream[confluent]")
+ck = needs.module("confluent_kafka")
 
 BAD = 300
 

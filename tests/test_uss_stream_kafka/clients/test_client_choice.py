@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from tests import needs
 from uss_stream.commands.cli import build_parser
 from uss_stream_kafka import Application, ClientConfig, Topics
 from uss_stream_kafka.cli.settings import KafkaSettings
@@ -32,7 +33,7 @@ def test_the_client_is_auto_unless_chosen(monkeypatch):
 
 
 def test_auto_takes_confluent_kafka_when_it_is_installed(caplog, monkeypatch):
-    pytest.importorskip("confluent_kafka")
+    needs.module("confluent_kafka")
     monkeypatch.delenv("USS_KAFKA_CLIENT", raising=False)
     caplog.set_level(logging.INFO, logger="uss_stream_kafka")
     app = Application(ClientConfig("b:9092"), "g", TOPICS, http_port=None, client_library="auto")

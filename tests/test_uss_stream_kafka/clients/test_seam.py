@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from tests import needs
 from uss_stream_kafka import clients
 
 
@@ -80,7 +81,7 @@ def test_unreachable_brokers_are_a_retriable_error():
     ["_WAIT_COORD", "NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"],
 )
 def test_a_coordinator_not_found_yet_is_retriable_on_confluent(name):
-    ck = pytest.importorskip("confluent_kafka")
+    ck = needs.module("confluent_kafka")
     from uss_stream_kafka.clients.confluent import _error
 
     error = _error(ck.KafkaException(ck.KafkaError(getattr(ck.KafkaError, name))), "commit")
@@ -88,7 +89,7 @@ def test_a_coordinator_not_found_yet_is_retriable_on_confluent(name):
 
 
 def test_a_fenced_producer_is_not_retriable_on_confluent():
-    ck = pytest.importorskip("confluent_kafka")
+    ck = needs.module("confluent_kafka")
     from uss_stream_kafka.clients.confluent import _error
 
     assert not _error(ck.KafkaException(ck.KafkaError(ck.KafkaError._FENCED)), "commit").retriable

@@ -8,13 +8,12 @@ Prometheus is ``tests/test_uss_stream_kafka/broker/test_prometheus.py``.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
+from tests import needs
 from uss_stream_kafka.operations.dashboard import dashboard, queries, render
 
 OBSERVABILITY = Path(__file__).resolve().parents[3] / "deploy" / "observability"
@@ -58,13 +57,7 @@ ALERTS = {
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    binary = shutil.which("promtool")
-    if binary is None:
-        pytest.fail(
-            "promtool is not installed: `make test` installs it "
-            "(bash deploy/observability/install-prometheus.sh: Debian's `prometheus` package)",
-            pytrace=False,
-        )
+    binary = needs.program("promtool", needs.PROMETHEUS)
     return subprocess.run([binary, *args], cwd=OBSERVABILITY, capture_output=True, text=True, timeout=300)
 
 
