@@ -27,14 +27,12 @@ instead of cumulative sums.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from uss_stream.core.stats import DisagreementStats
-
-if TYPE_CHECKING:
-    from uss_stream.policies.base import Policy
+from uss_stream.policies.base import Policy
 
 __all__ = [
     "FIRST_WINDOW",
@@ -54,6 +52,12 @@ __all__ = [
 FIRST_WINDOW = 8
 MAX_WINDOW = 4096
 MAX_STATES = 1 << 14
+# Windows certified per repetition, depth and call (the rounds left, half of them, a quarter ...),
+# as long as a call certifies at most about LADDER_STATES windows.
+LADDER = 12
+LADDER_STATES = 4096
+# Steps a repetition whose windows are refused again and again skips certifying, at most.
+MAX_PAUSE = 15
 
 
 def next_window(width: int, accepted: float, window: int) -> int:
@@ -229,6 +233,19 @@ class Counts:
             streams=streams,
         )
 
+    def matrix(self, streams: np.ndarray) -> np.ndarray:
+        """``(len(streams), K, K)`` matrices of ``D_ij`` (``i < j``; zero elsewhere) of ``streams``.
+
+        >>> counts = Counts.zeros(3, 2, discount=None)
+        >>> counts.disagreements[:, 1] = [1, 2, 3]
+        >>> counts.matrix(np.array([1]))[0].tolist()
+        [[0, 1, 2], [0, 0, 3], [0, 0, 0]]
+        """
+        upper_i, upper_j = pair_order(self.n_stages)
+        matrix = np.zeros((len(streams), self.n_stages, self.n_stages), dtype=self.values.dtype)
+        matrix[:, upper_i, upper_j] = self.disagreements[:, streams].T
+        return matrix
+
 
 class Reveal:
     """What querying a log row to depth ``d`` adds to the counts, as a vector of :class:`Counts` rows.
@@ -340,8 +357,9 @@ def speculate(
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
+    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
     planes = (
-        np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8),
+        pair_planes,
         None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8),
     )
     rows_flat, spare = rows.ravel(), reps * horizon
@@ -358,9 +376,35 @@ def speculate(
     active = np.arange(reps)
     window = FIRST_WINDOW if window is None else max(1, int(window))
 
+    certifying = wrong is None and _certifies(policy)
+    other = guess.copy()  # the depth each repetition speculated before its guess changed
+    pause = np.zeros((2, reps), dtype=np.int64)  # steps to skip certifying, and the next pause
+
     while active.size:
+        if certifying:
+            # Repetitions advance over the longest window certified from their next round, then
+            # speculate as below from there, unless they reached the horizon.
+            trying = pause[0, active] == 0
+            pause[0, active[~trying]] -= 1
+            certified = np.zeros(active.size, dtype=np.int64)
+            if trying.any():
+                progress = (active[trying], t, guess, other)
+                certified[trying] = _certified_windows(
+                    policy, counts_of, progress, (rows_flat, horizon), pair_planes, depths
+                )
+                _back_off(pause, active[trying], certified[trying] > 0)
+            if on_progress is not None and certified.any():
+                on_progress(int(certified.sum()))
+            partly = certified[t[active] <= horizon]
+            active = active[t[active] <= horizon]
+            if not active.size:
+                active = np.flatnonzero(t <= horizon)
+                continue
         n_active = active.size
         width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
+        if certifying and partly.all():
+            # Every repetition certified part of the rounds left: what changes them is near.
+            width = max(1, min(width, int(partly.max())))
         n_states = n_active * width
         start = t[active]
         offset, remaining, flat, row = window_rows(active, start, width, rows_flat, horizon)
@@ -383,12 +427,115 @@ def speculate(
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
+        other[active] = depth
         window = next_window(width, advanced.sum() / n_states, window)
         if on_progress is not None:
             on_progress(int(advanced.sum()))
-        active = active[t[active] <= horizon]
+        active = np.flatnonzero(t <= horizon) if certifying else active[t[active] <= horizon]
     counts_of.rounds += horizon
     return depths[:spare].reshape(reps, horizon)
+
+
+def _certifies(policy: Policy) -> bool:
+    """Whether ``policy`` may certify windows (:meth:`~uss_stream.policies.base.Policy.certify_many`)."""
+    return policy.vectorised and policy.discount is None and type(policy)._certify_many is not _NO_CERTIFICATE
+
+
+def _certified_windows(
+    policy: Policy,
+    counts_of: Counts,
+    progress: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    log: tuple[np.ndarray, int],
+    pair_planes: np.ndarray,
+    depths: np.ndarray,
+) -> np.ndarray:
+    """Advance every repetition over the longest window the policy certifies from its next round;
+    per ``active`` repetition, the rounds advanced (0 where none was certified).
+
+    ``progress`` holds the ``active`` repetitions and, per repetition, the next round ``t`` of
+    ``rows``, the depth ``guess`` it speculates and the ``other`` depth it speculated before (after
+    a single deviating round, such as an exploration, the depth it returns to); ``log`` the flat
+    ``rows`` and the horizon. One call certifies, for both depths, windows of the rounds left,
+    half of them, a quarter ... (:func:`_ladder`; a call's cost hardly depends on its number of
+    states): a repetition takes the longest window certified and its depth becomes the guess.
+    The window's rounds all take that depth (written into ``depths``, the flat results), and its
+    counts grow by the sums of its rows' indicators over the pairs observed.
+    """
+    active, t, guess, other = progress
+    rows_flat, horizon = log
+    n_stages = counts_of.n_stages
+    start = t[active]
+    left = horizon - start + 1
+    candidate, depth, width = _ladder(active.size, left, guess[active], other[active])
+    states = active[candidate]
+    ok = policy.certify_many(
+        counts_of.rounds[states] + start[candidate],
+        counts_of.queried[:, states].T,
+        counts_of.matrix(states),
+        depth,
+        width,
+    )
+    best = np.zeros(active.size, dtype=np.int64)
+    np.maximum.at(best, candidate, np.where(ok, width, 0))
+    if not best.any():
+        return best
+    chosen = np.flatnonzero(best)
+    winner = np.zeros(active.size, dtype=np.int64)
+    winner[candidate[ok & (width == best[candidate])]] = depth[ok & (width == best[candidate])]
+    reps, width, depth = active[chosen], best[chosen], winner[chosen]
+    guess[reps] = depth
+    begin = np.cumsum(width) - width
+    flat = np.repeat(reps * horizon + start[chosen] - 1 - begin, width) + np.arange(int(width.sum()))
+    depths[flat] = np.repeat(depth, width)
+    log_rows = rows_flat[flat]
+    observed = _pairs_below(n_stages)[depth - 1]
+    for p in range(int(observed.max())):
+        sums = np.add.reduceat(pair_planes[p][log_rows], begin, dtype=np.int64)
+        counts_of.disagreements[p, reps] += np.where(p < observed, sums, 0)
+    counts_of.queried[:, reps] += (np.arange(n_stages)[:, None] < depth) * width
+    t[reps] += width
+    return best
+
+
+def _back_off(pause: np.ndarray, tried: np.ndarray, certified: np.ndarray) -> None:
+    """After certifying ``tried``: a repetition refused pauses certifying for its next pause in steps,
+    which doubles (up to :data:`MAX_PAUSE`) while it is refused; one certified pauses no more.
+
+    >>> pause = np.zeros((2, 2), dtype=np.int64)
+    >>> for _ in range(3):
+    ...     _back_off(pause, np.array([0, 1]), np.array([False, True]))
+    >>> pause.tolist()
+    [[3, 0], [7, 0]]
+    """
+    refused = tried[~certified]
+    pause[0, refused] = pause[1, refused]
+    pause[1, refused] = np.minimum(2 * pause[1, refused] + 1, MAX_PAUSE)
+    pause[:, tried[certified]] = 0
+
+
+def _ladder(
+    n_active: int, left: np.ndarray, guess: np.ndarray, other: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The windows to certify: ``(candidate, depth, width)`` per state, ``candidate`` indexing the
+    active repetitions. Each repetition tries its guess and, where it differs, its other depth,
+    each on ``left``, ``left / 2``, ... rounds: as many rungs as keep a call near
+    :data:`LADDER_STATES` states (1 to :data:`LADDER`).
+
+    >>> candidate, depth, width = _ladder(1, np.array([100]), np.array([1]), np.array([2]))
+    >>> candidate.tolist()[:3], depth.tolist()[:3], width.tolist()[:3], width.size
+    ([0, 0, 0], [1, 1, 1], [100, 50, 25], 24)
+    """
+    index = np.arange(n_active)
+    differ = np.flatnonzero(other != guess)
+    base = np.concatenate([index, differ])
+    base_depth = np.concatenate([guess, other[differ]])
+    rungs = int(np.clip(LADDER_STATES // max(base.size, 1), 1, LADDER))
+    candidate = np.repeat(base, rungs)
+    width = np.maximum(left[candidate] >> np.tile(np.arange(rungs), base.size), 1)
+    return candidate, np.repeat(base_depth, rungs), width
+
+
+_NO_CERTIFICATE = Policy._certify_many
 
 
 def _decide_window(
