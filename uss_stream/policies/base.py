@@ -337,6 +337,12 @@ class Policy(abc.ABC):
         default (a policy whose rule has a certificate overrides this)."""
         return np.zeros(np.shape(states.rounds), dtype=bool)
 
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        """The rule of the compiled kernels (:mod:`uss_stream.core.compiled`) that decides as
+        :meth:`select` with plain counts: ``(name, (parameter, strict, lower))``; ``None`` (the
+        default) when there is none, and the pure path decides."""
+        return None
+
     def stream_keys(self, reps: int) -> np.ndarray | None:
         """The ``uint64`` stream key of each of ``reps`` replay repetitions; ``None`` if deterministic."""
         return None

@@ -49,6 +49,9 @@ class FixedDepth(Policy):
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
         return depths == self.depth
 
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("fixed", (float(self.depth), False, False))
+
     @classmethod
     def _unit_test_params(cls):
         yield {"depth": 1, "stage_costs": [0.0, 0.2]}

@@ -73,6 +73,9 @@ class Hanawal2017WD(Policy):
         gaps = self._pair_gaps
         return certain_depth_many(gaps >= high, gaps >= low, self.n_stages, check_lower=False) == depths
 
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("hoeffding", (EXPLORATION, False, False))
+
     @classmethod
     def _unit_test_params(cls):
         yield {"stage_costs": [0.0, 0.1, 0.3]}

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.compiled import kernels
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies.base import Policy
 
@@ -93,23 +94,24 @@ def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
 class Counts:
     """The counts of ``reps`` independent streams in one ``(width, reps)`` array, stream index innermost.
 
-    Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
-    :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
-    counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
-    adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
-    Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
+        Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
+        :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
+        counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
+        adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
+        Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
 
-    Examples
-    --------
-    >>> from uss_stream.core.stats import DisagreementStats
-    >>> stats = DisagreementStats(3)
-    >>> stats.record([0, 1, 1])
-    >>> stats.decisions = 1
-    >>> counts = Counts.of_stats(stats)
-    >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
-    [1, 1, 1, 1, 1, 0]
-    >>> counts.to_stats(0, discount=None) == stats
-    True
+        Examples
+        --------
+        >>> from uss_stream.core.compiled import kernels
+    from uss_stream.core.stats import DisagreementStats
+        >>> stats = DisagreementStats(3)
+        >>> stats.record([0, 1, 1])
+        >>> stats.decisions = 1
+        >>> counts = Counts.of_stats(stats)
+        >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
+        [1, 1, 1, 1, 1, 0]
+        >>> counts.to_stats(0, discount=None) == stats
+        True
     """
 
     def __init__(
@@ -354,6 +356,11 @@ def speculate(
     See the module docstring for how the steps speculate.
 
     """
+    compiled = _compiled(policy, rows, pairs, wrong, streams, counts_of)
+    if compiled is not None:
+        if on_progress is not None:
+            on_progress(compiled.size)
+        return compiled
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
@@ -434,6 +441,48 @@ def speculate(
         active = np.flatnonzero(t <= horizon) if certifying else active[t[active] <= horizon]
     counts_of.rounds += horizon
     return depths[:spare].reshape(reps, horizon)
+
+
+def _compiled(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None,
+    streams: np.ndarray | None,
+    counts_of: Counts | None,
+) -> np.ndarray | None:
+    """:func:`speculate`'s depths from the compiled kernels (:mod:`uss_stream.core.compiled`),
+    counts and rounds updated as it does; ``None`` where they do not apply (not installed, forced
+    off, a discount, labels, a randomised policy or one without a compiled rule, more than 127
+    stages): then the pure path decides."""
+    module = kernels()
+    if module is None or wrong is not None or streams is not None or policy.discount is not None:
+        return None
+    rule = policy._compiled_rule() if policy.vectorised else None
+    n_stages = policy.n_stages
+    if rule is None or n_stages > 127:
+        return None
+    reps, horizon = rows.shape
+    if counts_of is None:
+        counts_of = Counts.zeros(n_stages, reps, discount=None)
+    counts_of.check(n_stages, reps, discount=None, errors=False)
+    if not (counts_of.values.flags.c_contiguous and counts_of.rounds.flags.c_contiguous):
+        return None
+    n_pairs = n_stages * (n_stages - 1) // 2
+    identity = reps == 1 and len(pairs) == horizon and np.array_equal(rows[0], np.arange(horizon))
+    depths = np.empty((reps, horizon), dtype=np.int8)
+    module.run_streams(
+        rule[0],
+        rule[1],
+        [float(c) for c in policy.cumulative_costs],
+        np.empty(0, dtype=np.int64) if identity else np.ascontiguousarray(rows, dtype=np.int64),
+        np.ascontiguousarray(pairs[:, :n_pairs], dtype=np.uint8),
+        n_pairs,
+        counts_of.values,
+        counts_of.rounds,
+        depths,
+    )
+    return depths
 
 
 def _certifies(policy: Policy) -> bool:

@@ -171,6 +171,9 @@ class USSKLUCB(Policy):
         )
         return certain_depth_many(sure, possible, self.n_stages) == depths
 
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("kl", (float(self.alpha), False, False))
+
     def upper_bounds(self) -> np.ndarray:
         """The ``K x K`` matrix of ``U_ij`` (``i < j``; by bisection) the next :meth:`select` compares."""
         log_horizon = portable_log(self._horizon(self._stats.decisions + 1))

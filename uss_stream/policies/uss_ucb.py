@@ -106,6 +106,9 @@ class USSUCB(Policy):
         gaps = self._pair_gaps
         return certain_depth_many(gaps > high, gaps > low, self.n_stages) == depths
 
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return None if self.f is not None else ("hoeffding", (float(self.alpha), True, True))
+
     def upper_bounds(self) -> np.ndarray:
         """The ``K x K`` matrix of ``p̂_ij + Ψ_ij`` the next :meth:`select` will use."""
         bound = self._bound(self._stats.decisions + 1)
