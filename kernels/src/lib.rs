@@ -17,7 +17,7 @@ mod stream;
 use rules::{Policy, Rule};
 
 /// A buffer's items as a slice (read-only).
-fn items<'a, T: Element + Copy>(
+pub(crate) fn items<'a, T: Element + Copy>(
     py: Python<'a>,
     buffer: &'a PyBuffer<T>,
     name: &str,
@@ -36,7 +36,7 @@ fn items<'a, T: Element + Copy>(
 
 /// A writable buffer's items as a mutable slice.
 #[allow(clippy::mut_from_ref)]
-fn items_mut<'a, T: Element + Copy>(
+pub(crate) fn items_mut<'a, T: Element + Copy>(
     py: Python<'a>,
     buffer: &'a PyBuffer<T>,
     name: &str,
@@ -52,7 +52,7 @@ fn items_mut<'a, T: Element + Copy>(
     Ok(unsafe { std::slice::from_raw_parts_mut(cells.as_ptr() as *mut T, cells.len()) })
 }
 
-fn rule_of(name: &str, params: (f64, bool, bool)) -> PyResult<Rule> {
+pub(crate) fn rule_of(name: &str, params: (f64, bool, bool)) -> PyResult<Rule> {
     let (value, strict, lower) = params;
     match name {
         "hoeffding" => Ok(Rule::Hoeffding {
