@@ -12,7 +12,13 @@ of :mod:`uss_stream.replay.delayed` and :mod:`uss_stream.replay.shared` keep the
 :class:`Counts`, decide through :meth:`Counts.decide` and learn through :meth:`Counts.record`, with
 or without a discount.
 
-How :func:`speculate` steps: each step takes the ``A`` unfinished repetitions and a window of ``B``
+How :func:`speculate` steps: each step first asks the policy to certify, for every unfinished
+repetition, windows of the rounds it has left, half of them, a quarter ... at its guessed depth
+(:meth:`~uss_stream.policies.base.Policy.certify_many`: no outputs over the window can change the
+depth); a repetition advances over the longest one certified, its rounds all at that depth and its
+counts by the sums of the rows' indicators (``LADDER`` windows per repetition and call; one
+refused again and again pauses certifying for a few steps). Then it speculates as follows, from
+where each repetition stands. The step takes the ``A`` unfinished repetitions and a window of ``B``
 rounds (the same for all; it grows while nearly all speculations hold and shrinks when many fail). A
 repetition whose speculation fails after ``k > 0`` accepted rounds speculates its old depth again;
 one that fails at once speculates the new depth. The ``A x B`` speculated states are laid out with
@@ -21,7 +27,13 @@ every elementwise operation runs over long contiguous loops. Speculated decision
 accepted ones are written too and are overwritten when those rounds are decided for real; rounds
 past the horizon write to a spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1}
 = γ·x_k + step_k`` one round of the window at a time (the operations of the streaming statistics),
-instead of cumulative sums.
+instead of cumulative sums; discounted counts are never certified.
+
+With the compiled kernels installed (``uss-stream[fast]``, :mod:`uss_stream.core.compiled`),
+:func:`speculate` hands the policies they know (those whose ``_compiled_rule`` names one: USS-UCB,
+USS-KL-UCB, Hanawal et al.'s Algorithm 2 and fixed depths, with plain counts) to their loop, which
+decides round by round in Rust over the windows its own certificates allow; the depths and counts
+are the same to the bit.
 """
 
 from __future__ import annotations
