@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint docs prometheus bench reproduce heldout soak clean
+.PHONY: setup demo test lint docs prometheus bench reproduce heldout value soak clean
 
 setup: $(VENV)/.installed $(VENV)/.kernels
 
@@ -47,6 +47,11 @@ heldout: setup
 	$(BIN)/python -m studies.heldout --split real $(HELDOUT)
 	$(BIN)/python -m studies.heldout --split development $(HELDOUT) --jobs 2
 	$(BIN)/python -m studies.heldout --report $(HELDOUT)
+
+# The value report: every policy on every real cascade of studies/value_cascades.py (T = 20 000,
+# 3 repetitions; a few minutes on 2 cores), then docs/evidence/value.md and value.csv.
+value: setup
+	$(BIN)/python -m studies.value --jobs 2
 
 lint: setup
 	$(BIN)/ruff check .

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from uss_stream.core.units import in_error_units
 from uss_stream.policies import USSKLUCB, AuditedUSS, FixedDepth, Policy
 from uss_stream.replay import replay
 from uss_stream.replay.io import matrix_layout, read_table
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     money = [float(cost) for cost in args.costs.split(",")]
     if len(money) != len(stages):
         raise SystemExit(f"--costs has {len(money)} values for {len(stages)} stages")
-    costs = [cost / args.price_of_error for cost in money]  # in errors: the policies' unit
+    costs = in_error_units(money, args.price_of_error)  # in errors, the policies' unit (with its warning)
     policies: dict[str, Policy] = {"uss-kl-ucb (default)": USSKLUCB(costs), "audited": AuditedUSS(costs)}
     policies.update({f"always depth {d}": FixedDepth(d, stage_costs=costs) for d in range(1, len(costs) + 1)})
     result = replay(

@@ -238,6 +238,8 @@ class StreamLog:
     seconds: float
     #: Each stage's mean ``predict_proba_one`` time over the logged events (seconds).
     stage_seconds: tuple[float, ...] = ()
+    #: ``N x K x C`` each stage's class probabilities (classes in label-code order; 0 if abstained).
+    probabilities: np.ndarray | None = None
 
 
 def build_log(spec: StreamSpec) -> StreamLog:
@@ -250,7 +252,7 @@ def build_log(spec: StreamSpec) -> StreamLog:
     started = time.perf_counter()
     scaler = preprocessing.StandardScaler()
     models = [factory() for _, factory in spec.stages]
-    outputs, confidences, labels = [], [], []
+    outputs, confidences, labels, probas = [], [], [], []
     predict_seconds = np.zeros(len(models))
     n_features = 0
     for i, (x, y) in enumerate(spec.events()):
@@ -258,11 +260,12 @@ def build_log(spec: StreamSpec) -> StreamLog:
         xs = scaler.transform_one(x)
         views = [xs if f is None else {k: xs[k] for k in f if k in xs} for f, _ in spec.stages]
         if i >= WARM_UP:
-            row, row_conf = [], []
+            row, row_conf, row_proba = [], [], []
             for j, (model, view) in enumerate(zip(models, views)):
                 tick = time.perf_counter()
                 proba = model.predict_proba_one(view)
                 predict_seconds[j] += time.perf_counter() - tick
+                row_proba.append(proba)
                 if proba:
                     label = max(proba, key=proba.get)
                     row.append(label)
@@ -273,6 +276,7 @@ def build_log(spec: StreamSpec) -> StreamLog:
             outputs.append(row)
             confidences.append(row_conf)
             labels.append(y)
+            probas.append(row_proba)
         scaler.learn_one(x)
         xs = scaler.transform_one(x)
         for model, (features, _) in zip(models, spec.stages):
@@ -287,7 +291,31 @@ def build_log(spec: StreamSpec) -> StreamLog:
         np.array(profile),
         time.perf_counter() - started,
         tuple((predict_seconds / max(1, len(labels))).tolist()),
+        _probability_array(probas, outputs, codes, labels, label_codes),
     )
+
+
+def _probability_array(
+    probas: list[list[dict]], outputs: list, codes: np.ndarray, labels: list, label_codes: np.ndarray
+) -> np.ndarray:
+    """``N x K x C`` of the stages' probability dicts, classes in the log's code order.
+
+    A class the stages gave some probability but that is neither an output nor a label of the
+    logged events (seen in the warm-up only) gets a column after the coded ones.
+    """
+    code_of = {value: int(code) for value, code in zip(labels, label_codes.tolist())}
+    for row, coded in zip(outputs, codes.tolist()):
+        code_of.update(zip(row, coded))
+    for row in probas:
+        for proba in row:
+            for value in proba:
+                code_of.setdefault(value, len(code_of))
+    array = np.zeros((len(probas), codes.shape[1], max(code_of.values()) + 1))
+    for i, row in enumerate(probas):
+        for j, proba in enumerate(row):
+            for value, p in proba.items():
+                array[i, j, code_of[value]] = p
+    return array
 
 
 def online_check(spec: StreamSpec, log: StreamLog, scale: float) -> dict[str, Any]:

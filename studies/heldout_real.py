@@ -22,7 +22,15 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["KEEL_TABLES", "REAL_CASCADES", "RIVER_DATASETS", "SKLEARN_TABLES", "real_cascade", "table"]
+__all__ = [
+    "KEEL_TABLES",
+    "REAL_CASCADES",
+    "RIVER_DATASETS",
+    "SKLEARN_TABLES",
+    "real_cascade",
+    "stage_predictions",
+    "table",
+]
 
 #: River's bundled single-label classification data sets (the others are regression or multi-label).
 RIVER_DATASETS = ("Shuttle", "Phishing", "Bananas", "ImageSegments")
@@ -112,22 +120,39 @@ def table(name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 @cache
-def _predictions(name: str) -> tuple[np.ndarray, np.ndarray]:
+def _predictions(name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from sklearn.tree import DecisionTreeClassifier
 
     features, targets = table(name)
-    _, labels = np.unique(targets, return_inverse=True)
+    classes, labels = np.unique(targets, return_inverse=True)
     order = np.random.default_rng(0).permutation(len(labels))
     features, labels = features[order], labels[order]
     half = len(labels) // 2
     n_features = features.shape[1]
     outputs = np.empty((len(labels) - half, N_STAGES), dtype=np.int64)
+    probabilities = np.zeros((len(labels) - half, N_STAGES, len(classes)))
     for j in range(1, N_STAGES + 1):
         used = max(1, math.ceil(j * n_features / N_STAGES))
         model = DecisionTreeClassifier(max_depth=2 * j, random_state=0)
         model.fit(features[:half, :used], labels[:half])
         outputs[:, j - 1] = model.predict(features[half:, :used])
-    return outputs, labels[half:]
+        probabilities[:, j - 1, model.classes_] = model.predict_proba(features[half:, :used])
+    return outputs, probabilities, labels[half:]
+
+
+def stage_predictions(dataset: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(outputs, probabilities, labels)`` of the replayed half of ``dataset``'s four stages.
+
+    ``probabilities`` is ``N x 4 x C``, each stage's class probabilities (classes in label-code
+    order; a class a stage never saw in training has probability 0); each stage's output is its
+    most probable class. ``dataset`` is a table of :data:`REAL_CASCADES` or any other table
+    :func:`table` reads (e.g. ``keel.iris``), built by the same rule.
+
+    >>> outputs, probabilities, labels = stage_predictions("sklearn.breast_cancer")
+    >>> probabilities.shape, bool((probabilities.argmax(axis=2) == outputs).all())
+    ((285, 4, 2), True)
+    """
+    return _predictions(dataset)
 
 
 def real_cascade(name: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
@@ -141,5 +166,5 @@ def real_cascade(name: str) -> tuple[np.ndarray, np.ndarray, list[float]]:
 
     """
     dataset, scale = REAL_CASCADES[name]
-    outputs, labels = _predictions(dataset)
+    outputs, _, labels = _predictions(dataset)
     return outputs, labels, [scale / N_STAGES] * N_STAGES

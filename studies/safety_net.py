@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from uss_stream.core.instances import Instance
+from uss_stream.core.instances import WD_VERDICTS, Instance
 from uss_stream.datasets.paper import PAPER_CASES
 from uss_stream.policies import UEEUCB, USSKLUCB, USSTS, USSUCB, AuditedUSS, SupervisedUCB
 from uss_stream.replay.engine import Z_95, replay
@@ -153,9 +153,7 @@ def run_instance(
         }
         reports = result.wd_reports.get(policy)
         if reports:
-            entry["wd_verdicts"] = {
-                v: sum(r.verdict == v for r in reports) for v in ("holds", "violated", "unknown")
-            }
+            entry["wd_verdicts"] = {v: sum(r.verdict == v for r in reports) for v in WD_VERDICTS}
             entry["wd_best_depth"] = [r.best_depth for r in reports]
         summary["policies"][policy] = entry
     summary["seconds"] = time.perf_counter() - began

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.instances import WD_VERDICTS
+
 POLICIES = ("USS-UCB", "USS-KL-UCB", "USS-TS", "UEE-UCB", "Supervised UCB", "AuditedUSS")
 LINEAR_GROWTH = 1.6
 CHANCE_NAME = "chance-8"
@@ -143,7 +145,7 @@ def write_report(
         "| instance | WD | i* | ξ | "
         + " | ".join(f"{p} R_T" for p in POLICIES)
         + " | AuditedUSS growth | USS-UCB growth | labels | labels / T"
-        + " | WD monitor (holds/violated/unknown) |"
+        + " | WD monitor (holds/violated/undecided) |"
     )
     sep = "| " + " | ".join(["---"] * (4 + len(POLICIES) + 5)) + " |"
     for title, group in (("WD fails", failing), ("WD holds", holding)):
@@ -164,7 +166,7 @@ def write_report(
                 f"{_growth(pol['USS-UCB']):.2f}",
                 f"{audited['labels_mean']:.0f}",
                 f"{100 * audited['labels_mean'] / horizon:.2f}%",
-                "/".join(str(verdicts.get(v, 0)) for v in ("holds", "violated", "unknown")),
+                "/".join(str(verdicts.get(v, 0)) for v in WD_VERDICTS),
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")

@@ -46,6 +46,7 @@ _HOMES = {
     "plan_restore": "uss_stream_kafka.runtime.checkpoint",
     "CheckpointError": "uss_stream_kafka.exceptions",
     "DeliveryError": "uss_stream_kafka.exceptions",
+    "RegistryError": "uss_stream_kafka.exceptions",
     "ClientConfig": "uss_stream_kafka.clients.config",
     "Topics": "uss_stream_kafka.clients.topics",
     "create_topics": "uss_stream_kafka.clients.topics",

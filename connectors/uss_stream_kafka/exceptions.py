@@ -7,6 +7,8 @@ Each one maps to an exit code of ``uss-stream kafka run`` (see :mod:`uss_stream_
 - :class:`DeliveryError`: the broker did not acknowledge some records, so nothing at or after them
   is committed;
 - :class:`MetricsEndpointError`: the ``/metrics`` endpoint cannot be served;
+- :class:`RegistryError`: the Schema Registry cannot be used (down, not answering in time, refusing
+  the service's credentials, or no registry at the URL), so no record is dead-lettered or committed;
 - :class:`SecurityCheckError`: TLS or SASL with the brokers failed;
 - :class:`StartupInterrupted`: a stop signal arrived while the service was starting.
 
@@ -26,6 +28,7 @@ __all__ = [
     "DeliveryError",
     "MetricsEndpointError",
     "NewerFormatError",
+    "RegistryError",
     "SecurityCheckError",
     "StartupInterrupted",
 ]
@@ -45,6 +48,27 @@ class DeliveryError(RuntimeError):
 
 class MetricsEndpointError(RuntimeError):
     """The ``/metrics`` and ``/healthz`` endpoint cannot be served (port in use, bad host)."""
+
+
+class RegistryError(RuntimeError):
+    """The Schema Registry cannot be used; the batch is neither dead-lettered nor committed.
+
+    ``kind`` says why: ``"outage"`` (unreachable, no answer within the timeout, HTTP 5xx, 408 or
+    429: a restart later resumes where the run stopped), ``"configuration"`` (the URL answers,
+    but not with the registry's API: a wrong path or host) or ``"security"`` (HTTP 401 or 403:
+    the credentials are refused).
+
+    >>> RegistryError("outage", "cannot reach the Schema Registry").kind
+    'outage'
+    """
+
+    KINDS = ("outage", "configuration", "security")
+
+    def __init__(self, kind: str, message: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"registry error kind must be one of {', '.join(self.KINDS)}, got {kind!r}")
+        super().__init__(message)
+        self.kind = kind
 
 
 class SecurityCheckError(Exception):

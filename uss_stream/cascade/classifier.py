@@ -29,6 +29,7 @@ from uss_stream.cascade.querying import (
 )
 from uss_stream.cascade.stage import Stage
 from uss_stream.cascade.summary import CascadeSummary, summarise
+from uss_stream.core.units import in_error_units
 from uss_stream.core.validation import check_stage_costs
 from uss_stream.policies import FixedDepth, Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
@@ -57,7 +58,10 @@ class Decision(NamedTuple):
     stopped
         Why the event stopped at ``depth``: ``"fixed depth"`` (the policy chose the depth before
         any stage answered), ``"warm-up"``, or for a sequential policy ``"cost test"`` (the context
-        of the last stage found no deeper stage worth its cost) or ``"last stage"``.
+        of the last stage found no deeper stage worth its cost:
+        :class:`~uss_stream.policies.SequentialKLUCB`), ``"threshold"`` (the last stage was sure
+        enough for a threshold rule such as :class:`~uss_stream.policies.ConfidenceThreshold`) or
+        ``"last stage"``.
     """
 
     depth: int
@@ -84,14 +88,21 @@ class CascadeClassifier(base.Classifier):
     ``C_d = c_1 + ... + c_d``. Labels are only used by :meth:`learn_one` to train the stages.
 
     **One event, one policy step.** :meth:`decide_one` always steps the policy. The decision is
-    remembered, and :meth:`predict_one` and :meth:`predict_proba_one` each reuse it once if they
-    are called on the same event, before any :meth:`learn_one`: ``predict_one(x)`` followed by
-    ``predict_proba_one(x)`` (in either order, or after ``decide_one(x)``) is a single step, also
-    inside a pipeline. A second call of the same method, a different event or a :meth:`learn_one`
-    in between starts a new step, so a stream of repeated, identical events still gets one step
-    per event. "The same event" means an equal plain ``dict`` (pipelines hand over fresh, equal
-    dicts) or, for other mappings, the very same object: the cascade never reads a mapping beyond
-    the queried stages' features.
+    remembered until the next decision or :meth:`learn_one`, and the prediction methods reuse it
+    on the same event, so that the policy steps and the event's cost is spent once. "The same
+    event" is (:class:`~uss_stream.cascade.memo.EventMemo`):
+
+    * the very object that was decided, unchanged since: ``predict_one(x)`` three times, or
+      ``predict_one(x)`` then ``predict_proba_one(x)`` (or either after ``decide_one(x)``), is one
+      step;
+    * an equal but distinct plain ``dict``, once per method: a pipeline hands every call a fresh,
+      equal dict, so its ``predict_one`` and ``predict_proba_one`` on one event are one step, while
+      a stream of equal events (repeated readings, or events an unfitted scaler maps to the same
+      values) is one step per event. Through a pipeline, call each method once per event, as
+      River's evaluation does.
+
+    A different event, a dict changed in place or a :meth:`learn_one` in between starts a new step.
+    The cascade never reads a mapping beyond the queried stages' features.
 
     **Warm-up.** A stage that has not learned yet answers with a constant or with nothing, and the
     disagreements it causes would persist in the policy's counts. Until every stage has learned
@@ -102,10 +113,12 @@ class CascadeClassifier(base.Classifier):
     answers.
 
     **Sequential policies** (``policy.sequential``, e.g.
-    :class:`~uss_stream.policies.SequentialKLUCB`) decide after each stage instead of before the
-    first: stage 1 is queried, its label and confidence (its largest class probability; ``None`` if
-    it abstained, ``1.0`` for a stage without ``predict_proba_one``) go to the policy, which says
-    whether stage 2 is worth its cost, and so on. :attr:`Decision.stopped` says why an event
+    :class:`~uss_stream.policies.SequentialKLUCB` or the threshold rules
+    :class:`~uss_stream.policies.ConfidenceThreshold`, :class:`~uss_stream.policies.EntropyThreshold`
+    and :class:`~uss_stream.policies.ThresholdBandit`) decide after each stage instead of before the
+    first: stage 1 is queried, its label, confidence (its largest class probability; ``None`` if
+    it abstained, ``1.0`` for a stage without ``predict_proba_one``) and probabilities go to the
+    policy, which says whether stage 2 is worth asking, and so on. :attr:`Decision.stopped` says why an event
     stopped, and :meth:`summary` lists the depth mix per context.
 
     **Policies that ask for labels** (``policy.asks_for_labels``, e.g.
@@ -117,11 +130,19 @@ class CascadeClassifier(base.Classifier):
     learns only from the labels asked for and reports how many it used), use
     :class:`~uss_stream.cascade.active.ActiveCascadeClassifier`, the same cascade with that interface.
 
-    **Costs.** ``Stage(cost=...)`` gives ``c_j`` directly. With ``cost=None`` it is derived from
-    ``feature_costs`` as the incremental cost of the features the stage adds over stages
+    **Costs.** The policy minimises the error probability plus the cost, so costs are in units of
+    one error: a stage cost of 0.05 is worth paying if the stage removes one error in 20 events.
+    Costs in any other unit (a currency, milliseconds) need ``price_of_error``, the price of one
+    error in that unit: the cascade then works with ``c_j / price_of_error``
+    (:mod:`uss_stream.core.units`), and warns (:class:`~uss_stream.core.units.CostScaleWarning`)
+    when the costs make a depth unreachable (its cost above stage 1 exceeds one error, which no error
+    rate can repay). ``Stage(cost=...)`` gives ``c_j`` directly. With ``cost=None`` it is derived
+    from ``feature_costs`` as the incremental cost of the features the stage adds over stages
     ``1..j-1``: features bought by an earlier stage are free, and a feature group opened by an
     earlier stage gives the discount. :meth:`learn_one` trains every stage and so reads every
-    stage's features; only decisions are cost-accounted.
+    stage's features; only decisions are cost-accounted. :attr:`stage_costs`, the decisions' costs
+    and :meth:`summary` are in error units; :meth:`summary` also shows the mean cost in the
+    costs' own unit.
 
     **Binary cascades** (not every stage handles more than two classes) return both ``False`` and
     ``True`` in :meth:`predict_proba_one` from the first event, as River's binary classifiers do:
@@ -148,6 +169,10 @@ class CascadeClassifier(base.Classifier):
         Per-feature acquisition costs for the stages whose ``cost`` is ``None``.
     warm_up
         Labelled samples every stage learns from before the policy starts deciding (``>= 0``).
+    price_of_error
+        The price of one error in the unit of the stages' costs and of ``feature_costs`` (e.g. 250
+        for costs in dollars where a wrong answer costs 250 dollars); ``None``: the costs are in
+        units of one error already.
 
     Examples
     --------
@@ -176,17 +201,17 @@ class CascadeClassifier(base.Classifier):
     >>> round(summary.mean_cost, 3)
     0.046
 
-    Two stages whose costs come from Turney's heart-disease test prices (in CAD, scaled to
-    "error probability per CAD"):
+    Two stages whose costs come from Turney's heart-disease test prices, in CAD, where a wrong
+    diagnosis is priced at 1000 CAD:
 
     >>> from uss_stream.datasets.heart import heart_feature_costs
     >>> from uss_stream.cascade.feature_costs import FeatureCosts
-    >>> prices = FeatureCosts.from_frame(heart_feature_costs()).scaled(0.001)
+    >>> prices = FeatureCosts.from_frame(heart_feature_costs())
     >>> cascade = CascadeClassifier(stages=[
     ...     Stage(linear_model.LogisticRegression(), features=("age", "sex", "cp")),
     ...     Stage(linear_model.LogisticRegression(), features=("age", "sex", "cp", "chol", "fbs")),
-    ... ], feature_costs=prices)
-    >>> [round(c, 5) for c in cascade.stage_costs]   # 3 x 1.00; then 7.27 + 3.10 (group A)
+    ... ], feature_costs=prices, price_of_error=1000)
+    >>> [round(c, 5) for c in cascade.stage_costs]   # (3 x 1.00; then 7.27 + 3.10 CAD) / 1000
     [0.003, 0.01037]
 
     """
@@ -197,19 +222,22 @@ class CascadeClassifier(base.Classifier):
         policy: Policy | None = None,
         feature_costs: FeatureCosts | None = None,
         warm_up: int = 50,
+        price_of_error: float | None = None,
     ) -> None:
         self.stages = stages
         self.policy = policy
         self.feature_costs = feature_costs
         self.warm_up = warm_up
+        self.price_of_error = price_of_error
         self._names = _check_stages(stages)
         if isinstance(warm_up, bool) or not isinstance(warm_up, (int, np.integer)) or warm_up < 0:
             raise ValueError(f"warm_up must be an integer >= 0, got {warm_up!r}")
-        costs = _resolve_costs(stages, self._names, feature_costs)
+        given = _resolve_costs(stages, self._names, feature_costs)
+        costs = in_error_units(given, price_of_error, stacklevel=3)
         self._stage_costs = tuple(costs)
         self._cumulative = tuple(check_stage_costs(costs))
         self._policy = _build_policy(policy, costs)
-        self._plan = make_plan(stages)
+        self._plan = make_plan(stages, self._names)
         self._all_multiclass = all(stage.model._multiclass for stage in stages)
         self._n_learned = 0
         self._n_events = 0
@@ -231,7 +259,8 @@ class CascadeClassifier(base.Classifier):
 
     @property
     def stage_costs(self) -> tuple[float, ...]:
-        """``c_1..c_K``, the costs the policy trades off (explicit or derived from features)."""
+        """``c_1..c_K`` in error units, the costs the policy trades off (explicit or derived from
+        features, divided by ``price_of_error`` if given)."""
         return self._stage_costs
 
     @property
@@ -254,8 +283,8 @@ class CascadeClassifier(base.Classifier):
         --------
         >>> from river import linear_model
         >>> from uss_stream import CascadeClassifier, Stage
-        >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=1.0),
-        ...                            Stage(linear_model.LogisticRegression(), cost=2.0)])
+        >>> model = CascadeClassifier([Stage(linear_model.LogisticRegression(), cost=0.0),
+        ...                            Stage(linear_model.LogisticRegression(), cost=0.2)])
         >>> model.policy_state()["stats"]["decisions"]
         0
         >>> twin = model.clone()
@@ -293,11 +322,14 @@ class CascadeClassifier(base.Classifier):
         return self._feedback.learning_state()
 
     def summary(self) -> CascadeSummary:
-        """Depth histogram, acquisition cost, disagreement rates and ``B^l``/``B^h`` membership."""
+        """Depth histogram, acquisition cost and the share of the whole cascade's cost saved,
+        accuracy on the labels :meth:`learn_one` gave, disagreement rates, ``B^l``/``B^h``
+        membership, the WD monitor's verdict and, where the labels contradict the label-free choice
+        with confidence, advice (:class:`~uss_stream.cascade.summary.CascadeSummary`)."""
         return summarise(
             self._policy,
             names=self._names,
-            models=[str(model) for model, _, _ in self._plan],
+            models=[str(model) for model, _ in self._plan],
             stage_costs=self._stage_costs,
             cumulative=self._cumulative,
             answered=self._depth_counts,
@@ -306,6 +338,8 @@ class CascadeClassifier(base.Classifier):
             monitor=self._feedback.monitor,
             evidence=self._feedback.evidence,
             learning=self.learning_state(),
+            scored=(self._feedback.scored, self._feedback.correct),
+            price_of_error=self.price_of_error,
         )
 
     # -- inference -------------------------------------------------------------------------------
@@ -335,11 +369,13 @@ class CascadeClassifier(base.Classifier):
         progressive validation predicts, then learns the same event; inside a pipeline the event
         arrives transformed anew, so it is matched by its feature names, not its values). If that
         decision asked for its label (:attr:`label_requested`), ``y`` also goes to the policy; a
-        label of a stepped event is counted for the WD monitor (:meth:`summary`). Nothing else of
-        the selection sees labels.
+        label of a stepped event is counted for the WD monitor (:meth:`summary`), and the label scores
+        the decided event's answer (the accuracy in :meth:`summary`). Nothing else of the selection
+        sees labels.
         """
-        if self._memo.decision is not None and y is not None and self._memo.same_keys(x):
-            self._feedback.learn(y)
+        decision = self._memo.decision
+        if decision is not None and y is not None and self._memo.same_keys(x):
+            self._feedback.learn(y, decision.prediction)
         else:
             self._feedback.forget()
         learn(self._plan, x, y, **kwargs)
@@ -405,7 +441,7 @@ class CascadeClassifier(base.Classifier):
             )
         clone = super().clone(new_params, include_attributes)
         if include_attributes:  # River copied the plan apart from the stages: query the stages' models
-            clone._plan = make_plan(clone.stages)
+            clone._plan = make_plan(clone.stages, clone._names)
         return clone
 
     @classmethod

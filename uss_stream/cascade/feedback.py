@@ -3,6 +3,7 @@
 The stages learn from every label; the selection only from two kinds: the label of an event the
 policy stepped on is evidence for the WD monitor (:mod:`uss_stream.labels.wd_monitor`), and the
 label a label-asking policy (:class:`~uss_stream.policies.AuditedUSS`) requested goes to that policy.
+The label of a decided event also scores the cascade's answer (its accuracy in the summary).
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ class LabelFeedback:
     >>> feedback.stepped(["cat", "dog"])
     >>> feedback.requested
     True
-    >>> feedback.learn("dog")                   # the next label is that event's
+    >>> feedback.learn("dog", prediction="dog")  # the next label is that event's
     >>> feedback.requested, feedback.used, policy.evidence.deeper_right
     (False, 1, [1])
+    >>> feedback.scored, feedback.correct
+    (1, 1)
     """
 
     def __init__(self, policy: Policy, cumulative: Sequence[float]) -> None:
@@ -51,6 +54,8 @@ class LabelFeedback:
         self._request: tuple[list[Any], int] | None = None
         self._stepped: list[Any] | None = None
         self.used = 0  # labels the policy learned from
+        self.scored = 0  # decided events whose label came, and how many of them were answered right
+        self.correct = 0
         self.evidence = LabelEvidence(len(cumulative))
         self.monitor = WDMonitor(tuple(cumulative), name="CascadeClassifier")
 
@@ -72,8 +77,11 @@ class LabelFeedback:
         self._request = None
         self._stepped = None
 
-    def learn(self, y: Any) -> None:
-        """``y`` is the label of the last stepped event: count it, give it to the policy if it asked."""
+    def learn(self, y: Any, prediction: Any) -> None:
+        """``y`` is the label of the last decided event, answered ``prediction``: score the answer;
+        if the policy stepped on it, count the label, and give it to the policy if it asked."""
+        self.scored += 1
+        self.correct += bool(prediction == y)
         if self._stepped is not None and len(self._stepped) > 1:
             self.evidence.record(self._stepped, y)
         if self._request is not None:

@@ -8,6 +8,7 @@ per-event hot path of :class:`~uss_stream.cascade.classifier.CascadeClassifier`.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -18,7 +19,9 @@ from uss_stream.policies import Policy
 
 __all__ = [
     "ABSTAINED",
+    "EmptyViewWarning",
     "Plan",
+    "StageView",
     "argmax",
     "both_classes",
     "for_policy",
@@ -28,8 +31,75 @@ __all__ = [
     "query_sequential",
 ]
 
-#: Each stage's model, feature names (``None``: every feature) and feature provider.
-Plan = tuple[tuple[base.Classifier, "tuple | None", Any], ...]
+
+class EmptyViewWarning(UserWarning):
+    """A stage's ``features`` name nothing present in an event: it answers as a constant predictor."""
+
+
+class StageView:
+    """How one stage sees an event: its provider's answer (or the event), cut to its features.
+
+    A view that comes out empty although the stage names features (none of them is in the event)
+    makes the stage a constant predictor; the first such event of the stage issues an
+    :class:`EmptyViewWarning`, the later ones do not.
+
+    Parameters
+    ----------
+    features
+        The stage's feature names (``None``: every feature of the event).
+    provider
+        The stage's feature provider (``None``: the event itself).
+    name
+        The stage's name, for the warning.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> view = StageView(("age", "sex"), None, "history")
+    >>> view({"age": 51, "chol": 230})
+    {'age': 51}
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     view({"a": 1.0}), view({"b": 2.0})
+    ({}, {})
+    >>> len(caught), str(caught[0].message)[:61]
+    (1, "stage 'history': none of its features ('age', 'sex') is in th")
+    """
+
+    __slots__ = ("features", "name", "provider", "warned")
+
+    def __init__(self, features: tuple | None, provider: Any, name: str) -> None:
+        self.features = features
+        self.provider = provider
+        self.name = name
+        self.warned = False
+
+    def __call__(self, x: dict[Hashable, Any]) -> dict[Hashable, Any]:
+        source = x if self.provider is None else self.provider(x)
+        features = self.features
+        if features is None:
+            return source
+        view = {f: source[f] for f in features if f in source}
+        if not view and features and not self.warned:
+            self._warn(source)
+        return view
+
+    def _warn(self, source: dict[Hashable, Any]) -> None:
+        self.warned = True
+        keys = list(source)
+        shown = ", ".join(map(repr, keys[:5])) + (", ..." if len(keys) > 5 else "")
+        warnings.warn(
+            f"stage {self.name!r}: none of its features {self.features!r} is in the event (whose "
+            f"features are {shown or 'none'}), so it answers as a constant predictor. Check "
+            "Stage(features=...) against the features the cascade receives (after a pipeline's "
+            "transformers, which may rename them). Warned once per stage",
+            EmptyViewWarning,
+            stacklevel=2,
+        )
+
+
+#: Each stage's model and view.
+Plan = tuple[tuple[base.Classifier, StageView], ...]
 
 
 class _Abstained:
@@ -45,11 +115,19 @@ class _Abstained:
 ABSTAINED = _Abstained()
 
 
-def make_plan(stages: Sequence[Stage]) -> Plan:
-    """Each stage's model, feature names and feature provider, as the per-event loop reads them."""
+def make_plan(stages: Sequence[Stage], names: Sequence[str] | None = None) -> Plan:
+    """Each stage's model and :class:`StageView`, as the per-event loop reads them (``names``: the
+    stages' names, ``stage1..K`` by default)."""
     return tuple(
-        (stage.model, None if stage.features is None else tuple(stage.features), stage.provider)
-        for stage in stages
+        (
+            stage.model,
+            StageView(
+                None if stage.features is None else tuple(stage.features),
+                stage.provider,
+                f"stage{j + 1}" if names is None else names[j],
+            ),
+        )
+        for j, stage in enumerate(stages)
     )
 
 
@@ -74,8 +152,8 @@ def query(plan: Plan, x: dict[Hashable, Any], depth: int) -> tuple[list[Any], An
     """
     labels = []
     abstained = False
-    for model, features, provider in plan[:depth]:
-        label, proba = _ask(model, _view(x, features, provider))
+    for model, view in plan[:depth]:
+        label, proba = _ask(model, view(x))
         if label is None or label != label:
             abstained = True
         labels.append(label)
@@ -87,10 +165,10 @@ def query_sequential(
 ) -> tuple[list[Any], Any, dict[Any, float]]:
     """Ask one stage at a time, while the sequential ``policy`` says the next one is worth its cost.
 
-    Each stage's label (``ABSTAINED`` if it gave none) and confidence (its largest class
-    probability; ``None`` if it abstained) go to ``policy.step``. Returns the queried stages'
-    labels and the deepest one's label and probabilities; if a stage raises, the policy's step is
-    cancelled.
+    Each stage's label (``ABSTAINED`` if it gave none), confidence (its largest class
+    probability; ``None`` if it abstained) and class probabilities go to ``policy.step``. Returns
+    the queried stages' labels and the deepest one's label and probabilities; if a stage raises,
+    the policy's step is cancelled.
 
     Examples
     --------
@@ -107,12 +185,12 @@ def query_sequential(
     labels = []
     going = True
     try:
-        for model, features, provider in plan:
-            label, proba = _ask(model, _view(x, features, provider))
+        for model, view in plan:
+            label, proba = _ask(model, view(x))
             labels.append(label)
             abstained = label is None or label != label
             confidence = None if abstained else min(1.0, max(0.0, float(proba[label])))
-            going = policy.step(ABSTAINED if abstained else label, confidence)
+            going = policy.step(ABSTAINED if abstained else label, confidence, proba)
             if not going:
                 break
     except BaseException:
@@ -124,16 +202,8 @@ def query_sequential(
 
 def learn(plan: Plan, x: dict[Hashable, Any], y: Any, **kwargs: Any) -> None:
     """Train every stage on its view of ``x`` (``kwargs``, e.g. ``w``, go to each stage)."""
-    for model, features, provider in plan:
-        model.learn_one(_view(x, features, provider), y, **kwargs)
-
-
-def _view(x: dict[Hashable, Any], features: tuple | None, provider: Any) -> dict[Hashable, Any]:
-    """A stage's view of an event: its provider's answer (or the event), cut to its features."""
-    source = x if provider is None else provider(x)
-    if features is None:
-        return source
-    return {f: source[f] for f in features if f in source}
+    for model, view in plan:
+        model.learn_one(view(x), y, **kwargs)
 
 
 def _ask(model: base.Classifier, view: dict[Hashable, Any]) -> tuple[Any, dict[Any, float]]:

@@ -23,7 +23,10 @@ class Stage(base.Base):
         out, as River models expect. Prefer ``features`` to a ``compose.Select`` step, which
         raises ``KeyError`` when an event lacks a selected feature.
     features
-        Names of the features the stage reads; ``None`` means every feature of the event.
+        Names of the features the stage reads; ``None`` means every feature of the event. The first
+        event that has none of them (the stage then answers as a constant predictor: a misspelt
+        name, or a pipeline's transformer that renamed the features) issues an
+        :class:`~uss_stream.cascade.querying.EmptyViewWarning`, once per stage.
     cost
         The stage's cost ``c_j >= 0``: what querying this stage adds to querying the stages before
         it. ``None`` derives it from the cascade's ``feature_costs`` as the incremental cost of the

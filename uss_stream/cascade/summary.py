@@ -16,7 +16,7 @@ import pandas as pd
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.labels.wd_monitor import WDMonitor, WDReport
 from uss_stream.policies import Policy
-from uss_stream.policies.learning_state import chosen_depth, verdict_name
+from uss_stream.policies.learning_state import chosen_depth
 from uss_stream.rules.membership import set_membership
 
 __all__ = ["CascadeSummary", "summarise"]
@@ -54,12 +54,20 @@ class CascadeSummary:
         :meth:`CascadeClassifier.learn_one`: best depth, agreement of the label-free choice,
         verdict. ``None`` only for summaries built by hand.
     contexts
-        For a sequential policy, one row per context (stage, confidence bin): its confidence
-        range, events, how many stopped there and the depth mix of its events, and what its cost
-        test would do next (:meth:`~uss_stream.policies.SequentialKLUCB.contexts`); else ``None``.
+        What a sequential policy learned per context (``policy.contexts()``): for
+        :class:`~uss_stream.policies.SequentialKLUCB` one row per context (stage, confidence bin):
+        its confidence range, events, how many stopped there and the depth mix of its events, and
+        what its cost test would do next; for :class:`~uss_stream.policies.ThresholdBandit` one
+        row per threshold (its plays and mean reward); ``None`` for the other policies.
     learning
         :meth:`CascadeClassifier.learning_state`: the policy's quantities under the names of the
         Kafka service's metrics, also readable as the properties below (``docs/metrics.md``).
+    scored, correct
+        Decided events whose label :meth:`CascadeClassifier.learn_one` gave right after their
+        decision (warm-up included), and how many of them the cascade answered right.
+    price_of_error
+        The cascade's ``price_of_error`` (costs here are in error units; ``None``: they were given
+        in error units).
     """
 
     events: int
@@ -73,6 +81,9 @@ class CascadeSummary:
     labels_used: int = 0
     wd: WDReport | None = None
     learning: dict[str, Any] = field(default_factory=dict)
+    scored: int = 0
+    correct: int = 0
+    price_of_error: float | None = None
 
     @property
     def cost_total(self) -> float:
@@ -101,8 +112,8 @@ class CascadeSummary:
 
     @property
     def wd_verdict(self) -> str | None:
-        """``"holds"``, ``"violated"`` or ``"undecided"`` (the WD monitor's ``"unknown"``)."""
-        return None if self.wd is None else verdict_name(self.wd.verdict)
+        """``"holds"``, ``"violated"`` or ``"undecided"`` (the WD monitor's verdict)."""
+        return None if self.wd is None else self.wd.verdict
 
     @property
     def labels_requested_total(self) -> int:
@@ -124,14 +135,41 @@ class CascadeSummary:
         """Average acquisition cost per event (NaN before the first event)."""
         return self.total_cost / self.events if self.events else math.nan
 
+    @property
+    def cost_saved(self) -> float:
+        """The share of the whole cascade's cost saved: ``1 - total_cost / full_cascade_cost_total``
+        (NaN before the first event or if the whole cascade costs nothing)."""
+        full = self.full_cascade_cost_total
+        return 1.0 - self.total_cost / full if full > 0 else math.nan
+
+    @property
+    def accuracy(self) -> float:
+        """``correct / scored``: the accuracy of the answers whose label came (NaN without one)."""
+        return self.correct / self.scored if self.scored else math.nan
+
+    @property
+    def advice(self) -> str | None:
+        """:attr:`WDReport.advice <uss_stream.labels.wd_monitor.WDReport.advice>`: what to do when
+        the label-free choice contradicts a best depth the labels make certain; else ``None``."""
+        return None if self.wd is None else self.wd.advice
+
     def __str__(self) -> str:
+        cost = f"mean cost {self.mean_cost:.4g}"
+        if self.price_of_error is not None:
+            cost += f" ({self.mean_cost * self.price_of_error:.4g} at {self.price_of_error:g} per error)"
+        saved = (
+            "" if math.isnan(self.cost_saved) else f", {100 * self.cost_saved:.1f}% of the full cost saved"
+        )
+        accuracy = f"; accuracy {100 * self.accuracy:.2f}% on {self.scored} labels" if self.scored else ""
         head = (
             f"{self.events} events ({self.warm_up_events} in warm-up), {self.learned} labelled, "
-            f"mean cost {self.mean_cost:.4g}, next depth {self.next_depth}"
+            f"{cost}{saved}{accuracy}, next depth {self.next_depth}"
         )
         rates = self.disagreement.round(4).to_string()
         monitor = "" if self.wd is None else f"; {self.wd}"
         labels = f"labels used by the policy: {self.labels_used}{monitor}"
+        if self.advice is not None:
+            labels += f"\nadvice: {self.advice}"
         text = f"{head}\n{labels}\n{self.stages.to_string()}\ndisagreement rates:\n{rates}"
         if self.contexts is not None:
             text += f"\ncontexts:\n{self.contexts.to_string(index=False)}"
@@ -151,12 +189,15 @@ def summarise(
     monitor: WDMonitor,
     evidence: LabelEvidence,
     learning: dict[str, Any] | None = None,
+    scored: tuple[int, int] = (0, 0),
+    price_of_error: float | None = None,
 ) -> CascadeSummary:
     """The summary of a cascade whose policy is ``policy``.
 
     ``answered`` is the depth histogram; ``counters`` are the events, warm-up events, labelled
     samples and labels used by the policy; ``learning`` the cascade's
-    :meth:`~uss_stream.CascadeClassifier.learning_state`. The policy's next depth is computed by
+    :meth:`~uss_stream.CascadeClassifier.learning_state`; ``scored`` the labelled decided events and
+    those answered right; ``price_of_error`` the cascade's. The policy's next depth is computed by
     its vectorised rule (:meth:`~uss_stream.policies.Policy.decide_many`) on its counts, so the
     summary does not step it.
     """
@@ -205,4 +246,7 @@ def summarise(
         disagreement=pd.DataFrame(rates, index=table.index, columns=list(names)),
         contexts=policy.contexts() if sequential else None,
         learning=dict(learning or {}),
+        scored=scored[0],
+        correct=scored[1],
+        price_of_error=price_of_error,
     )

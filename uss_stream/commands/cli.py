@@ -9,9 +9,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from uss_stream.core.extras import missing_extra
+from uss_stream.core.units import CostScaleWarning
 
 __all__ = ["main", "build_parser"]
 
@@ -75,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(COMMAND_MODULES if alone is None else (alone,))
     args = parser.parse_args(words)
     try:
-        return int(args.handler(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(args.command, warnings.showwarning)
+            return int(args.handler(args) or 0)
     except (ValueError, FileNotFoundError) as error:
         print(f"uss-stream {args.command}: error: {error}", file=sys.stderr)
         return 2
@@ -85,3 +90,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"uss-stream {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _one_line_warnings(command: str, show: Callable[..., Any]) -> Callable[..., Any]:
+    """``warnings.showwarning`` that prints a :class:`~uss_stream.core.units.CostScaleWarning` as
+    one line, ``uss-stream COMMAND: warning: ...``, and hands any other warning to ``show``."""
+
+    def show_warning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if issubclass(category, CostScaleWarning):
+            print(f"uss-stream {command}: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, *args, **kwargs)
+
+    return show_warning

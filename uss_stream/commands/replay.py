@@ -5,7 +5,11 @@ without a header: :func:`uss_stream.replay.io.read_table`): ``--stages`` names t
 order (default: every column but ``--label``), ``--costs`` (or ``--cumulative-costs``) their costs,
 ``--label`` the ground truth (or ``--error-rates`` the stages' error rates, if there are no labels).
 With none of ``--stages``, ``--label`` and ``--error-rates`` the log is a prediction matrix: the stage
-columns, then the label column. Without ``--input`` it replays a bundled case of the paper
+columns, then the label column. Costs are in units of one error (the objective is error rate + cost);
+costs in another unit (a currency, milliseconds) need ``--price-of-error``, the price of one error in
+that unit, which converts ``--costs``, ``--cumulative-costs`` and ``--label-cost``
+(:func:`uss_stream.core.units.in_error_units`). A warning says when the costs make a depth
+unreachable (more than one error above stage 1). Without ``--input`` it replays a bundled case of the paper
 (``--case``, default ``pima-1``: the PIMA diabetes cascade). Policies are given as repeated
 ``--policy`` specs::
 
@@ -22,14 +26,17 @@ discounted, drift-aware counts (:mod:`uss_stream.core.forgetting`), e.g. ``uss-k
 
 Before the run it refuses a log it would misread (stage columns of numbers next to columns read as
 text, labels that share no value with the outputs), a run too large for the memory available and
-an ``--out`` it cannot write into. It prints the summary table and writes ``summary.csv``, then
-``regret.png``, to ``--out``; each is written to a temporary folder first and moved into place only
-when complete, so a failing plot loses no result.
+an ``--out`` it cannot write into. It prints what the log's error rates say (its best fixed depth and
+whether weak dominance holds, :func:`describe_instance`) and a summary table under 100 columns
+(:func:`printed_table`), and writes every column (:meth:`~uss_stream.replay.result.ReplayResult.summary`)
+to ``summary.csv``, then ``regret.png``, in ``--out``; each is written to a temporary folder first
+and moved into place only when complete, so a failing plot loses no result.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -42,6 +49,8 @@ import numpy as np
 import pandas as pd
 
 from uss_stream.core.extras import require
+from uss_stream.core.instances import Instance
+from uss_stream.core.units import check_price_of_error, in_error_units
 from uss_stream.datasets.paper import PAPER_CASES, paper_case
 from uss_stream.policies import Policy
 from uss_stream.policies.specs import DEFAULT_POLICY, parse_spec
@@ -49,7 +58,7 @@ from uss_stream.replay.engine import SAMPLING_MODES, encode_log, replay
 from uss_stream.replay.io import matrix_layout, read_table
 from uss_stream.replay.memory import check_replay_memory, replay_memory_estimate
 
-__all__ = ["DEFAULT_CASE", "parse_policy", "register", "run"]
+__all__ = ["DEFAULT_CASE", "describe_instance", "parse_policy", "printed_table", "register", "run"]
 
 DEFAULT_CASE = "pima-1"
 #: The policies replayed when no ``--policy`` is given (``supervised`` only when labels exist): the
@@ -76,8 +85,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     source.add_argument("--stages", help="comma-separated stage columns, cheapest first")
     source.add_argument("--label", help="column of the ground-truth labels")
-    source.add_argument("--costs", help="comma-separated per-stage costs c_1..c_K")
-    source.add_argument("--cumulative-costs", help="comma-separated cumulative costs C_1..C_K")
+    source.add_argument(
+        "--costs",
+        help="comma-separated per-stage costs c_1..c_K, in units of one error (the objective is error "
+        "rate + cost), or in any unit with --price-of-error",
+    )
+    source.add_argument("--cumulative-costs", help="comma-separated cumulative costs C_1..C_K (same unit)")
+    source.add_argument(
+        "--price-of-error",
+        type=float,
+        metavar="PRICE",
+        help="the price of one error in the unit of the costs (e.g. 250 for costs in dollars where a "
+        "wrong answer costs 250 dollars); converts --costs, --cumulative-costs and --label-cost",
+    )
     source.add_argument("--error-rates", help="comma-separated error rates of the stages (without labels)")
     source.add_argument(
         "--case",
@@ -104,7 +124,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--label-delay", type=int, default=0, help="rounds between a label request and its label (0)"
     )
     run_group.add_argument(
-        "--label-cost", type=float, default=0.0, help="cost added to the regret per label used (0)"
+        "--label-cost",
+        type=float,
+        default=0.0,
+        help="cost added to the regret per label used, in the unit of the costs (0)",
     )
     run_group.add_argument("--out", default="out/replay", help="output folder (out/replay)")
     run_group.add_argument("--no-progress", action="store_true", help="do not show a progress bar")
@@ -123,6 +146,9 @@ def run(args: argparse.Namespace) -> int:
     _check_writable(out)
     require("matplotlib.figure", purpose="the replay's regret.png")  # before the replay, not after
     outputs, labels, stage_costs, source = _load(args)
+    label_cost = args.label_cost
+    if args.price_of_error is not None:
+        label_cost = label_cost / check_price_of_error(args.price_of_error, "--price-of-error")
     _check_log(outputs, labels, args.input)
     error_rates = _numbers(args.error_rates, "--error-rates", outputs.shape[1])
     if labels is None and error_rates is None:
@@ -148,8 +174,10 @@ def run(args: argparse.Namespace) -> int:
     check_replay_memory(args.horizon, args.reps, len(policies), **size, names=("--horizon", "--reps"))
     print(
         f"replaying {source}: {outputs.shape[0]} rows x {outputs.shape[1]} stages, "
-        f"{args.reps} repetitions x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
+        f"{args.reps} reps x {args.horizon} rounds ({args.sampling} sampling, seed {args.seed})"
     )
+    if args.price_of_error is not None:
+        print(f"costs in units of one error: the costs given / {args.price_of_error:g} per error")
     try:
         result = replay(
             outputs,
@@ -163,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             stage_costs=stage_costs,
             progress=not args.no_progress,
             label_delay=args.label_delay,
-            label_cost=args.label_cost,
+            label_cost=label_cost,
         )
         summary = result.summary()
     except MemoryError:
@@ -174,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
             f"ran out of memory during the replay (--horizon {args.horizon} x --reps {args.reps}: "
             f"estimated {estimate / 1e9:.3g} GB, other processes took the rest); lower --horizon or --reps"
         ) from None
-    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(describe_instance(result.instance))
+    print(printed_table(summary))
     _write(out, "summary.csv", lambda path: summary.to_csv(path, index=False))
     print(f"wrote {out / 'summary.csv'}")
     try:
@@ -219,6 +248,120 @@ def parse_policy(spec: str, stage_costs: Sequence[float], error_rates: Sequence[
     return parsed.name(len(stage_costs)), parsed.build(stage_costs, error_rates)
 
 
+def describe_instance(instance: Instance) -> str:
+    """What the log's error rates say: its best fixed depth, its cost and error rate, the deepest
+    stage's, and whether weak dominance holds (the condition of every label-free policy).
+
+    >>> from uss_stream.core.instances import Instance
+    >>> print(describe_instance(Instance([0.0, 0.1], error_rates=[0.3, 0.1],
+    ...                                  disagreement=[[0.0, 0.25], [0.25, 0.0]])))
+    best fixed depth 2 of 2: cost 0.1 + error rate 0.1 = 0.2 per event (deepest stage: 0.2)
+    weak dominance holds: the deepest stage is best, nothing deeper to check
+    >>> print(describe_instance(Instance([0.0, 0.1], error_rates=[0.12, 0.1],
+    ...                                  disagreement=[[0.0, 0.25], [0.25, 0.0]])))
+    best fixed depth 1 of 2: cost 0 + error rate 0.12 = 0.12 per event (deepest stage: 0.2)
+    weak dominance violated (ξ = -0.15): label-free policies go too deep; audited checks with labels
+
+    """
+    if instance.error_rates is None:
+        return "no error rates: give --label or --error-rates for the best fixed depth and weak dominance"
+    best, k = instance.optimal_depth, instance.n_stages
+    cost, gamma = instance.cumulative_costs[best - 1], instance.error_rates[best - 1]
+    head = (
+        f"best fixed depth {best} of {k}: cost {cost:.3g} + error rate {gamma:.3g} = "
+        f"{cost + gamma:.3g} per event (deepest stage: {instance.total_costs[-1]:.3g})"
+    )
+    if instance.disagreement is None:
+        return head
+    if best == k:
+        wd = "weak dominance holds: the deepest stage is best, nothing deeper to check"
+    elif instance.satisfies_wd:
+        wd = f"weak dominance holds (ξ = {instance.xi:.3g}): label-free policies find the best depth"
+    else:
+        wd = (
+            f"weak dominance violated (ξ = {instance.xi:.3g}): label-free policies go too deep; audited "
+            "checks with labels"
+        )
+    return f"{head}\n{wd}"
+
+
+#: The printed table's width limit (the CSV holds every column).
+TABLE_WIDTH = 100
+
+
+def printed_table(summary: pd.DataFrame) -> str:
+    """The replay's summary as printed: one line per policy, at most :data:`TABLE_WIDTH` characters.
+
+    Columns: the policy (names beyond 22 characters are cut), final regret and its 95% half-width,
+    mean cost per event, the share of the deepest stage's cost saved, accuracy and its change in
+    points against always answering from the deepest stage, labels used per repetition, and the
+    depth mix in percent (the mean depth instead when the mix would not fit).
+
+    >>> import pandas as pd
+    >>> row = dict(policy="uss-kl-ucb", regret_mean=41.72, regret_ci_low=34.4, regret_ci_high=49.0,
+    ...            depth_1=0.9, depth_2=0.094, depth_3=0.006, mean_cost=0.0686, cost_saved=0.9006,
+    ...            accuracy=0.698, accuracy_vs_deepest=-0.0762, labels_mean=0.0)
+    >>> print(printed_table(pd.DataFrame([row])))
+    policy      regret ± 95%  mean cost  saved  accuracy  vs deepest  labels  depth %
+    uss-kl-ucb  41.72 ± 7.3      0.0686  90.1%    69.8%     -7.6 pt        0  90/9/1
+
+    """
+    depth_columns = [c for c in summary.columns if str(c).startswith("depth_") and str(c)[6:].isdigit()]
+    rows = []
+    for record in summary.to_dict("records"):
+        name = str(record["policy"])
+        fractions = [float(record[c]) for c in depth_columns]
+        rows.append(
+            [
+                name if len(name) <= 22 else name[:21] + "…",
+                _regret(record["regret_mean"], record["regret_ci_high"] - record["regret_mean"]),
+                f"{record['mean_cost']:.4g}",
+                _share(record.get("cost_saved", math.nan)),
+                _share(record.get("accuracy", math.nan)),
+                _points(record.get("accuracy_vs_deepest", math.nan)),
+                f"{record['labels_mean']:.0f}",
+                "/".join(f"{100 * f:.0f}" for f in fractions),
+                f"{sum(d * f for d, f in enumerate(fractions, start=1)):.2f}",
+            ]
+        )
+    header = ["policy", "regret ± 95%", "mean cost", "saved", "accuracy", "vs deepest", "labels", "depth %"]
+    text = _aligned(header, [row[:8] for row in rows])
+    if max(map(len, text.splitlines())) > TABLE_WIDTH:
+        text = _aligned([*header[:7], "mean depth"], [[*row[:7], row[8]] for row in rows])
+    return text
+
+
+def _aligned(header: list[str], rows: list[list[str]]) -> str:
+    """Columns two spaces apart: the first left-aligned, the others right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows)]
+    lines = [
+        "  ".join(
+            cell.ljust(width) if j == 0 else cell.rjust(width)
+            for j, (cell, width) in enumerate(zip(cells, widths))
+        ).rstrip()
+        for cells in (header, *rows)
+    ]
+    return "\n".join(lines)
+
+
+def _regret(mean: float, half: float) -> str:
+    """``mean ± half`` without exponents (4 significant digits, 2 for the half-width)."""
+    if math.isnan(mean):
+        return "-"
+    text = f"{mean:.4g}" if abs(mean) < 1e4 else f"{mean:.0f}"
+    if math.isnan(half):
+        return text
+    return f"{text} ± {half:.2g}" if half < 10 else f"{text} ± {half:.0f}"
+
+
+def _share(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:.1f}%"
+
+
+def _points(value: float) -> str:
+    return "-" if math.isnan(value) else f"{100 * value:+.1f} pt"
+
+
 def _numbers(text: str | None, option: str, count: int) -> list[float] | None:
     if text is None:
         return None
@@ -240,8 +383,13 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
             raise ValueError("--stages and --label describe an --input file")
         case = paper_case(args.case or DEFAULT_CASE)
         outputs, labels = case.log()
-        costs = _stage_costs(args, outputs.shape[1]) or case.stage_costs
-        return outputs, labels, costs, f"bundled case {case.name}"
+        costs = _stage_costs(args, outputs.shape[1])
+        if costs is None and args.price_of_error is not None:
+            raise ValueError(
+                f"--price-of-error converts the costs you give; case {case.name}'s own costs are in "
+                "error units already: give --costs or --cumulative-costs, or no --price-of-error"
+            )
+        return outputs, labels, costs or case.stage_costs, f"bundled case {case.name}"
     if args.case is not None:
         raise ValueError("--case selects a bundled log; it cannot be combined with --input")
     table = read_table(args.input)
@@ -269,16 +417,22 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, list[float], str]:
 
 
 def _stage_costs(args: argparse.Namespace, count: int) -> list[float] | None:
+    """``--costs`` or ``--cumulative-costs`` as per-stage costs in error units (``None``: neither)."""
     per_stage = _numbers(args.costs, "--costs", count)
-    if per_stage is not None:
-        return per_stage
-    cumulative = _numbers(args.cumulative_costs, "--cumulative-costs", count)
-    if cumulative is None:
-        return None
-    steps = np.diff(cumulative, prepend=0.0)
-    if np.any(steps < 0):
-        raise ValueError(f"--cumulative-costs must be >= 0 and non-decreasing, got {cumulative}")
-    return steps.tolist()
+    option = "--costs"
+    if per_stage is None:
+        option = "--cumulative-costs"
+        cumulative = _numbers(args.cumulative_costs, "--cumulative-costs", count)
+        if cumulative is None:
+            return None
+        per_stage = np.diff(cumulative, prepend=0.0).tolist()
+        if any(step < 0 for step in per_stage):
+            raise ValueError(f"--cumulative-costs must be >= 0 and non-decreasing, got {cumulative}")
+    price = check_price_of_error(args.price_of_error, "--price-of-error")
+    try:
+        return in_error_units(per_stage, price, stacklevel=3)
+    except ValueError as error:
+        raise ValueError(f"{option}: {error}") from None
 
 
 def _write(out: Path, name: str, save: Callable[[Path], Any]) -> None:

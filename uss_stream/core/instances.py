@@ -15,10 +15,16 @@ import numpy as np
 
 from uss_stream.core.validation import check_stage_costs
 
-__all__ = ["TIE_TOLERANCE", "Instance"]
+__all__ = ["TIE_TOLERANCE", "WD_VERDICTS", "Instance"]
 
 #: Total costs within this distance of the minimum count as tied (floating-point slack).
 TIE_TOLERANCE = 1e-12
+
+#: The names of a weak-dominance verdict, the same everywhere (an instance, the WD monitor, the
+#: summaries, the replay, the service's metrics and status): ``"holds"``, ``"violated"``, and
+#: ``"undecided"`` while the labels seen do not settle it (an instance's exact verdict is never
+#: undecided).
+WD_VERDICTS = ("holds", "violated", "undecided")
 
 
 class Instance:
@@ -188,6 +194,11 @@ class Instance:
     def satisfies_wd(self) -> bool:
         """Weak dominance: ``ρ > 1``, equivalently ``ξ > 0``."""
         return self.xi > 0
+
+    @property
+    def wd_verdict(self) -> str:
+        """``"holds"`` if :attr:`satisfies_wd`, else ``"violated"`` (:data:`WD_VERDICTS`)."""
+        return WD_VERDICTS[0] if self.satisfies_wd else WD_VERDICTS[1]
 
     @property
     def satisfies_sd(self) -> bool:

@@ -16,7 +16,8 @@ counts, :func:`wd_report` gives
   ``"violated"`` when some deeper ``j`` has ``p^L_îj >= C_j - C_î`` (the disagreement rate says
   ``j`` is worth its cost over ``î``) and either ``î`` is certain or the labels show the opposite
   for that very pair (``δ^U_îj < C_j - C_î``): the failure WD rules out, at the estimated best
-  depth; else ``"unknown"``. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.labels.evidence`).
+  depth; else ``"undecided"``. The names are :data:`~uss_stream.core.instances.WD_VERDICTS`, as
+  everywhere. Confidence bounds are AuditedUSS's (:mod:`~uss_stream.labels.evidence`).
 
 :class:`WDMonitor` wraps it and logs a warning once, the first time WD is judged violated.
 """
@@ -29,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from uss_stream.core.instances import WD_VERDICTS
 from uss_stream.labels.evidence import (
     LabelEvidence,
     delta_bounds,
@@ -42,7 +44,8 @@ __all__ = ["VERDICTS", "WDMonitor", "WDReport", "wd_report"]
 
 logger = logging.getLogger(__name__)
 
-VERDICTS = ("holds", "violated", "unknown")
+#: The verdicts (the one vocabulary, :data:`~uss_stream.core.instances.WD_VERDICTS`).
+VERDICTS = WD_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class WDReport:
     agrees
         ``label_free_depth == best_depth`` (``None`` if not given).
     verdict
-        ``"holds"``, ``"violated"`` or ``"unknown"``.
+        ``"holds"``, ``"violated"`` or ``"undecided"``.
     """
 
     labels: int
@@ -71,6 +74,37 @@ class WDReport:
     label_free_depth: int | None
     agrees: bool | None
     verdict: str
+
+    @property
+    def advice(self) -> str | None:
+        """What to do when the label-free choice contradicts a *certain* best depth; else ``None``.
+
+        "Certain" is :attr:`best_depth_certain`: by the confidence bounds at the round's level
+        (:mod:`~uss_stream.labels.evidence`), every other depth is worse than some depth and the best
+        one is not. Then a label-free choice elsewhere is a cost the labels have measured: with WD
+        violated it persists (every label-free policy keeps it), otherwise the policy may still be
+        exploring.
+
+        >>> print(WDReport(200, 2, True, 3, False, "violated").advice)
+        the labels show depth 2 is best with confidence, the label-free choice is depth 3 and weak
+        dominance is violated: it will stay there; use AuditedUSS (it checks the label-free choice
+        with a few labels) or FixedDepth(2)
+        >>> WDReport(200, 2, False, 3, False, "undecided").advice is None   # not certain
+        True
+        """
+        if not self.best_depth_certain or self.agrees is not False:
+            return None
+        head = (
+            f"the labels show depth {self.best_depth} is best with confidence, the label-free choice is "
+            f"depth {self.label_free_depth}"
+        )
+        remedy = (
+            "use AuditedUSS (it checks the label-free choice with a few labels) or "
+            f"FixedDepth({self.best_depth})"
+        )
+        if self.verdict == "violated":
+            return f"{head} and weak dominance is violated: it will stay there; {remedy}"
+        return f"{head}: the policy may still be exploring; if this persists, {remedy}"
 
     def __str__(self) -> str:
         certainty = "certain" if self.best_depth_certain else "not yet certain"
@@ -145,7 +179,7 @@ def wd_report(
 
     dominated = [any(worse(s, x) for x in range(k) if x != s) for s in range(k)]
     certain = not dominated[best] and all(dominated[s] for s in range(k) if s != best)
-    verdict = "unknown"
+    verdict = "undecided"
     deeper = range(best + 1, k)
     if certain and all(p_bounds[best, j][1] < gap(best, j) for j in deeper):
         verdict = "holds"

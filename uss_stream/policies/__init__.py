@@ -6,7 +6,9 @@ stream, ``decide_many`` evaluates the same rule on many states (used by the repl
 
 The paper's USS-UCB and Hanawal et al.'s Algorithm 2; beyond the paper, USS-TS (Thompson sampling,
 counter-based randomness), USS-KL-UCB (KL confidence bounds, the River cascade's default) and the
-sequential SequentialKLUCB (stop or continue after each stage, by context: ``policy.sequential``). Every
+sequential SequentialKLUCB (stop or continue after each stage, by context: ``policy.sequential``); the
+practitioners' sequential early-exit rules ConfidenceThreshold, EntropyThreshold and ThresholdBandit
+(a confidence threshold learned online without labels, as CeeBERT does). Every
 learning policy takes ``discount=`` for drift-aware counts (:mod:`uss_stream.core.forgetting`).
 Command lines name them by spec (``uss-kl-ucb``, ``uss-ucb:alpha=0.51``, ``fixed:depth=2``, ...):
 :mod:`uss_stream.policies.specs`, one parser for ``uss-stream replay`` and the Kafka service.
@@ -20,7 +22,9 @@ from uss_stream.policies.fixed_depth import FixedDepth
 from uss_stream.policies.hanawal2017 import Hanawal2017WD
 from uss_stream.policies.oracle import Oracle
 from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
+from uss_stream.policies.stagewise import SequentialPolicy
 from uss_stream.policies.supervised_ucb import SupervisedUCB
+from uss_stream.policies.thresholds import ConfidenceThreshold, EntropyThreshold, ThresholdBandit
 from uss_stream.policies.uee_ucb import UEEUCB
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.policies.uss_ts import USSTS
@@ -32,10 +36,14 @@ __all__ = [
     "USSTS",
     "USSUCB",
     "AuditedUSS",
+    "ConfidenceThreshold",
+    "EntropyThreshold",
     "FixedDepth",
     "Hanawal2017WD",
     "Oracle",
     "Policy",
     "SequentialKLUCB",
+    "SequentialPolicy",
     "SupervisedUCB",
+    "ThresholdBandit",
 ]

@@ -156,6 +156,12 @@ class AuditedUSS(USSKLUCB):
         """The bit mask of pairs whose label the last :meth:`update` asked for (0: no request)."""
         return self._last_request
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle, without the relations cache (it holds a closure; it is rebuilt on use)."""
+        state = self.__dict__.copy()
+        state["_relations_key"] = state["_relations_cache"] = None
+        return state
+
     # -- the decision ----------------------------------------------------------------------------
     def _relations(self, t: int) -> Relations:
         """The relations of round ``t``'s decision (``_audit_relations.Relations``), reused by

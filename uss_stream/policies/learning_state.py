@@ -14,8 +14,8 @@ without the prefix (``docs/metrics.md`` lists them all):
     ``{"i-j": p̂_ij}``: the pairwise disagreement rates the policy decides from, stages ``i < j``
     1-based, for the pairs observed at least once (``D_ij / n_j``).
 ``wd_verdict``
-    Where labels arrive: what they say about weak dominance, ``"holds"``, ``"violated"`` or
-    ``"undecided"`` (:mod:`uss_stream.labels.wd_monitor`'s ``"unknown"``); ``None`` without labels.
+    Where labels arrive: what they say about weak dominance (:mod:`uss_stream.labels.wd_monitor`),
+    ``"holds"``, ``"violated"`` or ``"undecided"``; ``None`` without labels.
 ``depth_mix``
     The rounds the policy learned from, by depth (``n_d - n_{d+1}``): where it has settled.
 """
@@ -26,24 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from uss_stream.core.instances import WD_VERDICTS
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.labels.wd_monitor import wd_report
 from uss_stream.policies import Policy
 
-__all__ = ["WD_VERDICTS", "chosen_depth", "depth_mix", "disagreement_ratio", "learning_state", "verdict_name"]
-
-#: The verdict names of ``wd_verdict`` (the metric's ``verdict`` label takes these values).
-WD_VERDICTS = ("holds", "violated", "undecided")
-
-
-def verdict_name(verdict: str) -> str:
-    """The metric vocabulary's name of a :mod:`~uss_stream.labels.wd_monitor` verdict.
-
-    >>> verdict_name("unknown"), verdict_name("holds")
-    ('undecided', 'holds')
-    """
-    return "undecided" if verdict == "unknown" else verdict
+__all__ = ["WD_VERDICTS", "chosen_depth", "depth_mix", "disagreement_ratio", "learning_state"]
 
 
 def chosen_depth(policy: Policy) -> int | None:
@@ -138,7 +127,7 @@ def learning_state(policy: Policy, evidence: LabelEvidence | None = None) -> dic
         report = wd_report(
             policy.cumulative_costs, list(stats.queried), stats.disagreements, evidence, stats.decisions + 1
         )
-        verdict = verdict_name(report.verdict)
+        verdict = report.verdict
     return {
         "policy_round": int(stats.decisions),
         "chosen_depth": chosen_depth(policy),

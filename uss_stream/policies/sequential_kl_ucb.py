@@ -7,12 +7,10 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from uss_stream.core.context_stats import CELL_EDGES, ContextStats
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.core.validation import check_positive
-from uss_stream.policies.base import CountStates, Policy
+from uss_stream.policies.stagewise import SequentialPolicy, checked_confidence
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 
 if TYPE_CHECKING:
@@ -24,7 +22,7 @@ __all__ = ["SequentialKLUCB"]
 STOP_REASONS = ("cost test", "last stage")
 
 
-class SequentialKLUCB(Policy):
+class SequentialKLUCB(SequentialPolicy):
     """Stop or continue after every stage, by USS-KL-UCB's set test on the stage's confidence bin.
 
     An event is decided stage by stage: :meth:`begin`, then :meth:`step` with each queried stage's
@@ -116,8 +114,6 @@ class SequentialKLUCB(Policy):
         discount: float | None = None,
     ) -> None:
         super().__init__(stage_costs, discount=discount)
-        if self.n_stages < 2:
-            raise ValueError(f"stage_costs: a sequential policy needs at least 2 stages, got {self.n_stages}")
         check_positive(alpha, "alpha")
         check_positive(explore, "explore")
         self.n_bins = n_bins
@@ -134,15 +130,9 @@ class SequentialKLUCB(Policy):
         self._outputs: list[Any] | None = None
         self._cells: list[int] = []
         self._target = 0
-        self._reason: str | None = None
         self._context: tuple[int, int] | None = None
 
-    # -- capability and read-only views ----------------------------------------------------------
-    @property
-    def sequential(self) -> bool:
-        """``True``: decides after each stage (:meth:`begin` / :meth:`step`)."""
-        return True
-
+    # -- read-only views --------------------------------------------------------------------------
     @property
     def context_stats(self) -> ContextStats:
         """The learned counts per context (a live reference: do not modify)."""
@@ -158,11 +148,6 @@ class SequentialKLUCB(Policy):
         return total
 
     @property
-    def reason(self) -> str | None:
-        """Why the last event stopped: ``"cost test"`` or ``"last stage"`` (``None`` before one)."""
-        return self._reason
-
-    @property
     def stop_context(self) -> tuple[int, int] | None:
         """``(stage, bin)`` (1-based stage) of the context whose cost test stopped the last event."""
         return self._context
@@ -176,11 +161,12 @@ class SequentialKLUCB(Policy):
         self._cells = []
         self._target = 0
 
-    def step(self, output: Any, confidence: float | None) -> bool:
+    def step(self, output: Any, confidence: float | None, proba: Any = None) -> bool:
         """Report the next stage's output and confidence; ``True`` if the following stage is worth it.
 
         ``confidence`` is the stage's largest class probability in ``[0, 1]`` (``None`` or NaN for a
-        stage that abstained). When this returns ``False`` the event is learned from and ends.
+        stage that abstained); ``proba`` is not read (the context is the confidence's bin). When
+        this returns ``False`` the event is learned from and ends.
         """
         outputs = self._outputs
         if outputs is None:
@@ -231,43 +217,6 @@ class SequentialKLUCB(Policy):
         if self._outputs is None:
             raise RuntimeError("cancel() called without an event in progress")
         self._outputs = None
-
-    def select(self) -> int:
-        raise TypeError(f"{type(self).__name__} is sequential: use begin() and step(), not select()")
-
-    def update(self, outputs: Sequence[Any]) -> None:
-        raise TypeError(f"{type(self).__name__} is sequential: use begin() and step(), not update()")
-
-    def _decide(self, t: int) -> int:
-        raise TypeError(f"{type(self).__name__} is sequential: it has no depth before the first stage")
-
-    def _decide_many(self, states: CountStates) -> np.ndarray:
-        raise TypeError(
-            f"{type(self).__name__} is sequential: replay it with uss_stream.replay.sequential, not replay()"
-        )
-
-    def run(self, outputs: Any, confidences: Any = None) -> np.ndarray:
-        """Run :meth:`begin` / :meth:`step` over ``T x K`` outputs and confidences; returns the depths."""
-        if confidences is None:
-            raise ValueError("confidences: a sequential policy needs the T x K stage confidences")
-        outputs = np.asarray(outputs)
-        confidences = np.asarray(confidences, dtype=np.float64)
-        if outputs.ndim != 2 or outputs.shape[1] != self.n_stages or confidences.shape != outputs.shape:
-            raise ValueError(
-                f"outputs and confidences must both be T x {self.n_stages} arrays, got "
-                f"{outputs.shape} and {confidences.shape}"
-            )
-        rows = outputs.tolist()
-        confidence_rows = confidences.tolist()
-        depths = np.empty(len(rows), dtype=np.int64)
-        step = self.step
-        for t, (row, confidence_row) in enumerate(zip(rows, confidence_rows)):
-            self.begin()
-            j = 0
-            while step(row[j], confidence_row[j]):
-                j += 1
-            depths[t] = j + 1
-        return depths
 
     # -- introspection ---------------------------------------------------------------------------
     def contexts(self) -> pd.DataFrame:
@@ -336,12 +285,4 @@ class SequentialKLUCB(Policy):
 
 def _checked_cell(confidence: Any) -> int:
     """The cell of a confidence that is not a plain float in ``[0, 1]``: validated, ``None``/NaN is 0."""
-    if confidence is None:
-        return 0
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, (int, float, np.integer, np.floating))
-        or not (confidence != confidence or 0.0 <= confidence <= 1.0)
-    ):
-        raise ValueError(f"confidence must be a number in [0, 1], None or NaN, got {confidence!r}")
-    return ContextStats.cell_of(float(confidence))
+    return ContextStats.cell_of(checked_confidence(confidence))

@@ -44,6 +44,7 @@ from uss_stream.policies.hanawal2017 import Hanawal2017WD
 from uss_stream.policies.oracle import Oracle
 from uss_stream.policies.sequential_kl_ucb import SequentialKLUCB
 from uss_stream.policies.supervised_ucb import SupervisedUCB
+from uss_stream.policies.thresholds import ConfidenceThreshold, EntropyThreshold, ThresholdBandit
 from uss_stream.policies.uee_ucb import UEEUCB
 from uss_stream.policies.uss_kl_ucb import USSKLUCB
 from uss_stream.policies.uss_ts import USSTS
@@ -85,6 +86,9 @@ _FAMILIES: dict[str, _Family] = {
     "sequential-kl-ucb": _Family(
         SequentialKLUCB, {"n_bins": int, "alpha": float, "explore": float, "discount": float}, {}
     ),
+    "confidence-threshold": _Family(ConfidenceThreshold, {"threshold": float}, {}),
+    "entropy-threshold": _Family(EntropyThreshold, {"threshold": float}, {}),
+    "threshold-bandit": _Family(ThresholdBandit, {"explore": float}, {}),
 }
 _ALIASES = {"audited-uss": "audited"}
 

@@ -16,7 +16,6 @@ import pandas as pd
 
 from uss_stream.core.extras import require
 from uss_stream.core.instances import Instance
-from uss_stream.policies.learning_state import verdict_name
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -139,10 +138,25 @@ class ReplayResult:
         rounds whose chosen stage was wrong, NaN without labels); ``labels_mean`` (labels used per
         repetition); ``wd_verdict`` and ``wd_best_depth`` (the most common WD monitor verdict,
         ``holds``, ``violated`` or ``undecided``, and best depth over the repetitions, for the
-        label-asking policies).
+        label-asking policies); ``cost_saved`` (``1 - mean_cost / C_K``: the share of always querying
+        the deepest stage's cost saved, NaN if ``C_K = 0``); ``accuracy`` (``1 - error_rate``; without
+        labels, the expected ``1 - Σ_d f_d·γ_d`` from the depth fractions ``f_d`` and the given error
+        rates; NaN without either); ``accuracy_vs_deepest`` and ``accuracy_vs_best_fixed`` (accuracy
+        minus that of always answering from the deepest stage, or from the best fixed depth
+        ``i*`` of :attr:`instance`, on the same rounds; negative: less accurate);
+        ``best_fixed_depth`` and ``instance_wd_verdict``, the same in every row: ``i*`` and whether
+        weak dominance holds on the log (:attr:`~uss_stream.core.instances.Instance.optimal_depth`,
+        :attr:`~uss_stream.core.instances.Instance.wd_verdict` of :attr:`instance`; empty without
+        error rates).
         """
         costs = self.instance.cumulative_costs
         n_stages = costs.size
+        deepest, best_fixed = self._fixed_accuracy(n_stages), self._fixed_accuracy(None)
+        known = self.has_regret and self.instance.disagreement is not None
+        instance = {
+            "best_fixed_depth": self.instance.optimal_depth if known else "",
+            "instance_wd_verdict": self.instance.wd_verdict if known else "",
+        }
         records = []
         for name, depths in self.depths.items():
             row: dict[str, Any] = {"policy": name}
@@ -163,10 +177,29 @@ class ReplayResult:
                 row["error_rate"] = float(self._wrong[self.rows, depths - 1].mean())
             row["labels_mean"] = float(self.labels_used[name].mean())
             reports = self.wd_reports.get(name)
-            row["wd_verdict"] = _most_common([verdict_name(r.verdict) for r in reports]) if reports else ""
+            row["wd_verdict"] = _most_common([r.verdict for r in reports]) if reports else ""
             row["wd_best_depth"] = _most_common([r.best_depth for r in reports]) if reports else ""
+            row["cost_saved"] = 1.0 - row["mean_cost"] / costs[-1] if costs[-1] > 0 else math.nan
+            if self._wrong is None and self.instance.error_rates is not None:
+                row["accuracy"] = float(1.0 - counts @ self.instance.error_rates / depths.size)
+            else:
+                row["accuracy"] = 1.0 - row["error_rate"]
+            row["accuracy_vs_deepest"] = row["accuracy"] - deepest
+            row["accuracy_vs_best_fixed"] = row["accuracy"] - best_fixed
+            row.update(instance)
             records.append(row)
         return pd.DataFrame.from_records(records)
+
+    def _fixed_accuracy(self, depth: int | None) -> float:
+        """The accuracy of always answering from ``depth`` (``None``: the best fixed depth) on the
+        replayed rounds (the expected one without labels; NaN without error rates)."""
+        if not self.has_regret:
+            return math.nan
+        if depth is None:
+            depth = self.instance.optimal_depth
+        if self._wrong is None:
+            return float(1.0 - self.instance.error_rates[depth - 1])
+        return float(1.0 - self._wrong[self.rows, depth - 1].mean())
 
     def plot(self, ax: Any = None, *, names: Sequence[str] | None = None, title: str | None = None) -> Figure:
         """Mean cumulative regret against ``t`` with 95% confidence bands.

@@ -429,6 +429,7 @@ def replay_sequential(
     seed: int | None = 0,
     sampling: str = "uniform",
     n_bins: int = 4,
+    probabilities: Any = None,
 ) -> SequentialReplayResult:
     """Replay fixed-depth and sequential policies on a confidence log (see the module docstring).
 
@@ -446,6 +447,10 @@ def replay_sequential(
         As :func:`uss_stream.replay.engine.replay`.
     n_bins
         Confidence quantile bins per stage of the best stopping rule.
+    probabilities
+        ``N x K x C`` each stage's class probabilities (any class order; zeros pad), for the
+        sequential policies that read them (:class:`~uss_stream.policies.EntropyThreshold`);
+        ``None``: only the confidences are known.
     """
     codes, label_codes = encode_log(outputs, labels)
     if label_codes is None:
@@ -455,6 +460,13 @@ def replay_sequential(
         raise ValueError(f"confidences must have the outputs' shape {codes.shape}, got {conf.shape}")
     if np.any((conf < 0) | (conf > 1)):
         raise ValueError("confidences must lie in [0, 1] (NaN for a stage without one)")
+    if probabilities is not None:
+        probabilities = np.asarray(probabilities, dtype=float)
+        if probabilities.ndim != 3 or probabilities.shape[:2] != codes.shape:
+            raise ValueError(
+                f"probabilities must be an N x K x C array matching the outputs {codes.shape}, "
+                f"got {probabilities.shape}"
+            )
     cumulative = check_stage_costs(stage_costs)
     if len(cumulative) != codes.shape[1]:
         raise ValueError(
@@ -472,7 +484,14 @@ def replay_sequential(
             raise TypeError(f"policies[{name!r}] must be a Policy, got {type(template).__name__}")
         if template.sequential:
             depths[name] = np.stack(
-                [template.for_repetition(r).run(codes[rows[r]], conf[rows[r]]) for r in range(reps)]
+                [
+                    template.for_repetition(r).run(
+                        codes[rows[r]],
+                        conf[rows[r]],
+                        None if probabilities is None else probabilities[rows[r]],
+                    )
+                    for r in range(reps)
+                ]
             )
         else:
             streams = template.stream_keys(reps)
@@ -487,3 +506,7 @@ def replay_sequential(
         best_rule_value=rule_value,
         bins=bins,
     )
+
+
+def _rows_of(probabilities: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    return None if probabilities is None else probabilities[rows]

@@ -265,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
             output_topic=settings.output_topic,
         )
         processor: Any = OutputsProcessor(
-            settings.stage_costs, policy=settings.policy_template()[0], codec=codec
+            settings.error_unit_costs(), policy=settings.policy_template()[0], codec=codec
         )
     else:
         processor = FeaturesProcessor(settings.cascade_factory)
@@ -348,7 +348,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     settings = KafkaSettings.from_args(args)
     _setup_logging(settings.log_level)
     processor = OrchestrationProcessor(
-        settings.stage_costs,
+        settings.error_unit_costs(),
         stage_names=settings.stage_names,
         policy=settings.policy_template()[0],
         max_age_decisions=settings.max_age_decisions,

@@ -10,7 +10,12 @@ code    cause
 4       the ``/metrics`` endpoint cannot be served (port in use or out of range, bad host)
 5       a checkpoint cannot be used (another group's, another configuration, newer format)
 6       records were not delivered (the broker refused them); offsets were not committed
-7       authentication or authorisation failed (SASL credentials, TLS certificates, ACLs)
+7       authentication or authorisation failed (SASL credentials, TLS certificates, ACLs; the
+        Schema Registry's credentials)
+8       the Schema Registry cannot be reached or does not answer in time (an outage); nothing of
+        the batch was dead-lettered or committed
+9       the Schema Registry URL does not serve the registry's API (a wrong path or host), or the
+        registry lacks the ``--value-format``'s schema type
 143     SIGTERM (130: SIGINT) during the start, before the service was running
 ======  =====================================================================================
 """
@@ -36,6 +41,8 @@ EXIT_CODES = {
     "checkpoint": 5,
     "delivery": 6,
     "security": 7,
+    "registry": 8,
+    "registry_configuration": 9,
 }
 
 
@@ -48,6 +55,8 @@ _SECURITY = (
     "AuthenticationFailedError",
 )
 _UNREACHABLE = ("NoBrokersAvailable", "KafkaConnectionError", "KafkaTimeoutError")
+#: The exit code of each kind of :class:`~uss_stream_kafka.exceptions.RegistryError`.
+_REGISTRY_CODES = {"outage": "registry", "configuration": "registry_configuration", "security": "security"}
 
 
 def _kafka_errors(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
@@ -59,8 +68,11 @@ def _kafka_errors(names: tuple[str, ...]) -> tuple[type[BaseException], ...]:
 def exit_code(error: BaseException) -> int | None:
     """The exit code of a startup or configuration error (``None``: unexpected, keep the traceback).
 
+    >>> from uss_stream_kafka.exceptions import RegistryError
     >>> exit_code(ValueError("bad option")), exit_code(RuntimeError("?"))
     (2, None)
+    >>> [exit_code(RegistryError(kind, "...")) for kind in ("outage", "configuration", "security")]
+    [8, 9, 7]
 
     """
     from kafka import errors
@@ -70,6 +82,7 @@ def exit_code(error: BaseException) -> int | None:
         CheckpointError,
         DeliveryError,
         MetricsEndpointError,
+        RegistryError,
         SecurityCheckError,
     )
 
@@ -87,6 +100,8 @@ def exit_code(error: BaseException) -> int | None:
         return EXIT_CODES["metrics"]
     if isinstance(error, DeliveryError):
         return EXIT_CODES["delivery"]
+    if isinstance(error, RegistryError):
+        return EXIT_CODES[_REGISTRY_CODES[error.kind]]
     if isinstance(error, (ssl.SSLError, SecurityCheckError, *_kafka_errors(_SECURITY))):
         return EXIT_CODES["security"]
     if isinstance(error, _kafka_errors(_UNREACHABLE)):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from uss_stream.core.units import check_price_of_error, in_error_units
 from uss_stream.policies.specs import policy_spec, serving_policy
 from uss_stream_kafka.clients.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, merge_options
 
@@ -95,6 +96,18 @@ def _costs(value: Any) -> list[float]:
         return [float(part) for part in parts if str(part).strip()]
     except ValueError:
         raise ValueError(f"stage costs must be comma-separated numbers, got {value!r}") from None
+
+
+def _price(value: Any) -> float:
+    """The price of one error: a finite number > 0 (:func:`~uss_stream.core.units.check_price_of_error`)."""
+    try:
+        number = float(value) if isinstance(value, str) else value
+    except ValueError:
+        raise ValueError(f"must be a number, got {value!r}") from None
+    try:
+        return check_price_of_error(number)  # type: ignore[return-value]
+    except ValueError:
+        raise ValueError(f"must be a finite number > 0, got {value!r}") from None
 
 
 def _names(value: Any) -> list[str]:
@@ -323,8 +336,14 @@ class KafkaSettings:
         choices=("outputs", "features"),
     )
     stage_costs: list[float] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
-        None, "c_1,...,c_K (outputs mode, orchestrate)", _SERVICE, COMMON_GROUP, convert=_costs,
+        None, "c_1,...,c_K in units of one error (the objective is error rate + cost), or in any unit "
+        "with --price-of-error (outputs mode, orchestrate)", _SERVICE, COMMON_GROUP, convert=_costs,
         required=("orchestrate",),
+    )  # fmt: skip
+    price_of_error: float | None = setting(
+        None, "the price of one error in the unit of --stage-costs, e.g. 250 for costs in dollars where "
+        "a wrong decision costs 250 dollars; the service works with the costs divided by it, in error "
+        "units (outputs mode, orchestrate)", _SERVICE, _PROCESSING, convert=_price,
     )  # fmt: skip
     stage_names: list[str] | None = setting(  # noqa: RUF009 (checked and copied, never shared)
         None, "names of the stages in the decisions (default stage1..K)", ("orchestrate",), _PROCESSING,
@@ -542,13 +561,20 @@ class KafkaSettings:
         """The spec of ``--policy`` / ``--alpha``; the library's default without either."""
         return policy_spec(self.policy, self.alpha)
 
+    def error_unit_costs(self) -> list[float]:
+        """``--stage-costs`` in units of one error (divided by ``--price-of-error`` if given), as the
+        policy, the decisions, the metrics and the checkpoints take them; converted once by the
+        library (:func:`~uss_stream.core.units.in_error_units`), which warns when a depth is
+        unreachable."""
+        return self._once("costs", lambda: in_error_units(self.stage_costs, self.price_of_error))
+
     def policy_template(self) -> tuple[Any, str]:
         """The policy of ``run`` (outputs mode) or ``orchestrate`` and its canonical spec, built once
         by the library (:func:`~uss_stream.policies.specs.serving_policy`); every learner clones it."""
         orchestrate = self.command == "orchestrate"
         mode, labels = ("orchestration", "requested") if orchestrate else ("outputs mode", "none")
         return self._once(
-            "policy", lambda: serving_policy(self.policy_spec(), self.stage_costs, mode, labels)
+            "policy", lambda: serving_policy(self.policy_spec(), self.error_unit_costs(), mode, labels)
         )
 
     def payload_format(self) -> Any:
@@ -739,6 +765,11 @@ def _check_processing(settings: KafkaSettings) -> None:
                 f"--policy and --alpha are for outputs mode (env {policy.env}, {alpha.env}): in features "
                 "mode the cascade factory builds the cascade and its policy (CascadeClassifier(policy=...))"
             )
+        if settings.price_of_error is not None:
+            raise ValueError(
+                f"{row('price_of_error').named()} is for outputs mode: in features mode the cascade "
+                "factory gives the cascade its costs and price (CascadeClassifier(price_of_error=...))"
+            )
         if settings.shared_learning:
             raise ValueError(f"{row('shared_learning').named()} needs outputs mode (--mode outputs)")
         if settings.value_format != "json":
@@ -753,6 +784,10 @@ def _check_processing(settings: KafkaSettings) -> None:
     if settings.alpha is not None:
         instead = f"--policy uss-ucb:alpha={settings.alpha!r}"
         warnings.warn(f"--alpha is deprecated: use {instead}", FutureWarning, stacklevel=4)
+    try:
+        settings.error_unit_costs()
+    except ValueError as error:
+        raise ValueError(f"{row('stage_costs').named()}: {error}") from None
     try:
         built, _ = settings.policy_template()
     except ValueError as error:

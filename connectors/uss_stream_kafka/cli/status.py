@@ -9,8 +9,11 @@ the learning metrics (``docs/metrics.md``) under the same names: ``policy_round`
 ``disagreement_ratio``, ``wd_verdict``, the label counters and ``pending_decisions`` where they
 apply, plus the checkpoint's ``offset`` and ``checkpoint_age_seconds``.
 
-A features-mode checkpoint names the cascade factory; where it cannot be imported here, the row
-holds what the counts alone say (no chosen depth) and ``note`` says why.
+A state record is data, never code: ``status`` does not import or call what a record names (a
+features-mode checkpoint names its cascade factory), does not rebuild a learner of more than
+:data:`MAX_STAGES` stages, and escapes the control characters of what it prints. Where it does not
+rebuild the learner, the row holds what the counts alone say (no chosen depth) and ``note`` says
+why.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from uss_stream.policies.learning_state import depth_mix, disagreement_ratio
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore
 
-__all__ = ["format_table", "group_status", "partition_status"]
+__all__ = ["MAX_STAGES", "format_table", "group_status", "partition_status", "printable"]
+
+#: The most stages of a learner ``status`` rebuilds from a checkpoint (the time and memory it takes grow
+#: with stages²); a record that names more is reported by its counts alone.
+MAX_STAGES = 256
+
+
+class _NotRebuilt(ValueError):
+    """A checkpoint whose learner ``status`` does not rebuild (the reason is the row's note)."""
 
 
 def group_status(
@@ -92,16 +103,29 @@ def partition_status(
         row.update(learner.learning_state())
     except Exception as error:  # an unusable checkpoint is reported, not fatal to the others
         row.update(_counts_only(checkpoint.state))
-        row["note"] = f"{type(error).__name__}: {error}"
+        row["note"] = str(error) if isinstance(error, _NotRebuilt) else f"{type(error).__name__}: {error}"
     return row
 
 
 def _processor(description: dict[str, Any]) -> Any:
-    """The processor a checkpoint's ``processor`` description was written by."""
-    from uss_stream_kafka.processing.processors import FeaturesProcessor, OutputsProcessor
+    """The processor a checkpoint's ``processor`` description was written by (outputs, orchestration).
+
+    Raises :class:`_NotRebuilt` for a features-mode one (its cascade factory is code the record
+    names) and for more than :data:`MAX_STAGES` stage costs.
+    """
+    from uss_stream_kafka.processing.processors import OutputsProcessor
 
     mode = description.get("mode")
     policy, alpha = description.get("policy"), description.get("alpha")
+    if mode == "features":
+        raise _NotRebuilt(
+            "features mode: status does not import the cascade factory a state record names; counts only"
+        )
+    costs = description.get("stage_costs")
+    if isinstance(costs, list) and len(costs) > MAX_STAGES:
+        raise _NotRebuilt(
+            f"{len(costs)} stage costs: status rebuilds learners of at most {MAX_STAGES} stages"
+        )
     if mode == "outputs":
         return OutputsProcessor(description["stage_costs"], alpha=None if policy else alpha, policy=policy)
     if mode == "orchestration":
@@ -113,8 +137,6 @@ def _processor(description: dict[str, Any]) -> Any:
             alpha=None if policy else alpha,
             policy=policy,
         )
-    if mode == "features":
-        return FeaturesProcessor(description["factory"])
     raise ValueError(f"unknown mode {mode!r}")
 
 
@@ -157,11 +179,26 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
     in/0       10      10     50%/0%/50%   1       1-2=0.200     -   -                   -        1.2s
 
     """
-    cells = [[heading for heading, _ in _COLUMNS]] + [[show(r) for _, show in _COLUMNS] for r in rows]
+    cells = [[heading for heading, _ in _COLUMNS]]
+    cells += [[printable(show(r)) for _, show in _COLUMNS] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
-    lines += [f"{r['topic']}/{r['partition']}: {r['note']}" for r in rows if r.get("note")]
+    lines += [printable(f"{r['topic']}/{r['partition']}: {r['note']}") for r in rows if r.get("note")]
     return "\n".join(lines)
+
+
+def printable(text: str) -> str:
+    r"""``text`` with its unprintable characters (control characters, escapes) as Python escapes.
+
+    A state record is anyone's with write access to the state topic: what it holds must not move the
+    terminal's cursor, clear it or forge a line.
+
+    >>> print(printable("events\x1b[2J\nFAKE line, café"))
+    events\x1b[2J\nFAKE line, café
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _shown(value: Any) -> str:

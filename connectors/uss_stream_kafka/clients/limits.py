@@ -11,7 +11,7 @@ dead letter's own facts could not fit) is refused at start by :func:`check_recor
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ __all__ = [
     "RecordLimits",
     "STATE_ENVELOPE_BYTES",
     "check_record_limits",
+    "headers_bytes",
     "record_limit",
 ]
 
@@ -39,6 +40,17 @@ MARGIN = 1024
 MIN_RECORD_BYTES = 4096
 #: Room a checkpoint's envelope (key, offsets, processor) takes beside the learner's state.
 STATE_ENVELOPE_BYTES = 2048
+#: The most bytes a record header takes besides its name and value: the varints of their lengths.
+HEADER_FRAMING = 8
+
+
+def headers_bytes(headers: Sequence[tuple[str, bytes | None]] | None) -> int:
+    """The bytes ``headers`` add to a record: names, values and :data:`HEADER_FRAMING` each.
+
+    >>> headers_bytes([("traceparent", b"0" * 55), ("tenant", None)]), headers_bytes(None)
+    (88, 0)
+    """
+    return sum(len(name.encode()) + len(value or b"") + HEADER_FRAMING for name, value in headers or ())
 
 
 @dataclass(frozen=True)

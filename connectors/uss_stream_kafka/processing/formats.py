@@ -10,9 +10,11 @@ record is then checked exactly as a JSON event is. Decisions are written with :d
 subject that ``--subject-name-strategy`` names.
 
 A record that has no registry framing, whose schema id the registry does not know, or whose body does
-not decode with its schema is a dead letter (``invalid_payload`` or ``unknown_schema``); a registry
-that cannot be reached is an outage, not a reason to drop records: the error goes up, and the records
-are not committed.
+not decode with its schema is a dead letter (``invalid_payload`` or ``unknown_schema``). Only the
+registry's own "not found" answer makes an unknown schema: a registry that cannot be reached, does
+not answer in time, refuses the service or does not serve its API at the URL is not a reason to drop
+records: a :class:`~uss_stream_kafka.exceptions.RegistryError` goes up and ends the run, and the
+records are not committed (:mod:`~uss_stream_kafka.processing.registry`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from io import BytesIO
 from typing import Any
 
 from uss_stream.core.extras import require
+from uss_stream_kafka.exceptions import RegistryError
 from uss_stream_kafka.processing.events import InvalidEvent, OutputsCodec, oversize
+from uss_stream_kafka.processing.registry import RegistryClient, check_registry, not_found, registry_conf
 
 __all__ = [
     "DECISION_AVRO",
@@ -39,6 +43,7 @@ __all__ = [
     "PayloadFormat",
     "RegistryOutputsCodec",
     "proto_messages",
+    "unbounded_array",
 ]
 
 #: ``--value-format`` choices; every one but ``json`` goes through a Schema Registry.
@@ -145,7 +150,7 @@ def proto_messages() -> tuple[type, type, type]:
 
 
 _PROTO: tuple[type, type, type] | None = None
-_CLIENTS: dict[tuple[str | None, str | None], Any] = {}
+_CLIENTS: dict[tuple[str | None, str | None], RegistryClient] = {}
 
 
 def from_label(label: Any) -> Any:
@@ -228,20 +233,27 @@ class PayloadFormat:
         """Whether the values go through a Schema Registry."""
         return self.value_format != "json"
 
-    def client(self) -> Any:
-        """The confluent-kafka ``SchemaRegistryClient`` of :attr:`registry_url` (``mock://`` too).
+    def client(self) -> RegistryClient:
+        """The registry client of :attr:`registry_url` (``mock://`` too), checked at its creation.
 
-        One per URL and credentials in a process: every learner shares its cache of schemas.
+        One per URL and credentials in a process: every learner shares its cache of schemas. Its
+        requests are bounded and its failures told apart
+        (:class:`~uss_stream_kafka.processing.registry.RegistryClient`); raises
+        :class:`~uss_stream_kafka.exceptions.RegistryError` if the URL does not serve a registry
+        with the format's schema type, or cannot be reached (:func:`~.registry.check_registry`).
         """
         key = (self.registry_url, self.registry_auth)
         if key not in _CLIENTS:
             require("confluent_kafka", purpose=f"--value-format {self.value_format}")
             from confluent_kafka.schema_registry import SchemaRegistryClient
 
-            conf: dict[str, Any] = {"url": self.registry_url}
-            if self.registry_auth is not None:
-                conf["basic.auth.user.info"] = self.registry_auth
-            _CLIENTS[key] = SchemaRegistryClient.new_client(conf)
+            url = str(self.registry_url)
+            client = RegistryClient(
+                SchemaRegistryClient.new_client(registry_conf(url, self.registry_auth)), url
+            )
+            if not url.startswith("mock://"):  # confluent-kafka's in-memory registry has no HTTP API
+                check_registry(client, self.value_format)
+            _CLIENTS[key] = client
         return _CLIENTS[key]
 
     def outputs_codec(
@@ -302,11 +314,12 @@ class RegistryOutputsCodec(OutputsCodec):
     ``invalid_payload`` (no registry framing, or a body that does not decode with its schema) and
     ``unknown_schema`` (a schema id the registry does not know).
 
-    Avro is decoded and encoded by fastavro directly once a schema is known: the first record of
-    each input schema id goes through confluent-kafka's deserializer (which asks the registry), and
-    the first decision through its serializer (which registers the decision schema); later ones
-    reuse the parsed schema and the 5-byte framing (a zero byte, the schema id), which is what the
-    serializers do per record, without their per-record lookups (a tenth of the cost).
+    Avro is decoded and encoded by fastavro directly: the writer schema of each input schema id is
+    asked of the registry once and parsed as confluent-kafka's deserializer parses it (a schema
+    with an array of zero-byte items is refused: :func:`unbounded_array`); the first decision goes
+    through the serializer (which registers the decision schema), later ones reuse its parsed schema
+    and 5-byte framing (a zero byte, the schema id). That is what the serializers do per record,
+    without their per-record lookups (a tenth of the cost).
 
     Examples
     --------
@@ -318,14 +331,14 @@ class RegistryOutputsCodec(OutputsCodec):
     >>> codec.decode(b'{"id": "e1", "outputs": [1, 0, 1]}')
     Traceback (most recent call last):
     ...
-    uss_stream_kafka.InvalidEvent: invalid_payload: SerializationError: Invalid magic byte
+    uss_stream_kafka.InvalidEvent: invalid_payload: no Schema Registry framing (a zero byte, a 4-byte ...
 
     """
 
     __slots__ = (
         "_avro", "_client", "_context", "_decision", "_decision_costs", "_decision_reader",
-        "_deserialize", "_fastavro", "_label", "_out_context", "_proto", "_readers", "_serialize",
-        "_writer",
+        "_deserialize", "_event", "_fastavro", "_label", "_out_context", "_proto", "_readers",
+        "_serialize", "_writer",
     )  # fmt: skip
 
     #: Distinct input schemas whose parsed form is kept (Avro); more are decoded the slow way.
@@ -344,38 +357,53 @@ class RegistryOutputsCodec(OutputsCodec):
 
         client = payloads.client()
         self._serialize = payloads.serializer(client)
-        self._deserialize = payloads.deserializer(client)
+        self._deserialize = payloads.deserializer(client) if payloads.value_format == "jsonschema" else None
         self._decision_reader = _decision_reader(payloads, client)
         self._context = SerializationContext(input_topic, MessageField.VALUE)
         self._out_context = SerializationContext(output_topic, MessageField.VALUE)
         self._proto = payloads.value_format == "protobuf"
-        self._label, _, self._decision = proto_messages() if self._proto else (None, None, None)
+        self._label, self._event, self._decision = proto_messages() if self._proto else (None, None, None)
         self._decision_costs = [math.nan] + [float(cost) for cost in cumulative_costs]
         self._avro = payloads.value_format == "avro"
         self._fastavro = require("fastavro", purpose="--value-format avro") if self._avro else None
         self._client = client
-        self._readers: dict[bytes, Any] = {}  # Avro: framing (magic byte + schema id) -> parsed writer schema
+        self._readers: dict[bytes, Any] = {}  # Avro: framing (zero byte, schema id) -> parsed writer schema
         self._writer: tuple[bytes, Any] | None = None  # Avro: the decisions' framing and parsed schema
 
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
-        """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
+        """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise.
+
+        Raises :class:`~uss_stream_kafka.exceptions.RegistryError` (not a dead letter) if the
+        registry cannot be used.
+        """
         from confluent_kafka.schema_registry.error import SchemaRegistryError
 
         if value is None:
             raise InvalidEvent("invalid_payload", "record has no value (null)")
-        reader = self._readers.get(value[:5]) if self._avro else None
+        if len(value) <= 5 or value[0] != 0:
+            raise InvalidEvent(
+                "invalid_payload",
+                f"no Schema Registry framing (a zero byte, a 4-byte schema id) in {len(value)} bytes",
+            )
+        if value[1] >= 0x80:  # a registry's ids are positive signed 32-bit integers
+            raise InvalidEvent(
+                "unknown_schema", f"schema {_schema_id(value)} is no registry's (2**31 or more)"
+            )
         try:
-            if reader is not None:
+            if self._avro:
+                reader = self._readers.get(value[:5]) or self._avro_schema(value[:5])
                 stream = BytesIO(value)
                 stream.seek(5)
                 document = self._fastavro.schemaless_reader(stream, reader, None)
+            elif self._proto:
+                document = self._proto_event(value)
             else:
                 document = self._deserialize(value, self._context)
-                if self._avro:
-                    self._remember_schema(value)
-        except SchemaRegistryError as error:
-            if error.http_status_code != 404:
-                raise  # the registry is down or refuses us: an outage, not a bad record
+        except (InvalidEvent, RegistryError):
+            raise
+        except SchemaRegistryError as error:  # the registry's own answer about this id (RegistryClient)
+            if not not_found(error):
+                raise RegistryError("configuration", f"the Schema Registry answers {error}") from error
             raise InvalidEvent(
                 "unknown_schema", f"the registry has no schema {_schema_id(value)}: {error}"
             ) from None
@@ -388,11 +416,50 @@ class RegistryOutputsCodec(OutputsCodec):
             }
         return self._check(document)
 
-    def _remember_schema(self, value: bytes) -> None:
-        """Keep the parsed writer schema of a record the deserializer decoded (Avro, no references)."""
-        schema = self._client.get_schema(int.from_bytes(value[1:5], "big"))
-        if not schema.references and len(self._readers) < self.MAX_CACHED_SCHEMAS:
-            self._readers[value[:5]] = self._fastavro.parse_schema(json.loads(schema.schema_str))
+    def _proto_event(self, value: bytes) -> Any:
+        """A Protobuf value as a ``uss_stream.Event``, read as confluent-kafka's deserializer reads it.
+
+        The deserializer reads the body with the ``Event`` message whatever the writer's schema
+        says, but parses that schema first in its serialized form, which some registries (Apicurio)
+        do not serve for a schema registered as ``.proto`` text: every record of such a schema would
+        be refused. The schema is only asked for here (it must exist and be a Protobuf one).
+        """
+        from confluent_kafka.schema_registry.serde import SchemaId
+
+        framing = SchemaId("PROTOBUF")
+        body = framing.from_bytes(BytesIO(value))  # the schema id and the message indexes
+        schema = self._client.get_schema(framing.id)
+        if schema.schema_type != "PROTOBUF":
+            kind = schema.schema_type
+            raise InvalidEvent("invalid_payload", f"schema id {framing.id} is {kind}, not PROTOBUF")
+        return self._event.FromString(body.read())
+
+    def _avro_schema(self, framing: bytes) -> Any:
+        """The parsed writer schema of a framing's schema id (asked of the registry once per id).
+
+        Parsed as confluent-kafka's deserializer parses it (references resolved); a schema with an
+        array of items encoded in zero bytes is refused (:func:`unbounded_array`).
+        """
+        from confluent_kafka.schema_registry.avro import (
+            _resolve_named_schema,
+            _schema_loads,
+            parse_schema_with_repo,
+        )
+
+        schema_id = int.from_bytes(framing[1:5], "big")
+        schema = self._client.get_schema(schema_id)
+        named = _resolve_named_schema(schema, self._client)
+        parsed = parse_schema_with_repo(_schema_loads(schema.schema_str).schema_str, named)
+        array = unbounded_array(parsed)
+        if array is not None:
+            raise InvalidEvent(
+                "invalid_payload",
+                f"writer schema {schema_id} is refused: its array {array} has items encoded in zero "
+                "bytes, so a few bytes could ask for billions of them",
+            )
+        if len(self._readers) < self.MAX_CACHED_SCHEMAS:
+            self._readers[framing] = parsed
+        return parsed
 
     def decode_many(
         self, values: Sequence[bytes | None], max_bytes: int
@@ -463,7 +530,16 @@ class RegistryOutputsCodec(OutputsCodec):
         except SchemaRegistryError as error:
             if error.http_status_code != 409:
                 raise
+        try:
             return serialize(record, context)
+        except SchemaRegistryError as error:
+            if error.http_status_code != 409:
+                raise
+            raise RegistryError(
+                "configuration",
+                f"the Schema Registry refuses the decisions' schema ({error}): its subject holds an "
+                "incompatible one (a new output topic, or another --subject-name-strategy)",
+            ) from error
 
     def decode_decision(self, value: bytes) -> dict[str, Any]:
         """A decision record as a dict (the reader's view, for tests and tools)."""
@@ -484,6 +560,66 @@ def _decision_reader(payloads: PayloadFormat, client: Any) -> Callable[[bytes, A
 
         return ProtobufDeserializer(proto_messages()[2], {"use.deprecated.format": False}, client)
     return payloads.deserializer(client)
+
+
+def unbounded_array(schema: Any) -> str | None:
+    """The first array of a parsed Avro schema whose items are encoded in zero bytes (``None``: none).
+
+    Such an array's block count alone says how many items to build: a 13-byte record could ask for
+    two billion ``null`` items (gigabytes). Items of any other type take at least a byte each, so
+    their count is bounded by the record's size. Zero bytes encode ``null``, a ``fixed`` of size 0
+    and a record of such fields only; a union's branch index, an enum's index and an array's or
+    map's count take a byte at least.
+
+    >>> def array_of(items):
+    ...     return {"type": "record", "name": "E", "fields": [{"name": "outputs",
+    ...             "type": {"type": "array", "items": items}}]}
+    >>> unbounded_array(array_of("null")), unbounded_array(array_of(["null", "long"]))
+    ('E.outputs', None)
+    >>> unbounded_array(array_of({"type": "record", "name": "Z", "fields": [{"name": "n", "type": "null"}]}))
+    'E.outputs'
+    """
+    named = schema.get("__named_schemas", {}) if isinstance(schema, dict) else {}
+
+    def empty(node: Any, seen: frozenset[str]) -> bool:  # can a value of ``node`` take zero bytes?
+        if isinstance(node, str):
+            return node == "null" or (
+                node in named and node not in seen and empty(named[node], seen | {node})
+            )
+        if not isinstance(node, dict):
+            return False  # a union: its branch index takes a byte
+        kind = node.get("type")
+        if kind in ("record", "error"):
+            inner = seen | {node.get("name", "")}
+            return all(empty(field["type"], inner) for field in node.get("fields", ()))
+        if kind == "fixed":
+            return node.get("size") == 0
+        return kind not in ("array", "map", "enum") and empty(kind, seen)
+
+    def walk(node: Any, path: str, seen: frozenset[str]) -> str | None:
+        if isinstance(node, str):
+            return walk(named[node], path, seen | {node}) if node in named and node not in seen else None
+        if isinstance(node, list):
+            return next(filter(None, (walk(branch, path, seen) for branch in node)), None)
+        if not isinstance(node, dict):
+            return None
+        kind = node.get("type")
+        if kind == "array":
+            return (
+                path if empty(node.get("items"), frozenset()) else walk(node.get("items"), path + "[]", seen)
+            )
+        if kind == "map":
+            return walk(node.get("values"), path + "{}", seen)
+        if kind in ("record", "error"):
+            inner = seen | {node.get("name", "")}
+            fields = (
+                walk(field["type"], f"{path}.{field['name']}", inner) for field in node.get("fields", ())
+            )
+            return next(filter(None, fields), None)
+        return walk(kind, path, seen) if isinstance(kind, (dict, list)) else None
+
+    root = schema.get("name", "value") if isinstance(schema, dict) else "value"
+    return walk(schema, str(root).rsplit(".", 1)[-1], frozenset())
 
 
 def _schema_id(value: bytes) -> str:

@@ -20,8 +20,10 @@ Everything is sent through the :class:`~uss_stream_kafka.runtime.commit.Committe
 its open transaction in exactly-once mode.
 
 A decision and a dead letter carry the trace context of their input record: its headers named in
-:data:`TRACE_HEADERS` (W3C Trace Context, and the same as CloudEvents attributes) and those named by
-``--propagate-header`` (:func:`carried_headers`).
+:data:`TRACE_HEADERS` (W3C Trace Context, and the same as CloudEvents attributes) when they are valid
+(:mod:`~uss_stream_kafka.processing.tracecontext`), and those named by ``--propagate-header``
+(:func:`carried_headers`). The headers count towards the decision's size: an input whose decision,
+with its key and headers, would exceed the output topic's record limit is dead-lettered ``oversize``.
 """
 
 from __future__ import annotations
@@ -33,29 +35,29 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from uss_stream_kafka.clients import Records, TopicPartition, UndecodableError
+from uss_stream_kafka.clients.limits import headers_bytes
 from uss_stream_kafka.processing.deadletter import DeadLetter
 from uss_stream_kafka.processing.events import InvalidEvent
+from uss_stream_kafka.processing.tracecontext import TRACE_HEADERS, trace_checked
 from uss_stream_kafka.runtime.commit import Committer
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext
 
 __all__ = ["TRACE_HEADERS", "Dispatcher", "carried_headers"]
 
-#: Headers always copied from an input record onto its decision and dead letter: W3C Trace Context
-#: (``traceparent``, ``tracestate``) and its CloudEvents attributes in Kafka binary mode (``ce_*``).
-TRACE_HEADERS = ("traceparent", "tracestate", "ce_traceparent", "ce_tracestate")
-
 Headers = Sequence[tuple[str, bytes]]
 
 
 def carried_headers(columns: Sequence[Headers | None], names: Collection[str]) -> list[list] | None:
-    """Per record, its headers named in ``names`` (any case); ``None`` if no record has one.
+    """Per record, its headers named in ``names`` (any case), trace headers only valid ones
+    (:func:`~uss_stream_kafka.processing.tracecontext.trace_checked`); ``None`` if no record has one.
 
     Examples
     --------
     >>> names = {"traceparent", "tenant"}
-    >>> carried_headers([None, [("TraceParent", b"00-ab-cd-01"), ("x", b"1")], ()], names)
-    [[], [('TraceParent', b'00-ab-cd-01')], []]
-    >>> carried_headers([None, [("x", b"1")]], names) is None
+    >>> parent = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    >>> carried_headers([None, [("TraceParent", parent), ("x", b"1")], [("tenant", b"t")]], names)
+    [[], [('TraceParent', b'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')], [('tenant', b't')]]
+    >>> carried_headers([None, [("x", b"1")], [("traceparent", b"0" * 1_000_000)]], names) is None
     True
     """
     if not any(columns):  # the common case: no record has a header
@@ -64,7 +66,7 @@ def carried_headers(columns: Sequence[Headers | None], names: Collection[str]) -
     for i, headers in enumerate(columns):
         if not headers:
             continue
-        kept = [(name, value) for name, value in headers if name.lower() in names]
+        kept = trace_checked([(name, value) for name, value in headers if name.lower() in names])
         if kept:
             if carried is None:
                 carried = [[] for _ in columns]
@@ -178,7 +180,7 @@ class Dispatcher:
         carried = carried_headers(records.headers, self._carried)
         counts = self._batch_depths
         if self.output_bytes is not None:
-            self._refuse_oversize(state.learner, payloads, keys, depths, errors)
+            self._refuse_oversize(state.learner, payloads, keys, depths, errors, carried)
         if None in payloads:  # rejected (or not to be answered)
             sent = [i for i, payload in enumerate(payloads) if payload is not None]
             payloads = [payloads[i] for i in sent]
@@ -252,29 +254,35 @@ class Dispatcher:
         keys: list[bytes | None],
         depths: list[int],
         errors: list[Any],
+        carried: list[list] | None = None,
     ) -> None:
         """Turn, in place, each decision too large for the output topic into an ``oversize`` error.
 
-        A learner that can (orchestration) withdraws the decision; the others keep what they learned
-        from the event (its stage outputs, in outputs mode).
+        A decision's size is its value's, its key's and the ``carried`` headers' (one list per
+        record, or ``None``: none). A learner that can (orchestration) withdraws the decision; the
+        others keep what they learned from the event (its stage outputs, in outputs mode).
         """
         withdraw = getattr(learner, "withdraw", None)
+        extra = [0] * len(payloads) if carried is None else [headers_bytes(headers) for headers in carried]
         longest = max(map(len, filter(None, payloads)), default=0)
-        if longest + max(map(len, filter(None, keys)), default=0) <= (self.output_bytes or 0):
+        longest += max(map(len, filter(None, keys)), default=0) + max(extra, default=0)
+        if longest <= (self.output_bytes or 0):
             return  # the common case: one pass in C over the batch
         for i, payload in enumerate(payloads):
-            if payload is not None and self._too_large(payload, keys[i]):
-                detail = f"its decision has {len(payload)} bytes, {self._output_limit_text()}"
+            if payload is not None and self._too_large(payload, keys[i], extra[i]):
+                with_headers = f" and {extra[i]} of headers" if extra[i] else ""
+                detail = f"its decision has {len(payload)} bytes{with_headers}, {self._output_limit_text()}"
                 errors[i] = InvalidEvent("oversize", detail)
                 if withdraw is not None:
                     withdraw(payload)
                 payloads[i], depths[i] = None, 0
 
-    def _too_large(self, value: bytes, key: bytes | None) -> bool:
-        return self.output_bytes is not None and len(value) + len(key or b"") > self.output_bytes
+    def _too_large(self, value: bytes, key: bytes | None, headers: int = 0) -> bool:
+        return self.output_bytes is not None and len(value) + len(key or b"") + headers > self.output_bytes
 
     def _output_limit_text(self) -> str:
-        return f"output topic {self.context.topics.output!r} accepts {self.output_bytes} (key and value)"
+        topic = self.context.topics.output
+        return f"output topic {topic!r} accepts {self.output_bytes} (key, value and headers)"
 
     def _reject(self, dlq_partition: int, records: Records, index: int, reason: str, detail: str) -> None:
         record = records.record(index)
@@ -286,7 +294,7 @@ class Dispatcher:
         self, letter: DeadLetter, dlq_partition: int, limit: int | None, carried: Headers = ()
     ) -> None:
         """Send ``letter``, with the input's ``carried`` headers after its own (within ``limit``)."""
-        size = sum(len(name.encode()) + len(value or b"") for name, value in carried)
+        size = headers_bytes(carried)
         if limit is not None and size > limit // 4:
             carried = ()  # too large to go beside the envelope, which keeps every header of the input
         elif limit is not None:

@@ -8,6 +8,7 @@ rows of an outputs matrix, which lets the tests compare it with ``USSUCB.run`` o
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -15,6 +16,8 @@ from river import base, datasets, evaluate, linear_model, metrics, preprocessing
 
 from uss_stream import CascadeClassifier, Stage
 from uss_stream.cascade.classifier import ABSTAINED
+from uss_stream.cascade.querying import EmptyViewWarning
+from uss_stream.core.units import CostScaleWarning
 from uss_stream.policies import USSKLUCB, USSUCB, FixedDepth
 
 
@@ -177,17 +180,31 @@ def test_predict_one_then_predict_proba_one_is_one_policy_step():
 
 
 def test_repeated_identical_events_are_one_step_each():
-    # The same method called again means a new event, even when the events are equal (e.g. a
-    # scaler maps every event to zeros before it has learned anything).
-    cascade = echo_cascade()
+    # The same method called again on an equal but distinct dict means a new event (e.g. a scaler
+    # maps every event to zeros before it has learned anything).
+    cascade = echo_cascade(policy=FixedDepth(2))
     x = {"s1": 1, "s2": 1, "s3": 1}
     for _ in range(4):
         cascade.predict_one(dict(x))
     assert cascade._policy.stats.decisions == 4
-    # The first predict_proba_one pairs with the last predict_one (same event, other method).
+    # The first predict_proba_one pairs with the last predict_one (an equal event, another method);
+    # the second is a new event, which the third, on the very same object, reuses.
     for _ in range(3):
         cascade.predict_proba_one(x)
-    assert cascade._policy.stats.decisions == 6
+    assert cascade._policy.stats.decisions == 5
+    assert cascade.summary().events == 5 and cascade.total_cost == pytest.approx(5 * 0.3)
+
+
+def test_predicting_one_event_three_times_steps_and_spends_once():
+    cascade = echo_cascade(policy=FixedDepth(3))  # C_3 = 0.5
+    x = {"s1": 1, "s2": 0, "s3": 1}
+    answers = [cascade.predict_one(x) for _ in range(3)] + [cascade.predict_proba_one(x)] * 2
+    assert answers == [1, 1, 1, {1: 1.0}, {1: 1.0}]
+    assert cascade._policy.stats.decisions == 1
+    assert (cascade.summary().events, cascade.total_cost) == (1, pytest.approx(0.5))
+    cascade.learn_one(x, 1)  # the event is over: the same object again is a new event
+    cascade.predict_one(x)
+    assert (cascade.summary().events, cascade.total_cost) == (2, pytest.approx(1.0))
 
 
 def test_decide_one_always_steps_and_learn_one_ends_the_event():
@@ -282,7 +299,8 @@ def test_warm_up_keeps_untrained_stages_out_of_the_disagreement_counts():
 
 def test_abstaining_stage_is_reported_as_disagreeing():
     cascade = echo_cascade(policy=FixedDepth(3))
-    decision = cascade.decide_one({"s1": 1, "s3": 1})  # stage 2's feature is missing: it abstains
+    with pytest.warns(EmptyViewWarning):  # stage 2's feature is missing: it abstains
+        decision = cascade.decide_one({"s1": 1, "s3": 1})
     assert decision.outputs == (1, None, 1)
     stats = cascade._policy.stats
     assert (stats.disagreements[0][1], stats.disagreements[1][2], stats.disagreements[0][2]) == (1, 1, 0)
@@ -344,9 +362,37 @@ def test_missing_features_are_tolerated():
         Stage(linear_model.LogisticRegression(), features=("a", "b", "c"), cost=0.1),
     ]
     cascade = CascadeClassifier(stages=stages, warm_up=0)
-    for x, y in [({"a": 1.0}, True), ({}, False), ({"c": 2.0, "z": 3.0}, True)]:
-        cascade.learn_one(x, y)
-        assert set(cascade.predict_proba_one(x)) == {False, True}
+    with pytest.warns(EmptyViewWarning) as caught:
+        for x, y in [({"a": 1.0}, True), ({}, False), ({"c": 2.0, "z": 3.0}, True)]:
+            cascade.learn_one(x, y)
+            assert set(cascade.predict_proba_one(x)) == {False, True}
+    # {} empties both stages' views; {"c", "z"} stage 1's again: one warning per stage.
+    assert [str(w.message)[:14] for w in caught] == ["stage 'stage1'", "stage 'stage2'"]
+
+
+def test_a_stage_whose_features_are_absent_warns_once():
+    stages = [
+        Stage(Echo(), features=("s1",), cost=0.0, name="cheap"),
+        Stage(Echo(), features=("typo",), cost=0.1, name="dear"),
+    ]
+    cascade = CascadeClassifier(stages=stages, warm_up=0, policy=FixedDepth(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for value in (0, 1, 1, 0):
+            cascade.predict_one({"s1": value, "s2": value})
+            cascade.learn_one({"s1": value, "s2": value}, value)
+    assert [w.category for w in caught] == [EmptyViewWarning]
+    message = str(caught[0].message)
+    assert message.startswith("stage 'dear': none of its features ('typo',) is in the event")
+    assert "'s1', 's2'" in message
+    # A clone is a new cascade: it warns again.
+    with pytest.warns(EmptyViewWarning):
+        cascade.clone().predict_one({"s1": 1})
+    # A stage that names no feature reads nothing on purpose: no warning.
+    prior = CascadeClassifier(stages=[Stage(Echo(), features=(), cost=0.0)], warm_up=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prior.predict_one({"s1": 1})
 
 
 def test_learn_one_trains_every_stage_on_its_own_view():
@@ -468,3 +514,76 @@ def test_policy_state_carries_the_learned_depths_to_a_fresh_cascade():
         echo_cascade(costs=[0.0, 0.3], policy=USSUCB(stage_costs=[0.0, 0.3])).load_policy_state(
             first.policy_state()
         )
+
+
+def test_summary_cost_share_saved_and_accuracy_where_labels_came():
+    # FixedDepth(1) after 2 warm-up events at depth 3: total 2 x 0.5 = 1.0 against 10 x C_3 = 5.0.
+    cascade = echo_cascade(policy=FixedDepth(1), warm_up=2)
+    answers = [1, 0, 1, 1, 0, 1, 1, 0, 0, 1]
+    labels = [1, 0, 1, 0, 0, 1, 0, 0, 1, 1]  # the answers are right on 7 of the 10 events
+    for answer, label in zip(answers, labels):
+        x = {"s1": answer, "s2": label, "s3": label}
+        cascade.predict_one(x)
+        cascade.learn_one(x, label)
+    cascade.learn_one({"s1": 1, "s2": 1, "s3": 1}, 0)  # a label without a decision: not scored
+    summary = cascade.summary()
+    assert summary.total_cost == pytest.approx(1.0) and summary.full_cascade_cost_total == pytest.approx(5.0)
+    assert summary.cost_saved == pytest.approx(0.8)
+    assert (summary.scored, summary.correct, summary.accuracy) == (10, 7, pytest.approx(0.7))
+    assert "80.0% of the full cost saved; accuracy 70.00% on 10 labels" in str(summary)
+    assert np.isnan(echo_cascade().summary().accuracy) and np.isnan(echo_cascade().summary().cost_saved)
+
+
+def test_costs_in_dollars_with_the_price_of_an_error_are_the_same_cascade():
+    outputs = noisy_outputs(n_events=400)
+    stages = [Stage(Echo(), features=(f"s{j}",), cost=c) for j, c in enumerate([0.0, 30.0, 20.0], start=1)]
+    dollars = CascadeClassifier(stages=stages, price_of_error=100.0, warm_up=0)
+    errors = echo_cascade()  # the same stages at 0, 0.3 and 0.2 errors
+    assert dollars.stage_costs == pytest.approx(errors.stage_costs)
+    for row in outputs:
+        assert dollars.decide_one(event(row)) == errors.decide_one(event(row))
+    summary = dollars.summary()
+    assert summary.price_of_error == 100.0
+    assert f"({summary.mean_cost * 100:.4g} at 100 per error)" in str(summary)
+
+
+@pytest.mark.parametrize(
+    ("costs", "price", "warns"),
+    [
+        ([0.0, 0.6, 0.4], None, False),  # C_3 - C_1 = 1: depth 3 is still reachable
+        ([0.0, 0.6, 0.5], None, True),  # 1.1: it is not
+        ([10.0, 60.0, 40.0], 100.0, False),  # 100 dollars above stage 1, one error's price
+        ([10.0, 60.0, 41.0], 100.0, True),
+    ],
+)
+def test_the_cascade_warns_when_its_costs_leave_a_depth_unreachable(costs, price, warns):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stages = [Stage(Echo(), features=(f"s{j}",), cost=c) for j, c in enumerate(costs, start=1)]
+        CascadeClassifier(stages=stages, price_of_error=price)
+    assert [w.category for w in caught] == ([CostScaleWarning] if warns else [])
+    if warns:
+        assert "depth 3 can never be the best depth" in str(caught[0].message)
+        assert caught[0].filename == __file__  # it points at the user's line
+
+
+def test_summary_advises_when_labels_make_a_best_depth_certain_that_the_policy_does_not_choose():
+    # Stage 2 disagrees with stage 1 on 30% of the events at an extra cost of 0.1: the label-free
+    # policy goes to depth 2. On the disagreements each stage is right half of the time, so stage 2
+    # buys nothing: with enough labels depth 1 is certainly best and WD is violated.
+    rng = np.random.default_rng(3)
+    cascade = echo_cascade(costs=[0.0, 0.1], warm_up=0)
+    for _ in range(3000):
+        truth = int(rng.integers(0, 2))
+        disagree = rng.random() < 0.3
+        first = truth ^ (disagree and rng.random() < 0.5)
+        x = {"s1": first, "s2": first ^ disagree}
+        cascade.predict_one(x)
+        cascade.learn_one(x, truth)
+    summary = cascade.summary()
+    assert summary.next_depth == 2 and summary.wd.best_depth == 1 and summary.wd.best_depth_certain
+    assert summary.wd_verdict == "violated"
+    assert summary.advice.startswith("the labels show depth 1 is best with confidence")
+    assert "advice: the labels show depth 1" in str(summary)
+    # Where the labels agree with the policy, nothing to advise.
+    assert echo_cascade().summary().advice is None

@@ -113,10 +113,12 @@ def test_cascade_derives_incremental_stage_costs(heart):
             Stage(linear_model.LogisticRegression(), features=("fbs", "thal")),
         ],
         feature_costs=heart,
+        price_of_error=200,
     )
-    # Stage 2's cost is given; its features still count as bought for stage 3.
-    assert cascade.stage_costs == pytest.approx((1.0 + 7.27, 0.5, 102.90))
-    assert cascade._policy.stage_costs == pytest.approx([8.27, 0.5, 102.90])
+    # Stage 2's cost is given; its features still count as bought for stage 3. Every cost, given or
+    # derived, is in CAD and an error costs 200 CAD.
+    assert cascade.stage_costs == pytest.approx((8.27 / 200, 0.5 / 200, 102.90 / 200))
+    assert cascade._policy.stage_costs == pytest.approx([8.27 / 200, 0.5 / 200, 102.90 / 200])
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,7 @@ def test_replay_on_a_csv_writes_summary_and_plot(log_csv: Path, tmp_path: Path, 
     assert summary.loc[summary.policy == "oracle", "regret_mean"].item() == 0.0
     assert (out / "regret.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
-    assert "regret_mean" in printed and "uss-ucb:alpha=0.51" in printed and "wrote" in printed
+    assert "regret ± 95%" in printed and "uss-ucb:alpha=0.51" in printed and "wrote" in printed
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging folder left"
 
 
@@ -182,3 +182,49 @@ def test_bundled_replay_matches_library_call(tmp_path: Path) -> None:
     cli = pd.read_csv(out / "summary.csv")
     assert cli.loc[0, "regret_mean"] == pytest.approx(result.final_regret("u")[0])
     assert np.isclose(cli.loc[0, "depth_1"], result.summary().loc[0, "depth_1"])
+
+
+def test_costs_in_a_currency_without_their_price_warn_and_with_it_convert(tmp_path: Path, capsys) -> None:
+    # PIMA's three stages at 5, 10 and 20 (dollars, say): read as errors, depths 2 and 3 are
+    # unreachable, and the run says so on stderr before it starts.
+    out = tmp_path / "out"
+    assert _replay("--costs", "5,10,20", "--policy", "uss-kl-ucb", "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    assert "uss-stream replay: warning: depths 2..3 can never be the best depth" in captured.err
+    assert "--price-of-error" in captured.err
+    # With an error priced at 250 they are 0.02, 0.04 and 0.08 errors: the same run as those costs.
+    args = ["--policy", "uss-kl-ucb", "--policy", "audited", "--label-cost", "2.5"]
+    assert _replay("--costs", "5,10,20", "--price-of-error", "250", *args, "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err and "the costs given / 250 per error" in captured.out
+    priced = pd.read_csv(out / "summary.csv")
+    assert _replay("--costs", "0.02,0.04,0.08", "--policy", "uss-kl-ucb", "--policy", "audited",
+                   "--label-cost", "0.01", "--out", str(out)) == 0  # fmt: skip
+    pd.testing.assert_frame_equal(priced, pd.read_csv(out / "summary.csv"))
+
+
+def test_a_price_of_error_needs_costs_to_convert(tmp_path: Path, capsys) -> None:
+    assert _replay("--price-of-error", "100", "--out", str(tmp_path / "out")) == 2
+    assert "--price-of-error converts the costs you give" in capsys.readouterr().err
+    assert _replay("--costs", "1,2,3", "--price-of-error", "0", "--out", str(tmp_path / "out")) == 2
+    assert "--price-of-error must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_the_printed_summary_states_the_logs_verdict_and_fits_100_columns(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    assert _replay("--policy", "uss-kl-ucb", "--policy", "audited:label_budget=2,alpha=1",
+                   "--policy", "fixed:depth=-1", "--out", str(out)) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    # pima-1 (paper_case): C + γ = (0.341, 0.530, 0.909) and ξ = 0.072 (docs/results.md's table).
+    assert (
+        lines[1]
+        == "best fixed depth 1 of 3: cost 0.04 + error rate 0.301 = 0.341 per event (deepest stage: 0.909)"
+    )
+    assert lines[2].startswith("weak dominance holds (ξ = 0.0721)")
+    assert all(len(line) <= 100 for line in lines if not line.startswith(("replaying", "wrote")))
+    summary = pd.read_csv(out / "summary.csv").set_index("policy")
+    deepest = summary.loc["fixed:depth=3"]
+    assert deepest["cost_saved"] == 0.0 and deepest["accuracy_vs_deepest"] == 0.0
+    row = summary.loc["uss-kl-ucb"]
+    assert row["cost_saved"] == pytest.approx(1 - row["mean_cost"] / 0.69)
+    assert row["accuracy_vs_deepest"] == pytest.approx(deepest["error_rate"] - row["error_rate"])

@@ -136,7 +136,7 @@ class Reference:
                 certain or self.d_high[best, j] < self.gap(best, j)
             ):
                 return best + 1, certain, "violated"
-        return best + 1, certain, "unknown"
+        return best + 1, certain, "undecided"
 
     def e_margin(self):
         """The least distance of a label-based bound from its cost gap (the bisections' precision
@@ -178,12 +178,12 @@ def _two_stage(gap, d, labelled, deeper_right, shallower_right):
 def test_holds_needs_the_upper_bound_of_the_disagreement_rate_strictly_below_the_extra_cost():
     # p̂ = 0.05; the labels say stage 2 is right on no disagreement (δ^U < 0): stage 1 is certain.
     p_high = 250 / N + RADIUS
-    assert _two_stage(p_high, 250, 100, 0, 100) == "unknown"  # p^U = C_2 - C_1: not yet
+    assert _two_stage(p_high, 250, 100, 0, 100) == "undecided"  # p^U = C_2 - C_1: not yet
     assert _two_stage(math.nextafter(p_high, 1.0), 250, 100, 0, 100) == "holds"
-    assert _two_stage(math.nextafter(p_high, 0.0), 250, 100, 0, 100) == "unknown"
+    assert _two_stage(math.nextafter(p_high, 0.0), 250, 100, 0, 100) == "undecided"
     # Between the bounds (p^L < extra cost < p^U): neither holds nor violated.
-    assert _two_stage(250 / N, 250, 100, 0, 100) == "unknown"
-    assert _two_stage(250 / N - RADIUS / 2, 250, 100, 0, 100) == "unknown"
+    assert _two_stage(250 / N, 250, 100, 0, 100) == "undecided"
+    assert _two_stage(250 / N - RADIUS / 2, 250, 100, 0, 100) == "undecided"
 
 
 def test_violated_needs_the_lower_bound_of_the_disagreement_rate_at_or_above_the_extra_cost():
@@ -192,7 +192,7 @@ def test_violated_needs_the_lower_bound_of_the_disagreement_rate_at_or_above_the
     p_low = 1500 / N - RADIUS
     assert _two_stage(p_low, 1500, 200, 0, 200) == "violated"  # p^L = C_2 - C_1: violated
     assert _two_stage(math.nextafter(p_low, 0.0), 1500, 200, 0, 200) == "violated"
-    assert _two_stage(math.nextafter(p_low, 1.0), 1500, 200, 0, 200) == "unknown"
+    assert _two_stage(math.nextafter(p_low, 1.0), 1500, 200, 0, 200) == "undecided"
 
 
 def test_the_best_depth_follows_the_point_estimate_at_its_threshold():
@@ -227,7 +227,28 @@ def test_certainty_turns_on_the_label_bounds_next_to_the_extra_cost(side):
     evidence, d_high = _bound_case("high")
     gap = d_high * (1.0 + side * 1e-6)
     verdict = _check([0.0, gap], [N, N], [[0, 1500], [0, 0]], evidence, T)
-    assert verdict == ("violated" if side > 0 else "unknown")
+    assert verdict == ("violated" if side > 0 else "undecided")
+
+
+@pytest.mark.parametrize("side", [-1.0, 1.0])
+def test_advice_exactly_when_the_label_free_choice_contradicts_a_certain_best_depth(side):
+    # Next to δ^L: depth 2 is best, certain just below the bound (side < 0) and not just above.
+    evidence, d_low = _bound_case("low")
+    state = ([0.0, d_low * (1.0 + side * 1e-6)], [N, N], [[0, 1500], [0, 0]], evidence, T)
+    certain = side < 0
+    assert Reference(*state).report()[1] == certain
+    assert (wd_report(*state, label_free_depth=1).advice is not None) == certain
+    assert wd_report(*state, label_free_depth=2).advice is None  # the policy agrees
+    assert wd_report(*state).advice is None  # no label-free choice to compare
+    # Next to δ^U: depth 1 is best, certain (and WD violated) just above the bound.
+    evidence, d_high = _bound_case("high")
+    state = ([0.0, d_high * (1.0 + side * 1e-6)], [N, N], [[0, 1500], [0, 0]], evidence, T)
+    advice = wd_report(*state, label_free_depth=2).advice
+    if side > 0:
+        assert advice.startswith("the labels show depth 1 is best with confidence, the label-free choice")
+        assert "weak dominance is violated: it will stay there" in advice
+    else:
+        assert advice is None
 
 
 # -- three and four stages: the uncertain-but-violated path, and states snapped to every bound -----
@@ -239,7 +260,7 @@ def test_a_violation_on_one_pair_is_reported_before_the_best_depth_is_certain():
     queried = [10_000, 10_000, 10_000, 10]
     evidence = _evidence(4, [200, 200, 300, 0, 0, 0], [200, 200, 165, 0, 0, 0], [0, 0, 135, 0, 0, 0])
     d_high = Reference([0.0, 0.1, 0.3, 0.5], queried, counts, evidence, 10_001).d_high[1, 2]
-    for gap, expected in ((d_high * (1 + 1e-6), "violated"), (d_high * (1 - 1e-6), "unknown")):
+    for gap, expected in ((d_high * (1 + 1e-6), "violated"), (d_high * (1 - 1e-6), "undecided")):
         costs = [0.0, 0.1, 0.1 + gap, 0.6]
         assert _check(costs, queried, counts, evidence, 10_001) == expected
 
@@ -247,7 +268,7 @@ def test_a_violation_on_one_pair_is_reported_before_the_best_depth_is_certain():
 def test_a_stage_never_queried_is_never_shown_worse_and_blocks_certainty():
     evidence = _evidence(3, [50, 0, 0], [50, 0, 0], [0, 0, 0])
     assert _check([0.0, 0.1, 0.2], [100, 100, 0], [[0, 40, 0], [0, 0, 0], [0, 0, 0]], evidence, 101) == (
-        "unknown"
+        "undecided"
     )
 
 
@@ -295,7 +316,7 @@ def test_random_states_snapped_to_each_bound_agree_with_the_reference():
             continue
         verdicts.add(_check(costs, queried, disagreements, evidence, t))
         compared += 1
-    assert compared > 300 and verdicts == {"holds", "violated", "unknown"}
+    assert compared > 300 and verdicts == {"holds", "violated", "undecided"}
 
 
 # -- the replay's WD report ---------------------------------------------------------------------------

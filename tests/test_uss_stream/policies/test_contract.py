@@ -33,7 +33,15 @@ import pytest
 import uss_stream.policies
 from uss_stream.core.context_stats import CELL_EDGES
 from uss_stream.core.stats import DisagreementStats
-from uss_stream.policies import Policy, SequentialKLUCB, SupervisedUCB
+from uss_stream.policies import (
+    ConfidenceThreshold,
+    EntropyThreshold,
+    Policy,
+    SequentialKLUCB,
+    SequentialPolicy,
+    SupervisedUCB,
+    ThresholdBandit,
+)
 
 
 def _concrete_policies(root: type[Policy] = Policy) -> Iterator[type[Policy]]:
@@ -65,6 +73,8 @@ BAD_VALUES: dict[str, list[Any]] = {
     "error_rates": [[0.1], [1.5, 0.1], [-0.1, 0.1]],
     "n_bins": [0, -1, 1.5, True, 17],
     "explore": [0.0, -1.0, float("nan")],
+    "threshold": [0.0, -0.1, float("nan"), float("inf"), True],
+    "thresholds": [[], (0.9, 0.8), (0.0, 0.5), (0.5, 1.5), "0.9", (0.5, float("nan"))],
 }
 
 
@@ -188,11 +198,12 @@ def test_bad_input_raises_value_error_naming_the_parameter(cls: type[Policy], pa
 
 
 def test_every_exported_policy_is_checked() -> None:
-    exported = {getattr(uss_stream.policies, name) for name in uss_stream.policies.__all__} - {Policy}
+    exported = {getattr(uss_stream.policies, name) for name in uss_stream.policies.__all__}
+    exported -= {Policy, SequentialPolicy}  # the abstract bases
     assert exported <= set(POLICIES)
     assert len(CASES) >= len(POLICIES)
     sequential = {case.values[0] for case in SEQUENTIAL_CASES}
-    assert SequentialKLUCB in sequential
+    assert {SequentialKLUCB, ConfidenceThreshold, EntropyThreshold, ThresholdBandit} <= sequential
     assert sequential <= set(SEQUENTIAL_REFERENCES), "every sequential policy has a reference rule here"
 
 
@@ -294,12 +305,33 @@ class _SequentialKLUCBReference:
         self.costs = list(itertools.accumulate(policy.stage_costs))
         self.alpha, self.explore, self.discount = policy.alpha, policy.explore, policy.discount
         self.target = 0
+        #: Every kind of decision the states reached must call for.
+        self.kinds = ("cost test", "continue", "explore", "last stage") + (
+            ("committed",) if self.k > 2 else ()
+        )
 
-    def begin(self) -> None:
+    def begin(self, policy: SequentialKLUCB) -> bool:
         self.target = 0
+        return True
 
-    def step(self, contexts: Any, stage: int, confidence: Any) -> tuple[str, set[int], int | None]:
+    def check_end(self, policy: SequentialKLUCB, stage: int, kind: str, bin_: int | None) -> None:
+        if kind == "cost test":
+            assert (policy.reason, policy.stop_context) == ("cost test", (stage + 1, bin_))
+        elif kind == "last stage":
+            assert policy.reason == "last stage"
+
+    def check_counts(self, policy: SequentialKLUCB, events: list) -> None:
+        """The counts the decisions read are the events' counts, by definition."""
+        recounted = _recounted_cells(policy.n_stages, events, policy.discount)
+        for s, stage_cells in enumerate(policy.context_stats.cells):
+            for c, cell in enumerate(stage_cells):
+                size = policy.n_stages - s
+                expected = recounted.get((s, c), (0, [0] * size, [[0] * size for _ in range(size)]))
+                assert (cell.decisions, cell.queried, cell.disagreements) == expected, f"cell ({s}, {c})"
+
+    def step(self, policy: SequentialKLUCB, stage: int, confidence: Any) -> tuple[str, set[int], int | None]:
         """After ``stage``: the kind of decision, the possible targets (``stage``: stop), the bin."""
+        contexts = policy.context_stats
         if stage == self.k - 1:
             return "last stage", {stage}, None
         if stage < self.target:
@@ -335,12 +367,98 @@ class _SequentialKLUCBReference:
         return ("cost test" if targets == {stage} else "continue"), targets, bin_
 
 
+def _sure(confidence: Any) -> float | None:
+    """A confidence as a number, ``None`` if the stage abstained."""
+    return None if confidence is None or confidence != confidence else float(confidence)
+
+
+class _ThresholdReference:
+    """The threshold rules, written from their docstrings.
+
+    Stage ``K`` ends the event; before it, a stage that abstained goes on, and a stage stops iff
+    its confidence is at least ``τ`` (:class:`ConfidenceThreshold`; :class:`ThresholdBandit` with
+    the arm it plays), or iff the entropy ``-p·ln p - (1-p)·ln(1-p)`` of its confidence ``p`` is
+    below ``S`` (:class:`EntropyThreshold` given no probabilities). The bandit's arm: the first
+    arm never played, else ``argmax r̄_a + explore·(1 + C_K)·sqrt(2·ln t / n_a)`` (ties: the
+    lower threshold), from the plays and reward sums of its state document. Every rule counts the
+    events' disagreements; the bandit's arms count plays and sum ``q_d - C_d``.
+    """
+
+    kinds = ("threshold", "continue", "last stage")
+
+    def __init__(self, policy: Any) -> None:
+        self.policy_class = type(policy)
+        self.k = policy.n_stages
+        self.costs = list(itertools.accumulate(policy.stage_costs))
+        self.threshold = getattr(policy, "threshold", None)
+        self.arms = list(getattr(policy, "thresholds", ()))
+        self.played: list[int] = []
+
+    def begin(self, policy: Any) -> bool:
+        if self.policy_class is not ThresholdBandit:
+            return True
+        document = policy.state_dict()
+        plays, rewards = document["arms"]["plays"], document["arms"]["rewards"]
+        if 0 in plays:
+            self.threshold = self.arms[plays.index(0)]
+            self.played.append(plays.index(0))
+            return True
+        t = document["stats"]["decisions"] + 1
+        width = 1 + self.costs[-1]
+        index = [
+            r / n + policy.explore * width * math.sqrt(2 * math.log(t) / n) for n, r in zip(plays, rewards)
+        ]
+        ranked = sorted(index, reverse=True)
+        best = index.index(ranked[0])
+        self.threshold = self.arms[best]
+        self.played.append(best)
+        return ranked[0] - ranked[1] > 1e-9  # a near tie is too close to call in floating point
+
+    def step(self, policy: Any, stage: int, confidence: Any) -> tuple[str, set[int], None]:
+        if stage == self.k - 1:
+            return "last stage", {stage}, None
+        p = _sure(confidence)
+        if p is None:
+            return "continue", {stage + 1}, None
+        if self.policy_class is EntropyThreshold:
+            entropy = sum(-q * math.log(q) for q in (p, 1 - p) if q > 0)
+            stops = entropy < self.threshold
+        else:
+            stops = p >= self.threshold
+        return ("threshold", {stage}, None) if stops else ("continue", {stage + 1}, None)
+
+    def check_end(self, policy: Any, stage: int, kind: str, detail: None) -> None:
+        assert policy.reason == kind
+
+    def check_counts(self, policy: Any, events: list) -> None:
+        k = self.k
+        queried = [sum(len(outputs) > j for outputs, _ in events) for j in range(k)]
+        disagreements = [
+            [sum(i < j < len(o) and o[i] != o[j] for o, _ in events) for j in range(k)] for i in range(k)
+        ]
+        stats = policy.stats
+        assert (stats.decisions, stats.queried, stats.disagreements) == (len(events), queried, disagreements)
+        if self.policy_class is ThresholdBandit:
+            plays = [self.played.count(a) for a in range(len(self.arms))]
+            rewards = [0.0] * len(self.arms)
+            for arm, (outputs, sure) in zip(self.played, events):
+                rewards[arm] += (_sure(sure[-1]) or 0.0) - self.costs[len(outputs) - 1]
+            arms = policy.state_dict()["arms"]
+            assert arms["plays"] == plays
+            assert arms["rewards"] == pytest.approx(rewards, abs=1e-9)
+
+
 #: An independent implementation of each sequential policy's rule.
-SEQUENTIAL_REFERENCES: dict[type[Policy], Any] = {SequentialKLUCB: _SequentialKLUCBReference}
+SEQUENTIAL_REFERENCES: dict[type[Policy], Any] = {
+    SequentialKLUCB: _SequentialKLUCBReference,
+    ConfidenceThreshold: _ThresholdReference,
+    EntropyThreshold: _ThresholdReference,
+    ThresholdBandit: _ThresholdReference,
+}
 
 
 def _step_through(
-    policy: Any, outputs: list[list[Any]], confidences: list[list[Any]]
+    policy: Any, outputs: list[list[Any]], confidences: list[list[Any]], reference: Any = None
 ) -> tuple[list, list, Counter]:
     """Decide every event by begin/step, each step checked against the reference on the state it reads.
 
@@ -348,15 +466,17 @@ def _step_through(
     decisions of each kind the reference made. A decision the reference finds too close to call
     in floating point ends the checks for the rest of its event (counted, not compared).
     """
-    reference = SEQUENTIAL_REFERENCES[type(policy)](policy)
+    if reference is None:
+        reference = SEQUENTIAL_REFERENCES[type(policy)](policy)
     depths, events, kinds = [], [], Counter()
     for row, sure in zip(outputs, confidences):
+        checking = reference.begin(policy)
         policy.begin()
-        reference.begin()
-        checking = True
+        if not checking:
+            kinds["too close to call"] += 1
         for stage, (output, confidence) in enumerate(zip(row, sure)):
             if checking:
-                kind, targets, bin_ = reference.step(policy.context_stats, stage, confidence)
+                kind, targets, detail = reference.step(policy, stage, confidence)
             going_on = policy.step(output, confidence)
             if checking and len(targets) > 1:
                 kinds["too close to call"] += 1
@@ -365,10 +485,8 @@ def _step_through(
                 (target,) = targets
                 kinds[kind] += 1
                 assert going_on == (target > stage), f"event {len(depths)}, stage {stage + 1}: {kind}"
-                if kind == "cost test":
-                    assert (policy.reason, policy.stop_context) == ("cost test", (stage + 1, bin_))
-                elif kind == "last stage":
-                    assert policy.reason == "last stage"
+                if not going_on:
+                    reference.check_end(policy, stage, kind, detail)
                 reference.target = target
             if not going_on:
                 depths.append(stage + 1)
@@ -412,15 +530,10 @@ def test_sequential_decisions_equal_an_independent_reference_on_reached_states(c
     for seed, flip in enumerate((0.05, 0.3, 0.9)):
         policy = template.clone()
         outputs, confidences = _sequential_stream(policy.n_stages, 1_500, seed, flip)
-        depths, events, more = _step_through(policy, outputs, confidences)
+        reference = SEQUENTIAL_REFERENCES[cls](policy)
+        depths, events, more = _step_through(policy, outputs, confidences, reference)
         kinds += more
-        # the counts the decisions read are the events' counts, by definition
-        recounted = _recounted_cells(policy.n_stages, events, policy.discount)
-        for s, stage_cells in enumerate(policy.context_stats.cells):
-            for c, cell in enumerate(stage_cells):
-                size = policy.n_stages - s
-                expected = recounted.get((s, c), (0, [0] * size, [[0] * size for _ in range(size)]))
-                assert (cell.decisions, cell.queried, cell.disagreements) == expected, f"cell ({s}, {c})"
+        reference.check_counts(policy, events)
         # the batch entry point (run, which the sequential replay calls) decides as the step loop
         twin = template.clone()
         assert twin.run(np.array(outputs), np.array(confidences, dtype=float)).tolist() == depths
@@ -428,9 +541,7 @@ def test_sequential_decisions_equal_an_independent_reference_on_reached_states(c
     decided = sum(kinds.values()) - kinds["too close to call"]
     assert kinds["too close to call"] <= 0.01 * decided, kinds
     # the states reached call for every kind of decision the rule makes
-    assert min(kinds["cost test"], kinds["continue"], kinds["explore"], kinds["last stage"]) > 0, kinds
-    if template.n_stages > 2:
-        assert kinds["committed"] > 0, kinds
+    assert min(kinds[kind] for kind in SEQUENTIAL_REFERENCES[cls](template).kinds) > 0, kinds
 
 
 @pytest.mark.parametrize(("cls", "params"), SEQUENTIAL_CASES)
@@ -443,7 +554,7 @@ def test_sequential_clone_and_repr_round_trip(cls, params) -> None:
     fresh = policy.clone()
     assert type(fresh) is cls and fresh is not policy
     assert repr(fresh) == repr(policy)
-    assert fresh.context_stats.decisions == 0 and policy.context_stats.decisions == 200
+    assert fresh.stats.decisions == 0 and policy.stats.decisions == 200
     namespace = {c.__name__: c for c in POLICIES} | {"inf": math.inf, "nan": math.nan}
     rebuilt = eval(repr(policy), namespace)
     assert type(rebuilt) is cls and repr(rebuilt) == repr(policy)
@@ -486,7 +597,7 @@ def test_sequential_bad_input_raises_value_error_naming_the_parameter(cls, param
     with pytest.raises(ValueError, match="NotAPolicy"):
         policy.load_state_dict({**before, "policy": "NotAPolicy"})
     wider = cls(**{**params, "stage_costs": [*params["stage_costs"], 0.1]})
-    with pytest.raises(ValueError, match="n_stages"):
+    with pytest.raises(ValueError, match="stages"):
         policy.load_state_dict(wider.state_dict())
     assert policy.state_dict() == before, "a rejected document changes nothing"
     # a bad confidence is refused before anything is counted, at any stage: each event then goes

@@ -107,7 +107,8 @@ def test_every_policy_class_has_a_spec_that_builds_it():
     import uss_stream.policies as policies
     from uss_stream.policies.specs import POLICY_NAMES
 
-    classes = {getattr(policies, name) for name in policies.__all__} - {policies.Policy}
+    classes = {getattr(policies, name) for name in policies.__all__}
+    classes -= {policies.Policy, policies.SequentialPolicy}  # the abstract bases
     built = {
         type(parse_spec(name).build(COSTS, error_rates=[0.3, 0.2, 0.1]))
         for name in POLICY_NAMES
@@ -134,3 +135,27 @@ def test_the_sequential_spec_builds_sequential_kl_ucb_and_depth_first_commands_r
     with pytest.raises(ValueError, match=r"decides stage by stage.*features mode"):
         serving_policy(spec, COSTS, "outputs mode")
     assert DEFAULT_POLICY in DEFAULT_POLICIES
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("confidence-threshold", "ConfidenceThreshold(stage_costs=[0.0, 0.1, 0.3], threshold=0.9)"),
+        (
+            "confidence-threshold:threshold=0.8",
+            "ConfidenceThreshold(stage_costs=[0.0, 0.1, 0.3], threshold=0.8)",
+        ),
+        ("entropy-threshold:threshold=0.2", "EntropyThreshold(stage_costs=[0.0, 0.1, 0.3], threshold=0.2)"),
+        (
+            "threshold-bandit:explore=0.5",
+            "ThresholdBandit(stage_costs=[0.0, 0.1, 0.3], "
+            "thresholds=(0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1.0), explore=0.5)",
+        ),
+    ],
+)
+def test_the_threshold_rules_have_specs_and_the_service_refuses_them(spec, expected):
+    from uss_stream.policies.specs import serving_policy
+
+    assert repr(parse_spec(spec).build([0.0, 0.1, 0.3])) == expected
+    with pytest.raises(ValueError, match=r"decides stage by stage.*features mode"):
+        serving_policy(spec, [0.0, 0.1, 0.3], "outputs mode")

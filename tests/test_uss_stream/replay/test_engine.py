@@ -326,6 +326,12 @@ def test_summary_columns_and_confidence_interval() -> None:
         "labels_mean",
         "wd_verdict",
         "wd_best_depth",
+        "cost_saved",
+        "accuracy",
+        "accuracy_vs_deepest",
+        "accuracy_vs_best_fixed",
+        "best_fixed_depth",
+        "instance_wd_verdict",
     ]
     assert summary["policy"].tolist() == ["u", "d3"]
     assert summary["labels_mean"].tolist() == [0.0, 0.0]  # label-free policies use no labels

@@ -38,15 +38,20 @@ def test_run_configured_by_variables_only_decides_every_event(bootstrap_servers,
         "USS_KAFKA_BOOTSTRAP_SERVERS": bootstrap_servers, "USS_KAFKA_INPUT_TOPIC": topics.input,
         "USS_KAFKA_OUTPUT_TOPIC": topics.output, "USS_KAFKA_DLQ_TOPIC": topics.dead_letter,
         "USS_KAFKA_STATE_TOPIC": topics.state, "USS_KAFKA_GROUP_ID": f"g-{uuid.uuid4().hex[:8]}",
-        "USS_KAFKA_STAGE_COSTS": ",".join(map(str, COSTS)), "USS_KAFKA_POLICY": "uss-kl-ucb",
+        # COSTS in dollars at 200 dollars per error: the service decides on COSTS.
+        "USS_KAFKA_STAGE_COSTS": ",".join(str(200 * c) for c in COSTS), "USS_KAFKA_PRICE_OF_ERROR": "200",
+        "USS_KAFKA_POLICY": "uss-kl-ucb",
         "USS_KAFKA_EXIT_WHEN_IDLE": "1", "USS_KAFKA_METRICS_PORT": "-1",
         "USS_KAFKA_CHECKPOINT_EVERY": "0", "USS_KAFKA_CHECKPOINT_INTERVAL": "0",
         "USS_KAFKA_PRODUCER_OPTION": "linger_ms=5,batch_size=65536",
     }  # fmt: skip
     done = service(["run"], variables)
     assert done.returncode == 0, done.stderr[-3000:]
-    decided = [json.loads(record.value)["depth"] for record in read_all(bootstrap_servers, topics.output)]
+    records = [json.loads(record.value) for record in read_all(bootstrap_servers, topics.output)]
+    decided = [record["depth"] for record in records]
     assert decided == USSKLUCB(COSTS).run(outputs).tolist()  # the default policy, in the order of the events
+    cumulative = [sum(COSTS[: d + 1]) for d in range(len(COSTS))]
+    assert [record["cost"] for record in records] == pytest.approx([cumulative[d - 1] for d in decided])
     # checkpoints off (0 and 0): the one checkpoint is the one at the stop
     assert len(read_all(bootstrap_servers, topics.state)) == 1
 

@@ -51,6 +51,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     ),
     "mode": ("features", "features"),
     "stage_costs": ("0, 0.25 ,0.5", [0.0, 0.25, 0.5]),
+    "price_of_error": ("250", 250.0),
     "stage_names": ("xray, ct", ["xray", "ct"]),
     "policy": ("uss-ts:seed=3", "uss-ts:seed=3"),
     "alpha": ("0.75", 0.75),
