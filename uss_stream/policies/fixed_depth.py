@@ -47,7 +47,7 @@ class FixedDepth(Policy):
         return np.full(len(rounds), self.depth, dtype=np.int64)
 
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
-        return depths == self.depth
+        return np.broadcast_to((depths == self.depth)[:, None], widths.shape)
 
     def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
         return ("fixed", (float(self.depth), False, False))

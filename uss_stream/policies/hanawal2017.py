@@ -65,13 +65,14 @@ class Hanawal2017WD(Policy):
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
         """The test on the ranges of ``U_ij`` over each window
         (:func:`~uss_stream.rules.certificates.hoeffding_ranges`), with ``>=`` and no ``B^l``."""
-        first = np.asarray(states.rounds, dtype=np.float64)
+        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
         log_low, log_high = log_range(first, first + (widths - 1))
         low, high = hoeffding_ranges(
             states.queried, states.disagreements, depths, widths, log_low, log_high, alpha=EXPLORATION
         )
         gaps = self._pair_gaps
-        return certain_depth_many(gaps >= high, gaps >= low, self.n_stages, check_lower=False) == depths
+        certain = certain_depth_many(gaps >= high, gaps >= low, self.n_stages, check_lower=False)
+        return certain == depths[:, None]
 
     def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
         return ("hoeffding", (EXPLORATION, False, False))

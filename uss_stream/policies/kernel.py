@@ -65,10 +65,11 @@ __all__ = [
 FIRST_WINDOW = 8
 MAX_WINDOW = 4096
 MAX_STATES = 1 << 14
-# Windows certified per repetition, depth and call (the rounds left, half of them, a quarter ...),
-# as long as a call certifies at most about LADDER_STATES windows.
-LADDER = 12
-LADDER_STATES = 4096
+# Windows certified per repetition, depth and call: the rounds left, then from four times the last
+# window certified down by halves (fewer where a call's arrays per state, window and pair would pass
+# LADDER_ENTRIES entries).
+LADDER = 7
+LADDER_ENTRIES = 1 << 20
 # Steps a repetition whose windows are refused again and again skips certifying, at most.
 MAX_PAUSE = 15
 
@@ -106,24 +107,23 @@ def pair_order(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
 class Counts:
     """The counts of ``reps`` independent streams in one ``(width, reps)`` array, stream index innermost.
 
-        Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
-        :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
-        counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
-        adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
-        Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
+    Row block by row block: ``n_1..n_K`` (:attr:`queried`), ``D_ij`` of the ``P`` pairs in
+    :func:`pair_order` (:attr:`disagreements`) and, for policies that learn from labels, the error
+    counts ``e_1..e_K`` (:attr:`errors`); each block is a view of :attr:`values`, so a step that
+    adds a whole count vector is one operation. :attr:`rounds` holds the rounds decided so far.
+    Plain counts are ``int64``, discounted ones ``float64`` (the streaming statistics' values).
 
-        Examples
-        --------
-        >>> from uss_stream.core.compiled import kernels
-    from uss_stream.core.stats import DisagreementStats
-        >>> stats = DisagreementStats(3)
-        >>> stats.record([0, 1, 1])
-        >>> stats.decisions = 1
-        >>> counts = Counts.of_stats(stats)
-        >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
-        [1, 1, 1, 1, 1, 0]
-        >>> counts.to_stats(0, discount=None) == stats
-        True
+    Examples
+    --------
+    >>> from uss_stream.core.stats import DisagreementStats
+    >>> stats = DisagreementStats(3)
+    >>> stats.record([0, 1, 1])
+    >>> stats.decisions = 1
+    >>> counts = Counts.of_stats(stats)
+    >>> counts.values[:, 0].tolist()  # n_1, n_2, n_3, then D for pairs (0, 1), (0, 2), (1, 2)
+    [1, 1, 1, 1, 1, 0]
+    >>> counts.to_stats(0, discount=None) == stats
+    True
     """
 
     def __init__(
@@ -398,6 +398,7 @@ def speculate(
     certifying = wrong is None and _certifies(policy)
     other = guess.copy()  # the depth each repetition speculated before its guess changed
     pause = np.zeros((2, reps), dtype=np.int64)  # steps to skip certifying, and the next pause
+    hint = np.full(reps, horizon, dtype=np.int64)  # the last window certified (where a ladder centres)
 
     while active.size:
         if certifying:
@@ -407,7 +408,7 @@ def speculate(
             pause[0, active[~trying]] -= 1
             certified = np.zeros(active.size, dtype=np.int64)
             if trying.any():
-                progress = (active[trying], t, guess, other)
+                progress = (active[trying], t, guess, other, hint)
                 certified[trying] = _certified_windows(
                     policy, counts_of, progress, (rows_flat, horizon), pair_planes, depths
                 )
@@ -421,9 +422,10 @@ def speculate(
                 continue
         n_active = active.size
         width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
-        if certifying and partly.all():
-            # Every repetition certified part of the rounds left: what changes them is near.
-            width = max(1, min(width, int(partly.max())))
+        if certifying and 2 * np.count_nonzero(partly) > partly.size:
+            # Most repetitions certified as far as their certificates go: what changes their depth
+            # is at their next rounds, where a short window decides it.
+            width = min(width, FIRST_WINDOW)
         n_states = n_active * width
         start = t[active]
         offset, remaining, flat, row = window_rows(active, start, width, rows_flat, horizon)
@@ -505,7 +507,7 @@ def _certifies(policy: Policy) -> bool:
 def _certified_windows(
     policy: Policy,
     counts_of: Counts,
-    progress: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    progress: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     log: tuple[np.ndarray, int],
     pair_planes: np.ndarray,
     depths: np.ndarray,
@@ -514,30 +516,38 @@ def _certified_windows(
     per ``active`` repetition, the rounds advanced (0 where none was certified).
 
     ``progress`` holds the ``active`` repetitions and, per repetition, the next round ``t`` of
-    ``rows``, the depth ``guess`` it speculates and the ``other`` depth it speculated before (after
-    a single deviating round, such as an exploration, the depth it returns to); ``log`` the flat
-    ``rows`` and the horizon. One call certifies, for both depths, windows of the rounds left,
-    half of them, a quarter ... (:func:`_ladder`; a call's cost hardly depends on its number of
-    states): a repetition takes the longest window certified and its depth becomes the guess.
+    ``rows``, the depth ``guess`` it speculates, the ``other`` depth it speculated before (after
+    a single deviating round, such as an exploration, the depth it returns to) and the ``hint``, the
+    last window it certified (after a call that certified nothing, where that call's ladder ended);
+    ``log`` the flat ``rows`` and the horizon. One call certifies, for both
+    depths, the windows of :func:`_ladder` (a call's cost hardly depends on its number of states):
+    a repetition takes the longest window certified and its depth becomes the guess.
     The window's rounds all take that depth (written into ``depths``, the flat results), and its
     counts grow by the sums of its rows' indicators over the pairs observed.
     """
-    active, t, guess, other = progress
+    active, t, guess, other, hint = progress
     rows_flat, horizon = log
     n_stages = counts_of.n_stages
     start = t[active]
     left = horizon - start + 1
-    candidate, depth, width = _ladder(active.size, left, guess[active], other[active])
+    n_pairs = max(counts_of.n_pairs, 1)
+    candidate, depth, ladder = _ladder(
+        active.size, left, hint[active], (guess[active], other[active]), n_pairs
+    )
     states = active[candidate]
     ok = policy.certify_many(
         counts_of.rounds[states] + start[candidate],
         counts_of.queried[:, states].T,
         counts_of.matrix(states),
         depth,
-        width,
+        ladder,
     )
+    width = np.where(ok, ladder, 0).max(axis=1)  # the longest window certified per candidate
+    ok = width > 0
     best = np.zeros(active.size, dtype=np.int64)
     np.maximum.at(best, candidate, np.where(ok, width, 0))
+    refused = active[best == 0]  # the next ladder starts below this one's shortest window
+    hint[refused] = np.maximum(hint[refused] >> (ladder.shape[1] - 1), 1)
     if not best.any():
         return best
     chosen = np.flatnonzero(best)
@@ -545,6 +555,7 @@ def _certified_windows(
     winner[candidate[ok & (width == best[candidate])]] = depth[ok & (width == best[candidate])]
     reps, width, depth = active[chosen], best[chosen], winner[chosen]
     guess[reps] = depth
+    hint[reps] = width
     begin = np.cumsum(width) - width
     flat = np.repeat(reps * horizon + start[chosen] - 1 - begin, width) + np.arange(int(width.sum()))
     depths[flat] = np.repeat(depth, width)
@@ -575,25 +586,27 @@ def _back_off(pause: np.ndarray, tried: np.ndarray, certified: np.ndarray) -> No
 
 
 def _ladder(
-    n_active: int, left: np.ndarray, guess: np.ndarray, other: np.ndarray
+    n_active: int, left: np.ndarray, hint: np.ndarray, depths: tuple[np.ndarray, np.ndarray], n_pairs: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The windows to certify: ``(candidate, depth, width)`` per state, ``candidate`` indexing the
-    active repetitions. Each repetition tries its guess and, where it differs, its other depth,
-    each on ``left``, ``left / 2``, ... rounds: as many rungs as keep a call near
-    :data:`LADDER_STATES` states (1 to :data:`LADDER`).
+    """The windows to certify: ``(candidate, depth, widths)``, ``candidate`` indexing the active
+    repetitions. Each repetition tries its guess and, where it differs, its other depth (``depths``),
+    each on the ``left`` rounds, then on four times the last window it certified (``hint``), twice,
+    once, half of it ... (``widths``: one row per candidate, ``LADDER`` columns at most, fewer if the
+    certificate's per-pair arrays would pass ``LADDER_ENTRIES`` entries).
 
-    >>> candidate, depth, width = _ladder(1, np.array([100]), np.array([1]), np.array([2]))
-    >>> candidate.tolist()[:3], depth.tolist()[:3], width.tolist()[:3], width.size
-    ([0, 0, 0], [1, 1, 1], [100, 50, 25], 24)
+    >>> guess, other = np.array([1]), np.array([2])
+    >>> candidate, depth, widths = _ladder(1, np.array([100]), np.array([5]), (guess, other), 1)
+    >>> candidate.tolist(), depth.tolist(), widths.tolist()
+    ([0, 0], [1, 2], [[100, 20, 10, 5, 2, 1, 1], [100, 20, 10, 5, 2, 1, 1]])
     """
-    index = np.arange(n_active)
+    guess, other = depths
     differ = np.flatnonzero(other != guess)
-    base = np.concatenate([index, differ])
-    base_depth = np.concatenate([guess, other[differ]])
-    rungs = int(np.clip(LADDER_STATES // max(base.size, 1), 1, LADDER))
-    candidate = np.repeat(base, rungs)
-    width = np.maximum(left[candidate] >> np.tile(np.arange(rungs), base.size), 1)
-    return candidate, np.repeat(base_depth, rungs), width
+    candidate = np.concatenate([np.arange(n_active), differ])
+    depth = np.concatenate([guess, other[differ]])
+    rungs = max(1, min(LADDER, LADDER_ENTRIES // (candidate.size * n_pairs)))
+    left = left[candidate][:, None]
+    below = np.minimum(4 * hint[candidate][:, None] >> np.arange(rungs - 1), left)
+    return candidate, depth, np.maximum(np.concatenate([left, below], axis=1), 1)
 
 
 _NO_CERTIFICATE = Policy._certify_many

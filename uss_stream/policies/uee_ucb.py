@@ -98,24 +98,24 @@ class UEEUCB(Policy):
         window's extreme counts and logarithms, :mod:`uss_stream.rules.certificates`): certified
         when the chosen exit's smallest index beats every other exit's largest (strictly for the
         cheaper ones, which win ties)."""
-        first = np.asarray(states.rounds, dtype=np.float64)
+        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
         log_low, log_high = log_range(first, first + (widths - 1))
-        n = np.asarray(states.queried, dtype=np.float64)
-        d = np.asarray(states.disagreements, dtype=np.float64)[:, 0, :]
+        n = np.asarray(states.queried, dtype=np.float64)[:, None, :]
+        d = np.asarray(states.disagreements, dtype=np.float64)[:, None, 0, :]
         exits = np.arange(self.n_stages)
-        grown = np.where(exits < depths[:, None], (widths - 1.0)[:, None], 0.0)  # exits observed
+        observed = exits < depths[:, None, None]
+        grown = observed * (widths - 1.0)[:, :, None]  # M x L x K
         n_high = n + grown
         with np.errstate(divide="ignore", invalid="ignore"):
             rate_low = d / n_high
             rate_high = np.maximum(d / n, (d + grown) / n_high)
-            rate_low[:, 0] = rate_high[:, 0] = 0.0
-            low = (rate_low + self._net_array) + np.sqrt((self.alpha * log_low)[:, None] / n_high)
-            high = (rate_high + self._net_array) + np.sqrt((self.alpha * log_high)[:, None] / n)
-        chosen = depths - 1
-        smallest = low[np.arange(len(chosen)), chosen][:, None]
-        beaten = np.where(exits < chosen[:, None], smallest > high, smallest >= high)
-        beaten[exits == chosen[:, None]] = True
-        return (n > 0.0).all(axis=1) & beaten.all(axis=1)
+            rate_low[..., 0] = rate_high[..., 0] = 0.0
+            low = (rate_low + self._net_array) + np.sqrt((self.alpha * log_low)[:, :, None] / n_high)
+            high = (rate_high + self._net_array) + np.sqrt((self.alpha * log_high)[:, :, None] / n)
+        chosen = (depths - 1)[:, None, None]
+        smallest = np.take_along_axis(low, np.broadcast_to(chosen, (*low.shape[:2], 1)), axis=2)
+        beaten = np.where(exits < chosen, smallest > high, smallest >= high) | (exits == chosen)
+        return (n > 0.0).all(axis=2) & beaten.all(axis=2)
 
     def indices(self) -> np.ndarray:
         """The ``K`` indices the next :meth:`select` compares (``+inf`` before round 2)."""

@@ -157,7 +157,7 @@ class USSKLUCB(Policy):
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
         """The set test on the sure and possible outcomes of ``beats(i, j)`` over each window
         (:func:`~uss_stream.rules.certificates.kl_beats_ranges`)."""
-        first = np.asarray(states.rounds, dtype=np.float64)
+        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
         log_low, log_high = log_range(first, first + (widths - 1))
         sure, possible = kl_beats_ranges(
             states.queried,
@@ -169,7 +169,7 @@ class USSKLUCB(Policy):
             alpha=self.alpha,
             gaps=self._gap_arrays,
         )
-        return certain_depth_many(sure, possible, self.n_stages) == depths
+        return certain_depth_many(sure, possible, self.n_stages) == depths[:, None]
 
     def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
         return ("kl", (float(self.alpha), False, False))

@@ -97,14 +97,14 @@ class USSUCB(Policy):
         """The set test on the ranges of ``U_ij`` over each window
         (:func:`~uss_stream.rules.certificates.hoeffding_ranges`); ``log t`` only (no ``f``)."""
         if self.f is not None:  # log f(t) of a user's f: no range known
-            return np.zeros(np.shape(states.rounds), dtype=bool)
-        first = np.asarray(states.rounds, dtype=np.float64)
+            return np.zeros(widths.shape, dtype=bool)
+        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
         log_low, log_high = log_range(first, first + (widths - 1))
         low, high = hoeffding_ranges(
             states.queried, states.disagreements, depths, widths, log_low, log_high, alpha=self.alpha
         )
         gaps = self._pair_gaps
-        return certain_depth_many(gaps > high, gaps > low, self.n_stages) == depths
+        return certain_depth_many(gaps > high, gaps > low, self.n_stages) == depths[:, None]
 
     def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
         return None if self.f is not None else ("hoeffding", (float(self.alpha), True, True))

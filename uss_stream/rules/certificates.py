@@ -30,11 +30,11 @@ USS-UCB's bound of a pair never observed at depth 1 (``n_2 = 100``, ``D_12 = 10`
 
 >>> import numpy as np
 >>> low, high = hoeffding_ranges(np.array([[100, 100]]), np.array([[[0, 10], [0, 0]]]),
-...                              np.array([1]), np.array([100]), *log_range(np.array([1000.0]),
-...                              np.array([1099.0])), alpha=0.51)
+...                              np.array([1]), np.array([[100]]), *log_range(np.array([[1000.0]]),
+...                              np.array([[1099.0]])), alpha=0.51)
 >>> import math
 >>> bound = [0.1 + math.sqrt(0.51 * math.log(t) / 100) for t in (1000, 1099)]   # D/n + sqrt(α log t / n)
->>> bool(low[0, 0] <= bound[0] < bound[1] <= high[0, 0]), round(float(high[0, 0] - low[0, 0]), 6)
+>>> bool(low[0, 0, 0] <= bound[0] < bound[1] <= high[0, 0, 0]), round(float(high[0, 0, 0] - low[0, 0, 0]), 6)
 (True, 0.001278)
 """
 
@@ -45,7 +45,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from uss_stream.rules.confidence import kl_beats_many, portable_log_many
+from uss_stream.rules.confidence import KLTest, kl_test_many, portable_log_many
 from uss_stream.rules.selection_rule import pair_index
 
 __all__ = [
@@ -82,19 +82,23 @@ def log_range(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 class PairRanges(NamedTuple):
-    """Per state and pair (``M x P`` arrays, pairs in :func:`~uss_stream.policies.kernel.pair_order`):
-    the counts and disagreement rates a window can reach.
+    """The counts and disagreement rates the windows of ``M`` states can reach, per state and pair
+    (``M x P`` arrays, pairs in :func:`~uss_stream.policies.kernel.pair_order`) and, for what moves
+    with the window's width, per state, width and pair (``M x L x P``).
 
     Attributes
     ----------
     observed
-        Whether the window's queries observe the pair (``j < d``): its counts move.
+        Whether the windows' queries observe the pair (``j < d``): its counts move.
     disagreements
-        ``D_ij`` at the window's first round (floats).
-    n_low, n_high
-        The smallest and largest ``n_j`` (floats; equal for a pair not observed).
+        ``D_ij`` at the windows' first round (floats).
+    n_low
+        ``n_j`` at the windows' first round, the smallest (floats).
+    n_high
+        The largest ``n_j`` (``M x L x P``; ``n_low`` for a pair not observed).
     rate_low, rate_high
-        The smallest and largest computed ``D_ij / n_j`` (meaningless where ``n_low`` is 0).
+        The smallest and largest computed ``D_ij / n_j`` (``M x L x P``; meaningless where
+        ``n_low`` is 0).
     """
 
     observed: np.ndarray
@@ -108,26 +112,28 @@ class PairRanges(NamedTuple):
 def pair_ranges(
     queried: np.ndarray, disagreements: np.ndarray, depths: np.ndarray, widths: np.ndarray
 ) -> PairRanges:
-    """The :class:`PairRanges` of ``M`` states, each querying ``depths`` for ``widths`` rounds.
+    """The :class:`PairRanges` of ``M`` states, each querying ``depths`` over windows of each of its
+    ``L`` ``widths`` (``M x L``).
 
     At the window's ``k``-th round (``k = 0..W-1``) an observed pair has ``n_j = n + k`` and
     ``D_ij`` in ``D..D+k``: the rate ``(D + m) / (n + k)`` is smallest at ``(D, n + W - 1)`` and
     largest at ``(D, n)`` or ``(D + W - 1, n + W - 1)`` (it is monotone in ``k`` when ``m = k``).
     Correctly rounded division keeps these orders.
 
-    >>> ranges = pair_ranges(np.array([[10, 10]]), np.array([[[0, 2], [0, 0]]]), np.array([2]), np.array([5]))
+    >>> ranges = pair_ranges(np.array([[10, 10]]), np.array([[[0, 2], [0, 0]]]), np.array([2]),
+    ...                      np.array([[5]]))
     >>> ranges.n_low.tolist(), ranges.n_high.tolist(), ranges.rate_low.tolist(), ranges.rate_high.tolist()
-    ([[10.0]], [[14.0]], [[0.14285714285714285]], [[0.42857142857142855]])
+    ([[10.0]], [[[14.0]]], [[[0.14285714285714285]]], [[[0.42857142857142855]]])
     """
     upper_i, upper_j = _pairs(queried.shape[1])
     d = np.asarray(disagreements, dtype=np.float64)[:, upper_i, upper_j]
     n = np.asarray(queried, dtype=np.float64)[:, upper_j]
     observed = upper_j < np.asarray(depths)[:, None]
-    grown = observed * (np.asarray(widths, dtype=np.float64) - 1.0)[:, None]
-    n_high = n + grown
+    grown = observed[:, None, :] * (np.asarray(widths, dtype=np.float64) - 1.0)[:, :, None]
+    n_high = n[:, None, :] + grown
     with np.errstate(divide="ignore", invalid="ignore"):
-        rate_low = d / n_high
-        rate_high = np.maximum(d / n, (d + grown) / n_high)
+        rate_low = d[:, None, :] / n_high
+        rate_high = np.maximum((d / n)[:, None, :], (d[:, None, :] + grown) / n_high)
     return PairRanges(observed, d, n, n_high, rate_low, rate_high)
 
 
@@ -149,21 +155,23 @@ def hoeffding_ranges(
     *,
     alpha: float,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds ``(low, high)`` (``M x P``) of USS-UCB's ``U_ij = D_ij / n_j + sqrt(α·log f(t) / n_j)``
-    over each window, ``log f(t)`` within ``[log_low, log_high]`` (:func:`log_range`).
+    """Bounds ``(low, high)`` (``M x L x P``) of USS-UCB's ``U_ij = D_ij / n_j + sqrt(α·log f(t) / n_j)``
+    over each window of the ``M x L`` ``widths``, ``log f(t)`` within ``[log_low, log_high]``
+    (:func:`log_range`: ``M x 1`` and ``M x L``).
 
     The operations of :func:`~uss_stream.rules.confidence.upper_bounds_many` in its order, at the
     window's extreme counts; ``+inf`` where ``n_j`` is 0 (``high`` where it is 0 at the window's
     first round, ``low`` too where it stays 0).
     """
     ranges = pair_ranges(queried, disagreements, depths, widths)
-    scale_low = (alpha * log_low)[:, None]
-    scale_high = (alpha * log_high)[:, None]
+    scale_low = (alpha * log_low)[:, :, None]
+    scale_high = (alpha * log_high)[:, :, None]
+    n_low = ranges.n_low[:, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         low = ranges.rate_low + np.sqrt(scale_low / ranges.n_high)
-        high = ranges.rate_high + np.sqrt(scale_high / ranges.n_low)
+        high = ranges.rate_high + np.sqrt(scale_high / n_low)
     low[ranges.n_high == 0.0] = np.inf
-    high[ranges.n_low == 0.0] = np.inf
+    high[np.broadcast_to(n_low == 0.0, high.shape)] = np.inf
     return low, high
 
 
@@ -178,38 +186,41 @@ def kl_beats_ranges(
     alpha: float,
     gaps: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(sure, possible)`` (``M x P``) outcomes of USS-KL-UCB's ``beats(i, j)`` over each window,
-    ``log t`` within ``[log_low, log_high]``; ``gaps`` are the policy's ``(g, log g, log(1-g))``.
+    """``(sure, possible)`` (``M x L x P``) outcomes of USS-KL-UCB's ``beats(i, j)`` over each window
+    of the ``M x L`` ``widths``, ``log t`` within ``[log_low, log_high]``; ``gaps`` are the policy's
+    ``(g, log g, log(1-g))``.
 
     The level ``x_j = α·max(log t - log(K·n_j), 0)`` grows with ``t`` and shrinks with ``n_j``, and
     the computed test (:func:`~uss_stream.rules.confidence.kl_beats_many`) is monotone in it. A pair
     the window does not observe keeps its counts: its outcome is the test's at the largest level
-    (sure) and at the smallest (possible), with the divergence of its fixed counts. An observed
-    pair is *surely not* beaten when ``g <= D/n`` at its smallest rate, and *surely* beaten when one
-    of the test's shortcuts (``g >= 1``, ``x <= 0``, ``2n(g - p̂)² > x``) holds at its extreme counts
-    and largest level; anything else is left open.
+    (sure) and at the smallest (possible), with the divergence of its fixed counts
+    (:func:`~uss_stream.rules.confidence.kl_test_many`, taken once per state). An observed pair is
+    *surely not* beaten when ``g <= D/n`` at its smallest rate, and *surely* beaten when one of the
+    test's shortcuts (``g >= 1``, ``x <= 0``, ``2n(g - p̂)² > x``) holds at its extreme counts and
+    largest level; anything else is left open.
     """
     gap, log_gap, log_rest = gaps
     n_stages = queried.shape[1]
     ranges = pair_ranges(queried, disagreements, depths, widths)
-    n, d = ranges.n_low, ranges.disagreements
-    log_count = portable_log_many(n_stages * np.where(n > 0.0, n, 1.0))
+    n = ranges.n_low
+    log_count = portable_log_many(n_stages * np.where(n > 0.0, n, 1.0))[:, None, :]
     # A pair the window does not observe: the test at the largest level (sure), the smallest (possible).
-    logs = np.concatenate([log_high, log_low])[:, None]
-    levels = alpha * np.maximum(logs - np.tile(log_count, (2, 1)), 0.0)
-    fixed = kl_beats_many(np.tile(d, (2, 1)), np.tile(n, (2, 1)), gap, log_gap, log_rest, levels)
+    test = kl_test_many(ranges.disagreements, n, gap, log_gap, log_rest)
+    test = KLTest(*(part[:, None, :] for part in test))
+    fixed_sure = test.beats(alpha * np.maximum(log_high[:, :, None] - log_count, 0.0))
+    fixed_possible = test.beats(alpha * np.maximum(log_low[:, :, None] - log_count, 0.0))
     # An observed pair: the level is largest at the smallest log(K·n_j) the window reaches, which
     # is at least that of its first round less the slack.
-    level_top = alpha * np.maximum(log_high[:, None] - (log_count - LOG_SLACK * (1.0 + log_count)), 0.0)
-    known = n > 0.0
+    level_top = alpha * np.maximum(log_high[:, :, None] - (log_count - LOG_SLACK * (1.0 + log_count)), 0.0)
+    known = n[:, None, :] > 0.0
     with np.errstate(invalid="ignore"):
         diff = gap - ranges.rate_high
-        quick = (gap >= 1.0) | (level_top <= 0.0) | (2.0 * n * diff * diff > level_top)
+        quick = (gap >= 1.0) | (level_top <= 0.0) | (2.0 * n[:, None, :] * diff * diff > level_top)
         moving_sure = known & (gap > ranges.rate_high) & quick
         moving_never = (ranges.n_high == 0.0) | (known & (gap <= ranges.rate_low))
-    observed = ranges.observed
-    sure = np.where(observed, moving_sure, fixed[: len(n)])
-    possible = np.where(observed, ~moving_never, fixed[len(n) :])
+    observed = ranges.observed[:, None, :]
+    sure = np.where(observed, moving_sure, fixed_sure)
+    possible = np.where(observed, ~moving_never, fixed_possible)
     return sure, possible
 
 
@@ -219,28 +230,30 @@ def certain_depth_many(
     """The set test in three-valued logic: the depth of each state when every state of its window
     decides it, else 0.
 
-    ``sure`` and ``possible`` are ``M x P`` booleans per pair (pair index
+    ``sure`` and ``possible`` hold booleans per pair in their last axis (pair index
     :func:`~uss_stream.rules.selection_rule.pair_index`): "stage ``i`` beats stage ``j``" holds at
     every state of the window, or may hold at some (``sure`` implies ``possible``). Stage ``i`` is
     surely admissible when every comparison its sets need surely goes its way, possibly admissible
     when none surely goes against it; the depth is certain when some stage is surely admissible
-    and no cheaper one possibly is (or none is possibly admissible: depth ``K``).
+    and no cheaper one possibly is (or none is possibly admissible: depth ``K``). The result has the
+    shape of the other axes.
 
     >>> sure = np.array([[True, True, False], [True, False, False]])
     >>> possible = np.array([[True, True, False], [True, True, False]])
     >>> certain_depth_many(sure, possible, 3).tolist()   # state 1: stage 1 may or may not beat 3
     [1, 0]
     """
-    certain = np.full(sure.shape[0], n_stages, dtype=np.int64)
+    shape = sure.shape[:-1]
+    certain = np.full(shape, n_stages, dtype=np.int64)
     for i in range(n_stages - 2, -1, -1):
-        surely = np.ones(sure.shape[0], dtype=bool)
-        maybe = np.ones(sure.shape[0], dtype=bool)
+        surely = np.ones(shape, dtype=bool)
+        maybe = np.ones(shape, dtype=bool)
         for j in range(i + 1, n_stages):
-            surely &= sure[:, pair_index(i, j)]
-            maybe &= possible[:, pair_index(i, j)]
+            surely &= sure[..., pair_index(i, j)]
+            maybe &= possible[..., pair_index(i, j)]
         if check_lower:
             for j in range(i):
-                surely &= ~possible[:, pair_index(j, i)]
-                maybe &= ~sure[:, pair_index(j, i)]
+                surely &= ~possible[..., pair_index(j, i)]
+                maybe &= ~sure[..., pair_index(j, i)]
         certain = np.where(surely, i + 1, np.where(maybe, 0, certain))
     return certain
