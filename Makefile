@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 # The optional compiled kernels (uss-stream[fast], kernels/: Rust, built by maturin) where a Rust
 # toolchain is on PATH; without one, uss-stream runs its pure Python/NumPy path (the same decisions)
 # and this says so, and the next `make setup` looks again. A cold build (crates downloaded and
-# compiled) took about 2 minutes on the 2-core CI machine kind (docs/evidence/benchmarks.md).
+# compiled, maturin fetched) took 38 s on the 2-core CI machine kind (docs/evidence/benchmarks.md).
 KERNEL_SOURCES := kernels/pyproject.toml kernels/Cargo.toml kernels/Cargo.lock $(wildcard kernels/src/*.rs)
 $(VENV)/.kernels: $(VENV)/.installed $(KERNEL_SOURCES)
 	@if command -v cargo >/dev/null 2>&1; then \

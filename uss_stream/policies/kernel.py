@@ -70,6 +70,8 @@ MAX_STATES = 1 << 14
 # LADDER_ENTRIES entries).
 LADDER = 7
 LADDER_ENTRIES = 1 << 20
+# Up to this many candidates (a single stream: the service), every halving of the rounds left.
+FEW_STREAMS = 8
 # Steps a repetition whose windows are refused again and again skips certifying, at most.
 MAX_PAUSE = 15
 
@@ -422,7 +424,10 @@ def speculate(
                 continue
         n_active = active.size
         width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
-        if certifying and 2 * np.count_nonzero(partly) > partly.size:
+        if certifying and partly.all() and n_active <= FEW_STREAMS:
+            # A stream certified part of the rounds left: what changes it is within as many.
+            width = max(1, min(width, int(partly.max())))
+        elif certifying and 2 * np.count_nonzero(partly) > n_active:
             # Most repetitions certified as far as their certificates go: what changes their depth
             # is at their next rounds, where a short window decides it.
             width = min(width, FIRST_WINDOW)
@@ -592,19 +597,29 @@ def _ladder(
     repetitions. Each repetition tries its guess and, where it differs, its other depth (``depths``),
     each on the ``left`` rounds, then on four times the last window it certified (``hint``), twice,
     once, half of it ... (``widths``: one row per candidate, ``LADDER`` columns at most, fewer if the
-    certificate's per-pair arrays would pass ``LADDER_ENTRIES`` entries).
+    certificate's per-pair arrays would pass ``LADDER_ENTRIES`` entries). For a few candidates (a
+    single stream), on every halving of ``left`` down to 1 and on four times the hint.
 
-    >>> guess, other = np.array([1]), np.array([2])
+    >>> guess, other = np.array([1]), np.array([2])   # one stream, two depths to try
     >>> candidate, depth, widths = _ladder(1, np.array([100]), np.array([5]), (guess, other), 1)
-    >>> candidate.tolist(), depth.tolist(), widths.tolist()
-    ([0, 0], [1, 2], [[100, 20, 10, 5, 2, 1, 1], [100, 20, 10, 5, 2, 1, 1]])
+    >>> candidate.tolist(), depth.tolist(), widths[0].tolist()
+    ([0, 0], [1, 2], [100, 50, 25, 12, 6, 3, 1, 20])
+    >>> many = np.ones(9, dtype=np.int64)   # nine streams, one depth each
+    >>> candidate, depth, widths = _ladder(9, 100 * many, 5 * many, (many, many), 1)
+    >>> candidate.size, widths[0].tolist()
+    (9, [100, 20, 10, 5, 2, 1, 1])
     """
     guess, other = depths
     differ = np.flatnonzero(other != guess)
     candidate = np.concatenate([np.arange(n_active), differ])
     depth = np.concatenate([guess, other[differ]])
-    rungs = max(1, min(LADDER, LADDER_ENTRIES // (candidate.size * n_pairs)))
     left = left[candidate][:, None]
+    if candidate.size <= FEW_STREAMS:  # a call costs the same for any few rungs: halve down to 1
+        rungs = np.concatenate(
+            [left >> np.arange(int(left.max()).bit_length()), 4 * hint[candidate][:, None]], 1
+        )
+        return candidate, depth, np.clip(rungs, 1, left)
+    rungs = max(1, min(LADDER, LADDER_ENTRIES // (candidate.size * n_pairs)))
     below = np.minimum(4 * hint[candidate][:, None] >> np.arange(rungs - 1), left)
     return candidate, depth, np.maximum(np.concatenate([left, below], axis=1), 1)
 
