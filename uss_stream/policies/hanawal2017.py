@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, log_range
+from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, window_ranges
 from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.rules.selection_rule import cost_gaps, pair_gaps, select_depth, select_depth_many
 
@@ -65,11 +65,8 @@ class Hanawal2017WD(Policy):
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
         """The test on the ranges of ``U_ij`` over each window
         (:func:`~uss_stream.rules.certificates.hoeffding_ranges`), with ``>=`` and no ``B^l``."""
-        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
-        log_low, log_high = log_range(first, first + (widths - 1))
-        low, high = hoeffding_ranges(
-            states.queried, states.disagreements, depths, widths, log_low, log_high, alpha=EXPLORATION
-        )
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        low, high = hoeffding_ranges(window, alpha=EXPLORATION)
         gaps = self._pair_gaps
         certain = certain_depth_many(gaps >= high, gaps >= low, self.n_stages, check_lower=False)
         return certain == depths[:, None]

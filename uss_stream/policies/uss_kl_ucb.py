@@ -9,7 +9,7 @@ import numpy as np
 from uss_stream.core.forgetting import EffectiveHorizon
 from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.rules.certificates import certain_depth_many, kl_beats_ranges, log_range
+from uss_stream.rules.certificates import certain_depth_many, kl_beats_ranges, window_ranges
 from uss_stream.rules.confidence import (
     kl_beats,
     kl_beats_many,
@@ -157,18 +157,8 @@ class USSKLUCB(Policy):
     def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
         """The set test on the sure and possible outcomes of ``beats(i, j)`` over each window
         (:func:`~uss_stream.rules.certificates.kl_beats_ranges`)."""
-        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
-        log_low, log_high = log_range(first, first + (widths - 1))
-        sure, possible = kl_beats_ranges(
-            states.queried,
-            states.disagreements,
-            depths,
-            widths,
-            log_low,
-            log_high,
-            alpha=self.alpha,
-            gaps=self._gap_arrays,
-        )
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        sure, possible = kl_beats_ranges(window, self.n_stages, alpha=self.alpha, gaps=self._gap_arrays)
         return certain_depth_many(sure, possible, self.n_stages) == depths[:, None]
 
     def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
-from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, log_range
+from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, window_ranges
 from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
 from uss_stream.rules.selection_rule import cost_gaps, pair_gaps, select_depth_many
 
@@ -98,11 +98,8 @@ class USSUCB(Policy):
         (:func:`~uss_stream.rules.certificates.hoeffding_ranges`); ``log t`` only (no ``f``)."""
         if self.f is not None:  # log f(t) of a user's f: no range known
             return np.zeros(widths.shape, dtype=bool)
-        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
-        log_low, log_high = log_range(first, first + (widths - 1))
-        low, high = hoeffding_ranges(
-            states.queried, states.disagreements, depths, widths, log_low, log_high, alpha=self.alpha
-        )
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        low, high = hoeffding_ranges(window, alpha=self.alpha)
         gaps = self._pair_gaps
         return certain_depth_many(gaps > high, gaps > low, self.n_stages) == depths[:, None]
 

@@ -29,9 +29,9 @@ USS-UCB's bound of a pair never observed at depth 1 (``n_2 = 100``, ``D_12 = 10`
 ``1000..1099``: only ``log t`` moves.
 
 >>> import numpy as np
->>> low, high = hoeffding_ranges(np.array([[100, 100]]), np.array([[[0, 10], [0, 0]]]),
-...                              np.array([1]), np.array([[100]]), *log_range(np.array([[1000.0]]),
-...                              np.array([[1099.0]])), alpha=0.51)
+>>> window = window_ranges(np.array([1000]), np.array([[100, 100]]), np.array([[[0, 10], [0, 0]]]),
+...                        np.array([1]), np.array([[100]]))
+>>> low, high = hoeffding_ranges(window, alpha=0.51)
 >>> import math
 >>> bound = [0.1 + math.sqrt(0.51 * math.log(t) / 100) for t in (1000, 1099)]   # D/n + sqrt(α log t / n)
 >>> bool(low[0, 0, 0] <= bound[0] < bound[1] <= high[0, 0, 0]), round(float(high[0, 0, 0] - low[0, 0, 0]), 6)
@@ -56,6 +56,8 @@ __all__ = [
     "kl_beats_ranges",
     "log_range",
     "pair_ranges",
+    "window_ranges",
+    "WindowRanges",
 ]
 
 #: Relative widening of a logarithm's range (about 4 000 units in the last place of a double):
@@ -145,27 +147,42 @@ def _pairs(n_stages: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(upper_i, dtype=np.int64), np.array(upper_j, dtype=np.int64)
 
 
-def hoeffding_ranges(
-    queried: np.ndarray,
-    disagreements: np.ndarray,
-    depths: np.ndarray,
-    widths: np.ndarray,
-    log_low: np.ndarray,
-    log_high: np.ndarray,
-    *,
-    alpha: float,
-) -> tuple[np.ndarray, np.ndarray]:
+class WindowRanges(NamedTuple):
+    """What the windows of ``M`` states can reach: their :class:`PairRanges` and the range of the
+    logarithm of their rounds (``log_low``, ``M x 1``; ``log_high``, ``M x L``: :func:`log_range`)."""
+
+    pairs: PairRanges
+    log_low: np.ndarray
+    log_high: np.ndarray
+
+
+def window_ranges(
+    rounds: np.ndarray, queried: np.ndarray, disagreements: np.ndarray, depths: np.ndarray, widths: np.ndarray
+) -> WindowRanges:
+    """The :class:`WindowRanges` of ``M`` states at ``rounds``, each querying ``depths`` over
+    windows of each of its ``widths`` (``M x L``).
+
+    >>> window = window_ranges(np.array([10]), np.array([[9, 9]]), np.array([[[0, 1], [0, 0]]]),
+    ...                        np.array([1]), np.array([[1, 100]]))
+    >>> window.log_low.shape, window.log_high.shape, window.pairs.n_high.shape
+    ((1, 1), (1, 2), (1, 2, 1))
+    """
+    first = np.asarray(rounds, dtype=np.float64)[:, None]
+    log_low, log_high = log_range(first, first + (widths - 1))
+    return WindowRanges(pair_ranges(queried, disagreements, depths, widths), log_low, log_high)
+
+
+def hoeffding_ranges(window: WindowRanges, *, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Bounds ``(low, high)`` (``M x L x P``) of USS-UCB's ``U_ij = D_ij / n_j + sqrt(α·log f(t) / n_j)``
-    over each window of the ``M x L`` ``widths``, ``log f(t)`` within ``[log_low, log_high]``
-    (:func:`log_range`: ``M x 1`` and ``M x L``).
+    over the ``window``'s, with ``log f(t) = log t``.
 
     The operations of :func:`~uss_stream.rules.confidence.upper_bounds_many` in its order, at the
     window's extreme counts; ``+inf`` where ``n_j`` is 0 (``high`` where it is 0 at the window's
     first round, ``low`` too where it stays 0).
     """
-    ranges = pair_ranges(queried, disagreements, depths, widths)
-    scale_low = (alpha * log_low)[:, :, None]
-    scale_high = (alpha * log_high)[:, :, None]
+    ranges = window.pairs
+    scale_low = (alpha * window.log_low)[:, :, None]
+    scale_high = (alpha * window.log_high)[:, :, None]
     n_low = ranges.n_low[:, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         low = ranges.rate_low + np.sqrt(scale_low / ranges.n_high)
@@ -176,19 +193,10 @@ def hoeffding_ranges(
 
 
 def kl_beats_ranges(
-    queried: np.ndarray,
-    disagreements: np.ndarray,
-    depths: np.ndarray,
-    widths: np.ndarray,
-    log_low: np.ndarray,
-    log_high: np.ndarray,
-    *,
-    alpha: float,
-    gaps: tuple[np.ndarray, np.ndarray, np.ndarray],
+    window: WindowRanges, n_stages: int, *, alpha: float, gaps: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(sure, possible)`` (``M x L x P``) outcomes of USS-KL-UCB's ``beats(i, j)`` over each window
-    of the ``M x L`` ``widths``, ``log t`` within ``[log_low, log_high]``; ``gaps`` are the policy's
-    ``(g, log g, log(1-g))``.
+    """``(sure, possible)`` (``M x L x P``) outcomes of USS-KL-UCB's ``beats(i, j)`` over the ``window``'s
+    of a cascade of ``n_stages``; ``gaps`` are the policy's ``(g, log g, log(1-g))``.
 
     The level ``x_j = α·max(log t - log(K·n_j), 0)`` grows with ``t`` and shrinks with ``n_j``, and
     the computed test (:func:`~uss_stream.rules.confidence.kl_beats_many`) is monotone in it. A pair
@@ -200,8 +208,7 @@ def kl_beats_ranges(
     largest level; anything else is left open.
     """
     gap, log_gap, log_rest = gaps
-    n_stages = queried.shape[1]
-    ranges = pair_ranges(queried, disagreements, depths, widths)
+    ranges, log_low, log_high = window
     n = ranges.n_low
     log_count = portable_log_many(n_stages * np.where(n > 0.0, n, 1.0))[:, None, :]
     # A pair the window does not observe: the test at the largest level (sure), the smallest (possible).
