@@ -48,9 +48,12 @@ def bsc(n: int, seed: int) -> np.ndarray:
     return np.stack([truth ^ (rng.random(n) < 0.2), truth ^ (rng.random(n) < 0.1), truth], axis=1)
 
 
-@pytest.mark.parametrize("path", PATHS)
+#: The pure path at every first window; the compiled one (which has no window) once.
+WINDOWS = [*((window, "pure") for window in (1, 2, 8, 100, 4096, 10**6)), (8, "compiled")]
+
+
+@pytest.mark.parametrize(("window", "path"), WINDOWS)
 @pytest.mark.parametrize("name", sorted(POLICIES))
-@pytest.mark.parametrize("window", [1, 2, 8, 100, 4096, 10**6])
 def test_every_first_window_decides_as_the_loop(name, window, path):
     outputs = bsc(2_500, seed=1)
     policy, depths, steps = POLICIES[name](), [], []
