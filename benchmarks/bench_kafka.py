@@ -3,15 +3,17 @@
 Run: ``KAFKA_BOOTSTRAP_SERVERS=127.0.0.1:9092 python -m benchmarks.bench_kafka``.
 
 **What a user sees** (first, :func:`_end_to_end`): every contender is a cold process started on an
-input topic that already holds the events (``uss-stream kafka run`` at its default flags, the same
-with ``--client kafka-python`` and with ``--policy uss-kl-ucb``, bare passthroughs of both clients
+input topic that already holds the events (``uss-stream kafka run`` at its default flags, with the
+compiled kernels where ``uss-stream[fast]`` is installed and once more on the pure Python path
+(``USS_STREAM_PURE=1``), the same with ``--client kafka-python`` and with ``--policy uss-kl-ucb``,
+bare passthroughs of both clients
 with the service's default client settings, and a Quix Streams application doing the service's job
 with USS-KL-UCB; :mod:`benchmarks.kafka_contenders`), timed by its output's broker append times:
 throughput = records / span of the output's ``LogAppendTime``, and "cold" = records / (last
 append time − launch), and "stalled" = seconds of the output's span in gaps of 200 ms or more.
 Every contender starts with its modules' bytecode cached, as after ``pip install``
-(:func:`~benchmarks.kafka_contenders.warm_bytecode`). Ratios are those of one round, medians over
-the rounds.
+(:func:`~benchmarks.kafka_contenders.warm_bytecode`); every other round runs them in reverse order.
+Ratios are those of one round, medians over the rounds.
 
 **The loop** (then, unless ``--no-loop``): the figures below, of services started in-process on a
 prefetched input.
@@ -93,6 +95,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from benchmarks.kafka_contenders import Timing, events, launch, output_topics, timed, warm_bytecode
+from uss_stream.core.compiled import PURE_VARIABLE, status
 from uss_stream.policies.specs import serving_policy
 from uss_stream_kafka import Application, ClientConfig, OutputsProcessor, Topics, clients, create_topics
 from uss_stream_kafka.clients import CLIENTS, TopicSpec, resolve
@@ -427,18 +430,24 @@ def _median_ratio(numerators: list[float], denominators: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}x (lowest {min(ratios):.2f})"
 
 
-#: The end-to-end contenders: (label, kind of :mod:`benchmarks.kafka_contenders`, service flags).
+#: The environment of a contender on the pure Python/NumPy decision path (no compiled kernels).
+PURE = {PURE_VARIABLE: "1"}
+#: The end-to-end contenders: (label, kind of :mod:`benchmarks.kafka_contenders`, service flags,
+#: environment variables). The default service runs with the compiled kernels where they are
+#: installed (``uss-stream[fast]``), and once more on the pure path.
 END_TO_END = (
-    ("service, default flags", "service", ()),
-    ("service --client kafka-python", "service", ("--client", "kafka-python")),
-    ("service --policy uss-kl-ucb", "service", ("--policy", "uss-kl-ucb")),
-    ("bare passthrough confluent", "passthrough-confluent", ()),
-    ("bare passthrough kafka-python", "passthrough-kafka-python", ()),
-    ("Quix Streams, USS-KL-UCB per event", "quix", ()),
+    ("service, default flags", "service", (), {}),
+    ("service, default flags, pure Python (USS_STREAM_PURE=1)", "service", (), PURE),
+    ("service --client kafka-python", "service", ("--client", "kafka-python"), {}),
+    ("service --policy uss-kl-ucb", "service", ("--policy", "uss-kl-ucb"), {}),
+    ("bare passthrough confluent", "passthrough-confluent", (), {}),
+    ("bare passthrough kafka-python", "passthrough-kafka-python", (), {}),
+    ("Quix Streams, USS-KL-UCB per event", "quix", (), {}),
 )
 #: End-to-end ratios reported: (numerator, denominator, target).
 E2E_RATIOS = (
-    ("service, default flags", "bare passthrough confluent", 0.75),
+    ("service, default flags", "bare passthrough confluent", 0.85),
+    ("service, default flags, pure Python (USS_STREAM_PURE=1)", "bare passthrough confluent", 0.75),
     ("service --policy uss-kl-ucb", "Quix Streams, USS-KL-UCB per event", 5.0),
     ("service, default flags", "service --client kafka-python", None),
 )
@@ -450,7 +459,7 @@ def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> Non
     ``variants``: more services, each with these flags besides the defaults (``--variant``).
     """
     contenders = [c for c in END_TO_END if c[1] != "quix" or importlib.util.find_spec("quixstreams")]
-    contenders += [(f"service {flags}", "service", tuple(flags.split())) for flags in variants]
+    contenders += [(f"service {flags}", "service", tuple(flags.split()), {}) for flags in variants]
     if len(contenders) < len(END_TO_END):
         print("quixstreams is not installed (pip install 'uss-stream[bench]'): no Quix contender")
     admin = clients.admin("kafka-python", bootstrap_servers=bootstrap)
@@ -463,16 +472,19 @@ def _end_to_end(bootstrap: str, n: int, rounds: int, variants: list[str]) -> Non
     producer.flush()
     producer.close()
     print(f"end to end: {n} events in one partition; --client auto is {resolve('auto')}", flush=True)
+    print(f"decision path of the services: {status()}", flush=True)
     warm_bytecode()
-    figures: dict[str, list[Any]] = {label: [] for label, _, _ in contenders}
+    figures: dict[str, list[Any]] = {label: [] for label, _, _, _ in contenders}
     for r in range(rounds):
         line = [f"round {r + 1} (load {os.getloadavg()[0]:.1f})"]
-        for c, (label, kind, flags) in enumerate(contenders):
+        order = list(enumerate(contenders))
+        if r % 2:  # every other round in reverse order: no contender always runs first or last
+            order.reverse()
+        for c, (label, kind, flags, variables) in order:
             target = f"e2e-out-{run_id}-{r}-{c}"
             made += output_topics(admin, target)
-            figures[label].append(
-                timed(bootstrap, target, n, launch(kind, bootstrap, source, target, n, flags))
-            )
+            launched = launch(kind, bootstrap, source, target, n, flags, variables)
+            figures[label].append(timed(bootstrap, target, n, launched))
             timing = figures[label][-1]
             line.append(f"{label} {timing.throughput:.0f} (stalled {timing.stalled:.1f} s)")
         print(" | ".join(line) + " ev/s", flush=True)

@@ -98,8 +98,17 @@ def warm_bytecode() -> None:
     subprocess.run([sys.executable, "-c", _IMPORTS], env=_environment(), check=True, capture_output=True)
 
 
-def launch(kind: str, bootstrap: str, source: str, target: str, n: int, flags: Sequence[str] = ()) -> float:
-    """Run contender ``kind`` as a new process until it is done; the wall-clock time it was launched."""
+def launch(
+    kind: str,
+    bootstrap: str,
+    source: str,
+    target: str,
+    n: int,
+    flags: Sequence[str] = (),
+    variables: dict[str, str] | None = None,
+) -> float:
+    """Run contender ``kind`` as a new process (with the environment ``variables`` besides the
+    benchmark's) until it is done; the wall-clock time it was launched."""
     if kind == "service":
         command = [
             sys.executable, "-m", "uss_stream", "kafka", "run", "--bootstrap-servers", bootstrap,
@@ -112,7 +121,9 @@ def launch(kind: str, bootstrap: str, source: str, target: str, n: int, flags: S
         command = [sys.executable, "-m", "benchmarks.kafka_contenders", kind, bootstrap, source, target]
         command.append(str(n))
     launched = time.time()
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_environment())
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=900, env={**_environment(), **(variables or {})}
+    )
     if done.returncode != 0:
         raise SystemExit(f"{kind} {' '.join(flags)} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return launched

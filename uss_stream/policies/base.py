@@ -298,6 +298,60 @@ class Policy(abc.ABC):
     def _decide_many(self, states: CountStates) -> np.ndarray:
         """The ``M`` depths of :meth:`decide_many` for ``states``."""
 
+    def certify_many(
+        self,
+        rounds: np.ndarray,
+        queried: np.ndarray,
+        disagreements: np.ndarray,
+        depths: np.ndarray,
+        widths: np.ndarray,
+    ) -> np.ndarray:
+        """Whether each of ``M`` states decides ``depths`` at its round and the next ``widths - 1``
+        rounds, whatever the stages' outputs, when each of those rounds queries ``depths`` stages.
+
+        ``rounds``, ``queried`` and ``disagreements`` are the states' fields of :class:`CountStates`
+        (the window's first round and the counts before it); ``widths`` holds one width per state
+        (``M``), or several (``M x L``: one answer per width, the state's work shared). ``True`` is
+        a certificate: the window's decisions are all ``depths`` and its counts follow by sums, so
+        the batch deciders (:func:`uss_stream.policies.kernel.speculate`) skip evaluating them.
+        ``False`` says nothing. The certificate bounds every value the rule computes inside the
+        window (:mod:`uss_stream.rules.certificates`), so it never certifies a window whose
+        decisions would differ from :meth:`select`'s. Policies with discounted counts, randomised
+        ones and those that are not :attr:`vectorised` certify nothing (``False``); a policy
+        implements :meth:`_certify_many`.
+
+        Examples
+        --------
+        >>> from uss_stream.policies import USSUCB
+        >>> policy = USSUCB([0.0, 0.3])
+        >>> # stage 2 disagreed with stage 1 in 5 of 100 rounds: depth 1 for the next 1000 rounds,
+        >>> # not for the next 10**9 (log t grows too far)
+        >>> policy.certify_many(np.array([101]), np.array([[100, 100]]), np.array([[[0, 5], [0, 0]]]),
+        ...                     np.array([1]), np.array([[1000, 10**9]])).tolist()
+        [[True, False]]
+        """
+        rounds, depths, widths = np.asarray(rounds), np.asarray(depths), np.asarray(widths)
+        if widths.size and (widths.min() < 1 or depths.min() < 1 or depths.max() > self.n_stages):
+            raise ValueError(f"widths must be >= 1 and depths in 1..{self.n_stages}")
+        if widths.shape[:1] != rounds.shape or widths.ndim not in (1, 2):
+            raise ValueError(f"widths must be M or M x L for M = {len(rounds)} states, got {widths.shape}")
+        if not self.vectorised or self.discount is not None:
+            return np.zeros(widths.shape, dtype=bool)
+        ladder = widths.reshape(len(rounds), -1)
+        states = CountStates(rounds, queried, disagreements)
+        return self._certify_many(states, depths, ladder).reshape(widths.shape)
+
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """:meth:`certify_many` for a vectorised policy with plain counts, ``widths`` ``M x L``:
+        nothing certified by default (a policy whose rule has a certificate overrides this)."""
+        return np.zeros(widths.shape, dtype=bool)
+
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        """The rule of the compiled kernels (:mod:`uss_stream.core.compiled`) that decides as
+        :meth:`select` with plain counts: ``(name, (parameter, strict, lower))``; ``None`` (the
+        default) when there is none, and the pure path decides."""
+        return None
+
     def stream_keys(self, reps: int) -> np.ndarray | None:
         """The ``uint64`` stream key of each of ``reps`` replay repetitions; ``None`` if deterministic."""
         return None

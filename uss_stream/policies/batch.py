@@ -4,12 +4,17 @@ A policy's decision is a deterministic function of the round and its counts, and
 :meth:`~uss_stream.policies.base.Policy.decide_many` evaluates it for many count states in one
 call (the library checks it returns exactly what :meth:`~uss_stream.policies.base.Policy.select`
 returns). For a batch of events whose stage outputs are all known (outputs mode), the connector
-*speculates* that the next ``W`` events are queried at the last depth ``d``: their counts then
-follow by cumulative sums of the disagreement indicators of the pairs a depth-``d`` query observes,
-one ``decide_many`` call evaluates every speculated state, and the events up to and including the
-first whose decision differs from ``d`` are accepted (that state is still exact). The window grows
-while speculations hold. The result is the sequential loop's depth sequence; in steady state a
-window of thousands of events costs one call. It is the replay engine's loop
+first asks the policy to *certify* the longest window of events over which no outputs can change
+its depth (:meth:`~uss_stream.policies.base.Policy.certify_many`): those events take that depth
+and their counts follow by sums, without a decision evaluated; a converged stream is decided in
+a few array operations per batch. Where no window is certified, it *speculates* that the next
+``W`` events are queried at the last depth ``d``: their counts then follow by cumulative sums of
+the disagreement indicators of the pairs a depth-``d`` query observes, one ``decide_many`` call
+evaluates every speculated state, and the events up to and including the first whose decision
+differs from ``d`` are accepted (that state is still exact). The window grows while speculations
+hold. The result is the sequential loop's depth sequence. With the compiled kernels installed
+(``uss-stream[fast]``, :mod:`uss_stream.core.compiled`) the same loop runs in Rust for the
+policies they know. It is the replay engine's loop
 (:func:`uss_stream.policies.kernel.speculate`) on a single stream that starts from the policy's current
 counts: they go in and out as :class:`~uss_stream.policies.kernel.Counts`
 (:meth:`~uss_stream.policies.kernel.Counts.of_stats`, :meth:`~uss_stream.policies.base.Policy.load_stats`),

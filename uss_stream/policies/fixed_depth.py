@@ -46,6 +46,12 @@ class FixedDepth(Policy):
         rounds = states.rounds
         return np.full(len(rounds), self.depth, dtype=np.int64)
 
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        return np.broadcast_to((depths == self.depth)[:, None], widths.shape)
+
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("fixed", (float(self.depth), False, False))
+
     @classmethod
     def _unit_test_params(cls):
         yield {"depth": 1, "stage_costs": [0.0, 0.2]}

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from uss_stream.policies.base import CountStates, Policy
+from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, window_ranges
 from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
-from uss_stream.rules.selection_rule import cost_gaps, select_depth, select_depth_many
+from uss_stream.rules.selection_rule import cost_gaps, pair_gaps, select_depth, select_depth_many
 
 __all__ = ["Hanawal2017WD"]
 
@@ -48,6 +49,7 @@ class Hanawal2017WD(Policy):
         super().__init__(stage_costs, discount=discount)
         self._log_f = LogExploration(discount=self.discount)
         self._gaps = cost_gaps(self._costs)
+        self._pair_gaps = pair_gaps(self._costs)
 
     def _decide(self, t: int) -> int:
         stats = self._stats
@@ -59,6 +61,18 @@ class Hanawal2017WD(Policy):
         scale = EXPLORATION * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
         return select_depth_many(self._gaps, upper, strict=False, check_lower=False)
+
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """The test on the ranges of ``U_ij`` over each window
+        (:func:`~uss_stream.rules.certificates.hoeffding_ranges`), with ``>=`` and no ``B^l``."""
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        low, high = hoeffding_ranges(window, alpha=EXPLORATION)
+        gaps = self._pair_gaps
+        certain = certain_depth_many(gaps >= high, gaps >= low, self.n_stages, check_lower=False)
+        return certain == depths[:, None]
+
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("hoeffding", (EXPLORATION, False, False))
 
     @classmethod
     def _unit_test_params(cls):

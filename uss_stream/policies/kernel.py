@@ -12,7 +12,13 @@ of :mod:`uss_stream.replay.delayed` and :mod:`uss_stream.replay.shared` keep the
 :class:`Counts`, decide through :meth:`Counts.decide` and learn through :meth:`Counts.record`, with
 or without a discount.
 
-How :func:`speculate` steps: each step takes the ``A`` unfinished repetitions and a window of ``B``
+How :func:`speculate` steps: each step first asks the policy to certify, for every unfinished
+repetition, windows of the rounds it has left, half of them, a quarter ... at its guessed depth
+(:meth:`~uss_stream.policies.base.Policy.certify_many`: no outputs over the window can change the
+depth); a repetition advances over the longest one certified, its rounds all at that depth and its
+counts by the sums of the rows' indicators (``LADDER`` windows per repetition and call; one
+refused again and again pauses certifying for a few steps). Then it speculates as follows, from
+where each repetition stands. The step takes the ``A`` unfinished repetitions and a window of ``B``
 rounds (the same for all; it grows while nearly all speculations hold and shrinks when many fail). A
 repetition whose speculation fails after ``k > 0`` accepted rounds speculates its old depth again;
 one that fails at once speculates the new depth. The ``A x B`` speculated states are laid out with
@@ -21,20 +27,25 @@ every elementwise operation runs over long contiguous loops. Speculated decision
 accepted ones are written too and are overwritten when those rounds are decided for real; rounds
 past the horizon write to a spare slot. With a discount ``γ`` the speculated counts follow ``x_{k+1}
 = γ·x_k + step_k`` one round of the window at a time (the operations of the streaming statistics),
-instead of cumulative sums.
+instead of cumulative sums; discounted counts are never certified.
+
+With the compiled kernels installed (``uss-stream[fast]``, :mod:`uss_stream.core.compiled`),
+:func:`speculate` hands the policies they know (those whose ``_compiled_rule`` names one: USS-UCB,
+USS-KL-UCB, Hanawal et al.'s Algorithm 2 and fixed depths, with plain counts) to their loop, which
+decides round by round in Rust over the windows its own certificates allow; the depths and counts
+are the same to the bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from uss_stream.core.compiled import kernels
 from uss_stream.core.stats import DisagreementStats
-
-if TYPE_CHECKING:
-    from uss_stream.policies.base import Policy
+from uss_stream.policies.base import Policy
 
 __all__ = [
     "FIRST_WINDOW",
@@ -54,6 +65,15 @@ __all__ = [
 FIRST_WINDOW = 8
 MAX_WINDOW = 4096
 MAX_STATES = 1 << 14
+# Windows certified per repetition, depth and call: the rounds left, then from four times the last
+# window certified down by halves (fewer where a call's arrays per state, window and pair would pass
+# LADDER_ENTRIES entries).
+LADDER = 7
+LADDER_ENTRIES = 1 << 20
+# Up to this many candidates (a single stream: the service), every halving of the rounds left.
+FEW_STREAMS = 8
+# Steps a repetition whose windows are refused again and again skips certifying, at most.
+MAX_PAUSE = 15
 
 
 def next_window(width: int, accepted: float, window: int) -> int:
@@ -229,6 +249,19 @@ class Counts:
             streams=streams,
         )
 
+    def matrix(self, streams: np.ndarray) -> np.ndarray:
+        """``(len(streams), K, K)`` matrices of ``D_ij`` (``i < j``; zero elsewhere) of ``streams``.
+
+        >>> counts = Counts.zeros(3, 2, discount=None)
+        >>> counts.disagreements[:, 1] = [1, 2, 3]
+        >>> counts.matrix(np.array([1]))[0].tolist()
+        [[0, 1, 2], [0, 0, 3], [0, 0, 0]]
+        """
+        upper_i, upper_j = pair_order(self.n_stages)
+        matrix = np.zeros((len(streams), self.n_stages, self.n_stages), dtype=self.values.dtype)
+        matrix[:, upper_i, upper_j] = self.disagreements[:, streams].T
+        return matrix
+
 
 class Reveal:
     """What querying a log row to depth ``d`` adds to the counts, as a vector of :class:`Counts` rows.
@@ -337,11 +370,17 @@ def speculate(
     See the module docstring for how the steps speculate.
 
     """
+    compiled = _compiled(policy, rows, pairs, wrong, streams, counts_of)
+    if compiled is not None:
+        if on_progress is not None:
+            on_progress(compiled.size)
+        return compiled
     reps, horizon = rows.shape
     n_stages = policy.n_stages
     n_pairs = n_stages * (n_stages - 1) // 2
+    pair_planes = np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8)
     planes = (
-        np.ascontiguousarray(pairs[:, :n_pairs].T, dtype=np.int8),
+        pair_planes,
         None if wrong is None else np.ascontiguousarray(wrong[:, :n_stages].T, dtype=np.int8),
     )
     rows_flat, spare = rows.ravel(), reps * horizon
@@ -358,9 +397,40 @@ def speculate(
     active = np.arange(reps)
     window = FIRST_WINDOW if window is None else max(1, int(window))
 
+    certifying = wrong is None and _certifies(policy)
+    other = guess.copy()  # the depth each repetition speculated before its guess changed
+    pause = np.zeros((2, reps), dtype=np.int64)  # steps to skip certifying, and the next pause
+    hint = np.full(reps, horizon, dtype=np.int64)  # the last window certified (where a ladder centres)
+
     while active.size:
+        if certifying:
+            # Repetitions advance over the longest window certified from their next round, then
+            # speculate as below from there, unless they reached the horizon.
+            trying = pause[0, active] == 0
+            pause[0, active[~trying]] -= 1
+            certified = np.zeros(active.size, dtype=np.int64)
+            if trying.any():
+                progress = (active[trying], t, guess, other, hint)
+                certified[trying] = _certified_windows(
+                    policy, counts_of, progress, (rows_flat, horizon), pair_planes, depths
+                )
+                _back_off(pause, active[trying], certified[trying] > 0)
+            if on_progress is not None and certified.any():
+                on_progress(int(certified.sum()))
+            partly = certified[t[active] <= horizon]
+            active = active[t[active] <= horizon]
+            if not active.size:
+                active = np.flatnonzero(t <= horizon)
+                continue
         n_active = active.size
         width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
+        if certifying and partly.all() and n_active <= FEW_STREAMS:
+            # A stream certified part of the rounds left: what changes it is within as many.
+            width = max(1, min(width, int(partly.max())))
+        elif certifying and 2 * np.count_nonzero(partly) > n_active:
+            # Most repetitions certified as far as their certificates go: what changes their depth
+            # is at their next rounds, where a short window decides it.
+            width = min(width, FIRST_WINDOW)
         n_states = n_active * width
         start = t[active]
         offset, remaining, flat, row = window_rows(active, start, width, rows_flat, horizon)
@@ -383,12 +453,178 @@ def speculate(
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
+        other[active] = depth
         window = next_window(width, advanced.sum() / n_states, window)
         if on_progress is not None:
             on_progress(int(advanced.sum()))
-        active = active[t[active] <= horizon]
+        active = np.flatnonzero(t <= horizon) if certifying else active[t[active] <= horizon]
     counts_of.rounds += horizon
     return depths[:spare].reshape(reps, horizon)
+
+
+def _compiled(
+    policy: Policy,
+    rows: np.ndarray,
+    pairs: np.ndarray,
+    wrong: np.ndarray | None,
+    streams: np.ndarray | None,
+    counts_of: Counts | None,
+) -> np.ndarray | None:
+    """:func:`speculate`'s depths from the compiled kernels (:mod:`uss_stream.core.compiled`),
+    counts and rounds updated as it does; ``None`` where they do not apply (not installed, forced
+    off, a discount, labels, a randomised policy or one without a compiled rule, more than 127
+    stages): then the pure path decides."""
+    module = kernels()
+    if module is None or wrong is not None or streams is not None or policy.discount is not None:
+        return None
+    rule = policy._compiled_rule() if policy.vectorised else None
+    n_stages = policy.n_stages
+    if rule is None or n_stages > 127:
+        return None
+    reps, horizon = rows.shape
+    if counts_of is None:
+        counts_of = Counts.zeros(n_stages, reps, discount=None)
+    counts_of.check(n_stages, reps, discount=None, errors=False)
+    if not (counts_of.values.flags.c_contiguous and counts_of.rounds.flags.c_contiguous):
+        return None
+    n_pairs = n_stages * (n_stages - 1) // 2
+    identity = reps == 1 and len(pairs) == horizon and np.array_equal(rows[0], np.arange(horizon))
+    depths = np.empty((reps, horizon), dtype=np.int8)
+    module.run_streams(
+        rule[0],
+        rule[1],
+        [float(c) for c in policy.cumulative_costs],
+        np.empty(0, dtype=np.int64) if identity else np.ascontiguousarray(rows, dtype=np.int64),
+        np.ascontiguousarray(pairs[:, :n_pairs], dtype=np.uint8),
+        n_pairs,
+        counts_of.values,
+        counts_of.rounds,
+        depths,
+    )
+    return depths
+
+
+def _certifies(policy: Policy) -> bool:
+    """Whether ``policy`` may certify windows (:meth:`~uss_stream.policies.base.Policy.certify_many`)."""
+    return policy.vectorised and policy.discount is None and type(policy)._certify_many is not _NO_CERTIFICATE
+
+
+def _certified_windows(
+    policy: Policy,
+    counts_of: Counts,
+    progress: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    log: tuple[np.ndarray, int],
+    pair_planes: np.ndarray,
+    depths: np.ndarray,
+) -> np.ndarray:
+    """Advance every repetition over the longest window the policy certifies from its next round;
+    per ``active`` repetition, the rounds advanced (0 where none was certified).
+
+    ``progress`` holds the ``active`` repetitions and, per repetition, the next round ``t`` of
+    ``rows``, the depth ``guess`` it speculates, the ``other`` depth it speculated before (after
+    a single deviating round, such as an exploration, the depth it returns to) and the ``hint``, the
+    last window it certified (after a call that certified nothing, where that call's ladder ended);
+    ``log`` the flat ``rows`` and the horizon. One call certifies, for both
+    depths, the windows of :func:`_ladder` (a call's cost hardly depends on its number of states):
+    a repetition takes the longest window certified and its depth becomes the guess.
+    The window's rounds all take that depth (written into ``depths``, the flat results), and its
+    counts grow by the sums of its rows' indicators over the pairs observed.
+    """
+    active, t, guess, other, hint = progress
+    rows_flat, horizon = log
+    n_stages = counts_of.n_stages
+    start = t[active]
+    left = horizon - start + 1
+    n_pairs = max(counts_of.n_pairs, 1)
+    candidate, depth, ladder = _ladder(
+        active.size, left, hint[active], (guess[active], other[active]), n_pairs
+    )
+    states = active[candidate]
+    ok = policy.certify_many(
+        counts_of.rounds[states] + start[candidate],
+        counts_of.queried[:, states].T,
+        counts_of.matrix(states),
+        depth,
+        ladder,
+    )
+    width = np.where(ok, ladder, 0).max(axis=1)  # the longest window certified per candidate
+    ok = width > 0
+    best = np.zeros(active.size, dtype=np.int64)
+    np.maximum.at(best, candidate, np.where(ok, width, 0))
+    refused = active[best == 0]  # the next ladder starts below this one's shortest window
+    hint[refused] = np.maximum(hint[refused] >> (ladder.shape[1] - 1), 1)
+    if not best.any():
+        return best
+    chosen = np.flatnonzero(best)
+    winner = np.zeros(active.size, dtype=np.int64)
+    winner[candidate[ok & (width == best[candidate])]] = depth[ok & (width == best[candidate])]
+    reps, width, depth = active[chosen], best[chosen], winner[chosen]
+    guess[reps] = depth
+    hint[reps] = width
+    begin = np.cumsum(width) - width
+    flat = np.repeat(reps * horizon + start[chosen] - 1 - begin, width) + np.arange(int(width.sum()))
+    depths[flat] = np.repeat(depth, width)
+    log_rows = rows_flat[flat]
+    observed = _pairs_below(n_stages)[depth - 1]
+    for p in range(int(observed.max())):
+        sums = np.add.reduceat(pair_planes[p][log_rows], begin, dtype=np.int64)
+        counts_of.disagreements[p, reps] += np.where(p < observed, sums, 0)
+    counts_of.queried[:, reps] += (np.arange(n_stages)[:, None] < depth) * width
+    t[reps] += width
+    return best
+
+
+def _back_off(pause: np.ndarray, tried: np.ndarray, certified: np.ndarray) -> None:
+    """After certifying ``tried``: a repetition refused pauses certifying for its next pause in steps,
+    which doubles (up to :data:`MAX_PAUSE`) while it is refused; one certified pauses no more.
+
+    >>> pause = np.zeros((2, 2), dtype=np.int64)
+    >>> for _ in range(3):
+    ...     _back_off(pause, np.array([0, 1]), np.array([False, True]))
+    >>> pause.tolist()
+    [[3, 0], [7, 0]]
+    """
+    refused = tried[~certified]
+    pause[0, refused] = pause[1, refused]
+    pause[1, refused] = np.minimum(2 * pause[1, refused] + 1, MAX_PAUSE)
+    pause[:, tried[certified]] = 0
+
+
+def _ladder(
+    n_active: int, left: np.ndarray, hint: np.ndarray, depths: tuple[np.ndarray, np.ndarray], n_pairs: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The windows to certify: ``(candidate, depth, widths)``, ``candidate`` indexing the active
+    repetitions. Each repetition tries its guess and, where it differs, its other depth (``depths``),
+    each on the ``left`` rounds, then on four times the last window it certified (``hint``), twice,
+    once, half of it ... (``widths``: one row per candidate, ``LADDER`` columns at most, fewer if the
+    certificate's per-pair arrays would pass ``LADDER_ENTRIES`` entries). For a few candidates (a
+    single stream), on every halving of ``left`` down to 1 and on four times the hint.
+
+    >>> guess, other = np.array([1]), np.array([2])   # one stream, two depths to try
+    >>> candidate, depth, widths = _ladder(1, np.array([100]), np.array([5]), (guess, other), 1)
+    >>> candidate.tolist(), depth.tolist(), widths[0].tolist()
+    ([0, 0], [1, 2], [100, 50, 25, 12, 6, 3, 1, 20])
+    >>> many = np.ones(9, dtype=np.int64)   # nine streams, one depth each
+    >>> candidate, depth, widths = _ladder(9, 100 * many, 5 * many, (many, many), 1)
+    >>> candidate.size, widths[0].tolist()
+    (9, [100, 20, 10, 5, 2, 1, 1])
+    """
+    guess, other = depths
+    differ = np.flatnonzero(other != guess)
+    candidate = np.concatenate([np.arange(n_active), differ])
+    depth = np.concatenate([guess, other[differ]])
+    left = left[candidate][:, None]
+    if candidate.size <= FEW_STREAMS:  # a call costs the same for any few rungs: halve down to 1
+        rungs = np.concatenate(
+            [left >> np.arange(int(left.max()).bit_length()), 4 * hint[candidate][:, None]], 1
+        )
+        return candidate, depth, np.clip(rungs, 1, left)
+    rungs = max(1, min(LADDER, LADDER_ENTRIES // (candidate.size * n_pairs)))
+    below = np.minimum(4 * hint[candidate][:, None] >> np.arange(rungs - 1), left)
+    return candidate, depth, np.maximum(np.concatenate([left, below], axis=1), 1)
+
+
+_NO_CERTIFICATE = Policy._certify_many
 
 
 def _decide_window(

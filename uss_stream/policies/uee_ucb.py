@@ -9,6 +9,7 @@ import numpy as np
 
 from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
+from uss_stream.rules.certificates import log_range
 from uss_stream.rules.confidence import portable_log, portable_log_many
 
 __all__ = ["UEEUCB"]
@@ -90,6 +91,30 @@ class UEEUCB(Policy):
         # The scalar loop keeps the first maximum; argmax does the same.
         depth = np.argmax(index, axis=1) + 1
         return np.where(observed, depth, self.n_stages).astype(np.int64)
+
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """Ranges of every index over each window (the operations of :meth:`_decide_many` at the
+        window's extreme counts and logarithms, :mod:`uss_stream.rules.certificates`): certified
+        when the chosen exit's smallest index beats every other exit's largest (strictly for the
+        cheaper ones, which win ties)."""
+        first = np.asarray(states.rounds, dtype=np.float64)[:, None]
+        log_low, log_high = log_range(first, first + (widths - 1))
+        n = np.asarray(states.queried, dtype=np.float64)[:, None, :]
+        d = np.asarray(states.disagreements, dtype=np.float64)[:, None, 0, :]
+        exits = np.arange(self.n_stages)
+        observed = exits < depths[:, None, None]
+        grown = observed * (widths - 1.0)[:, :, None]  # M x L x K
+        n_high = n + grown
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate_low = d / n_high
+            rate_high = np.maximum(d / n, (d + grown) / n_high)
+            rate_low[..., 0] = rate_high[..., 0] = 0.0
+            low = (rate_low + self._net_array) + np.sqrt((self.alpha * log_low)[:, :, None] / n_high)
+            high = (rate_high + self._net_array) + np.sqrt((self.alpha * log_high)[:, :, None] / n)
+        chosen = (depths - 1)[:, None, None]
+        smallest = np.take_along_axis(low, np.broadcast_to(chosen, (*low.shape[:2], 1)), axis=2)
+        beaten = np.where(exits < chosen, smallest > high, smallest >= high) | (exits == chosen)
+        return (n > 0.0).all(axis=2) & beaten.all(axis=2)
 
     def indices(self) -> np.ndarray:
         """The ``K`` indices the next :meth:`select` compares (``+inf`` before round 2)."""

@@ -9,6 +9,7 @@ import numpy as np
 from uss_stream.core.forgetting import EffectiveHorizon
 from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
+from uss_stream.rules.certificates import certain_depth_many, kl_beats_ranges, window_ranges
 from uss_stream.rules.confidence import (
     kl_beats,
     kl_beats_many,
@@ -151,6 +152,16 @@ class USSKLUCB(Policy):
         gap, log_gap, log_rest = self._gap_arrays
         beats = kl_beats_many(d, n[:, upper_j], gap, log_gap, log_rest, levels[:, upper_j])
         return select_depth_many_by(beats, self.n_stages)
+
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """The set test on the sure and possible outcomes of ``beats(i, j)`` over each window
+        (:func:`~uss_stream.rules.certificates.kl_beats_ranges`)."""
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        sure, possible = kl_beats_ranges(window, self.n_stages, alpha=self.alpha, gaps=self._gap_arrays)
+        return certain_depth_many(sure, possible, self.n_stages) == depths[:, None]
+
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return ("kl", (float(self.alpha), False, False))
 
     def upper_bounds(self) -> np.ndarray:
         """The ``K x K`` matrix of ``U_ij`` (``i < j``; by bisection) the next :meth:`select` compares."""

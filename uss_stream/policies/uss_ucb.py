@@ -9,8 +9,9 @@ import numpy as np
 
 from uss_stream.core.validation import check_positive
 from uss_stream.policies.base import CountStates, Policy
+from uss_stream.rules.certificates import certain_depth_many, hoeffding_ranges, window_ranges
 from uss_stream.rules.confidence import LogExploration, disagreement_bound, upper_bounds_many
-from uss_stream.rules.selection_rule import cost_gaps, select_depth_many
+from uss_stream.rules.selection_rule import cost_gaps, pair_gaps, select_depth_many
 
 __all__ = ["USSUCB"]
 
@@ -74,6 +75,7 @@ class USSUCB(Policy):
         self._log_f = LogExploration(f, self.discount)
         self._log_t = f is None and self.discount is None  # log f(t) = log t, taken inline by _decide
         self._gaps = cost_gaps(self._costs)
+        self._pair_gaps = pair_gaps(self._costs)
 
     def _bound(self, t: int) -> Callable[[int, int], float]:
         """``U(i, j) = p̂_ij + Ψ_ij`` at round ``t``."""
@@ -90,6 +92,19 @@ class USSUCB(Policy):
         scale = self.alpha * self._log_f.many(rounds)
         upper = upper_bounds_many(queried, disagreements, scale)
         return select_depth_many(self._gaps, upper)
+
+    def _certify_many(self, states: CountStates, depths: np.ndarray, widths: np.ndarray) -> np.ndarray:
+        """The set test on the ranges of ``U_ij`` over each window
+        (:func:`~uss_stream.rules.certificates.hoeffding_ranges`); ``log t`` only (no ``f``)."""
+        if self.f is not None:  # log f(t) of a user's f: no range known
+            return np.zeros(widths.shape, dtype=bool)
+        window = window_ranges(states.rounds, states.queried, states.disagreements, depths, widths)
+        low, high = hoeffding_ranges(window, alpha=self.alpha)
+        gaps = self._pair_gaps
+        return certain_depth_many(gaps > high, gaps > low, self.n_stages) == depths[:, None]
+
+    def _compiled_rule(self) -> tuple[str, tuple[float, bool, bool]] | None:
+        return None if self.f is not None else ("hoeffding", (float(self.alpha), True, True))
 
     def upper_bounds(self) -> np.ndarray:
         """The ``K x K`` matrix of ``p̂_ij + Ψ_ij`` the next :meth:`select` will use."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,11 +27,13 @@ from uss_stream.core.forgetting import effective_horizon
 from uss_stream.core.round_table import RoundTable
 
 __all__ = [
+    "KLTest",
     "LogExploration",
     "disagreement_bound",
     "kl_beats",
     "kl_beats_many",
     "kl_count",
+    "kl_test_many",
     "kl_upper_bound",
     "portable_log",
     "portable_log_many",
@@ -273,12 +276,73 @@ def kl_beats_many(
         return beats
     taken = _taker(undecided)
     d, n, p_hat, log_gap, log_rest, x = (taken(a) for a in (d, safe_n, p_hat, log_gap, log_rest, x))
+    beats[undecided] = _kl_counts(d, n, p_hat, log_gap, log_rest) > x
+    return beats
+
+
+class KLTest(NamedTuple):
+    """The parts of :func:`kl_beats_many`'s test that do not depend on the level ``x``
+    (:func:`kl_test_many`); :meth:`beats` applies it at any level.
+
+    Attributes
+    ----------
+    above
+        ``n > 0`` and ``gap > p̂``.
+    certain
+        ``gap >= 1``: beaten at any level once above.
+    pinsker
+        ``2n(gap - p̂)²``, the shortcut's bound of the divergence.
+    divergence
+        ``n·kl(p̂, gap)`` where ``above`` and ``gap < 1``, else ``NaN`` (never compared true).
+    """
+
+    above: np.ndarray
+    certain: np.ndarray
+    pinsker: np.ndarray
+    divergence: np.ndarray
+
+    def beats(self, x: np.ndarray) -> np.ndarray:
+        """:func:`kl_beats_many` at the levels ``x`` (broadcast against the parts): the same test
+        with the same values, the divergence taken once for every level."""
+        return self.above & (self.certain | (x <= 0.0) | (self.pinsker > x) | (self.divergence > x))
+
+
+def kl_test_many(
+    d: np.ndarray, n: np.ndarray, gap: np.ndarray, log_gap: np.ndarray, log_rest: np.ndarray
+) -> KLTest:
+    """The :class:`KLTest` of ``M x P`` counts ``d``, ``n`` against the gaps (as :func:`kl_beats_many`).
+
+    >>> d, n = np.array([[1.0, 0.0], [9.0, 1.0]]), np.array([[10.0, 0.0], [10.0, 10.0]])
+    >>> gap = np.array([0.3, 0.25])
+    >>> test = kl_test_many(d, n, gap, np.log(gap), np.log(1.0 - gap))
+    >>> bool((test.beats(np.array([[1.0], [1.0]])) == kl_beats_many(
+    ...     d, n, gap, np.log(gap), np.log(1.0 - gap), np.array([[1.0], [1.0]]))).all())
+    True
+    """
+    observed = n > 0.0
+    safe_n = np.where(observed, n, 1.0)
+    p_hat = d / safe_n
+    gap = np.broadcast_to(gap, d.shape)
+    above = observed & (gap > p_hat)
+    diff = gap - p_hat
+    certain = gap >= 1.0
+    divergence = np.full(d.shape, np.nan)
+    needed = above & ~certain
+    if needed.any():
+        taken = _taker(needed)
+        divergence[needed] = _kl_counts(*(taken(a) for a in (d, safe_n, p_hat, log_gap, log_rest)))
+    return KLTest(above, certain, 2.0 * safe_n * diff * diff, divergence)
+
+
+def _kl_counts(
+    d: np.ndarray, n: np.ndarray, p_hat: np.ndarray, log_gap: np.ndarray, log_rest: np.ndarray
+) -> np.ndarray:
+    """:func:`kl_count` of 1-D arrays (``n > 0``, ``p̂ = d / n``): the same operations in its order."""
     rest = n - d
     term_d = np.where(d > 0.0, d * (portable_log_many(np.where(d > 0.0, p_hat, 1.0)) - log_gap), 0.0)
     ratio = np.where(rest > 0.0, rest / n, 1.0)
     term_rest = np.where(rest > 0.0, rest * (portable_log_many(ratio) - log_rest), 0.0)
-    beats[undecided] = 0.0 + term_d + term_rest > x
-    return beats
+    return 0.0 + term_d + term_rest
 
 
 def _taker(mask: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:

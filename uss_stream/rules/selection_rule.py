@@ -29,6 +29,7 @@ import numpy as np
 
 __all__ = [
     "cost_gaps",
+    "pair_gaps",
     "pair_index",
     "select_depth",
     "select_depth_by",
@@ -173,6 +174,16 @@ def cost_gaps(costs: Sequence[float]) -> np.ndarray:
         for j in range(n_stages):
             gaps[i, j] = costs[j] - costs[i]
     return gaps
+
+
+def pair_gaps(costs: Sequence[float]) -> np.ndarray:
+    """``C_j - C_i`` per pair ``i < j``, in :func:`pair_index` order (the entries of :func:`cost_gaps`).
+
+    >>> pair_gaps([0.0, 0.25, 0.5]).tolist()
+    [0.25, 0.5, 0.25]
+    """
+    n_stages = len(costs)
+    return np.array([costs[j] - costs[i] for j in range(n_stages) for i in range(j)], dtype=np.float64)
 
 
 def select_depth_many(

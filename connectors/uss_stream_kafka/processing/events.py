@@ -251,6 +251,15 @@ class OutputsCodec:
         self._fast = msgspec.json.Decoder(_FastOutputsEvent).decode
         self._keyed: dict[str, Any] = {}  # --key-from FIELD: msgspec decoders by field
 
+    @property
+    def encoded_costs(self) -> list[bytes]:
+        """``C_1..C_K`` as each decision writes its ``cost`` (``json.dumps`` of the float).
+
+        >>> OutputsCodec(2, [0, 0.1]).encoded_costs
+        [b'0.0', b'0.1']
+        """
+        return self._costs[1:]
+
     def decode(self, value: bytes | None) -> tuple[Any, list[Any]]:
         """``(id, outputs)`` of a valid event; raises :class:`InvalidEvent` otherwise."""
         return self._check(_parse(value))

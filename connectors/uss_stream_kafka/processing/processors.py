@@ -20,9 +20,11 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from uss_stream.core.compiled import kernels
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.batch import decide_batch, next_window
+from uss_stream.policies.kernel import Counts
 from uss_stream.policies.learning_state import learning_state
 from uss_stream.policies.specs import check_serving, parse_spec, policy_spec, serving_policy, spec_of
 from uss_stream_kafka.processing.events import FeaturesCodec, InvalidEvent, OutputsCodec, oversize
@@ -280,6 +282,9 @@ class OutputsLearner:
         return codec.encode(event_id, depth, revealed[-1]), depth
 
     def process_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult:
+        compiled = self._compiled_batch(values, max_bytes)
+        if compiled is not None:
+            return compiled
         positions, ids, outputs, errors = self._codec.decode_many(values, max_bytes)
         count = len(values)
         if not positions:
@@ -293,6 +298,37 @@ class OutputsLearner:
         return BatchResult.spread(
             count, positions, self._codec.encode_many(ids, decided, outputs), decided, errors
         )
+
+    def _compiled_batch(self, values: Sequence[bytes | None], max_bytes: int) -> BatchResult | None:
+        """The batch decoded, decided and encoded by the compiled kernels
+        (:mod:`uss_stream.core.compiled`), exactly as below; ``None`` where they do not take it (not
+        installed, a format other than JSON, a policy without a compiled rule or with discounted
+        counts, or a value other than a plain event: then the Python path decides it)."""
+        module = kernels()
+        policy = self._policy
+        if module is None or type(self._codec) is not OutputsCodec or policy.discount is not None:
+            return None
+        rule = policy._compiled_rule() if policy.vectorised else None
+        if rule is None or not values or type(values) is not list:
+            return None
+        counts = Counts.of_stats(policy.stats)
+        decided = module.decide_outputs(
+            values,
+            policy.n_stages,
+            max_bytes,
+            self._codec.encoded_costs,
+            rule[0],
+            rule[1],
+            list(policy.cumulative_costs),
+            counts.values,
+            counts.rounds,
+        )
+        if decided is None:
+            return None
+        payloads, depths = decided
+        policy.load_stats(counts.to_stats(0, discount=None))
+        self._last_depth = depths[-1]
+        return BatchResult(payloads, depths, [None] * len(values))
 
     def learn(self, value: bytes | None) -> None:
         raise InvalidEvent(

@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any
 
+from uss_stream.core import compiled
 from uss_stream_kafka.clients.config import ClientConfig
 from uss_stream_kafka.clients.topics import Topics
 from uss_stream_kafka.exceptions import DeliveryError
@@ -163,6 +164,7 @@ class Application:
                 config.library,
                 "" if config.library == "confluent" else "not ",
             )
+        log.info("decisions: %s", compiled.status())
         self._context = RunContext(config.topics, config.group_id)
         self._committer = Committer(
             self._context,

@@ -95,3 +95,11 @@ def test_the_confluent_client_without_its_extra_is_one_line_naming_the_extra():
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "pip install 'uss-stream[confluent]'" in done.stderr
+
+
+def test_the_service_says_which_path_decides(caplog, monkeypatch):
+    """The compiled kernels or the pure path (here forced by USS_STREAM_PURE=1), in the start-up log."""
+    caplog.set_level(logging.INFO, logger="uss_stream_kafka")
+    monkeypatch.setenv("USS_STREAM_PURE", "1")
+    Application(ClientConfig("b:9092"), "g", TOPICS, http_port=None)
+    assert "decisions: pure Python/NumPy: USS_STREAM_PURE=1" in caplog.messages
