@@ -347,6 +347,23 @@ class KeyedPolicy(KeyedReport):
         self._row(key)
         return self._counts.key_document(key)
 
+    def key_states(self, keys: Sequence[Hashable]) -> list[dict[str, Any]]:
+        """:meth:`key_state` of each of ``keys`` (live keys), read from their rows together: what a
+        checkpoint of the changed keys writes.
+
+        >>> from uss_stream.policies import USSKLUCB
+        >>> policy = KeyedPolicy(USSKLUCB([0.0, 0.2]))
+        >>> policy.decide_many(["a", "b", "a"], [[1, 1], [0, 1], [1, 0]])
+        [2, 1, 2]
+        >>> policy.key_states(["b", "a"]) == [policy.key_state("b"), policy.key_state("a")]
+        True
+        >>> policy.key_states(["a"])[0]["stats"]["disagreements"]
+        [[0, 1], [0, 0]]
+        """
+        for key in keys:
+            self._row(key)
+        return self._counts.key_documents(keys)
+
     def pool_state(self) -> dict[str, Any]:
         """The pool's state as a JSON document: the clock, the pooled, snapshot and shared counts,
         the pooled labels' evidence."""

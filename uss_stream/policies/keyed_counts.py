@@ -12,17 +12,19 @@ vectorised across keys (:func:`~uss_stream.policies.keyed_batch.speculate_keys`)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from uss_stream.core.stats import STATE_FORMAT as STATS_FORMAT
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.labels.evidence import LabelEvidence
 from uss_stream.policies.base import Policy
 from uss_stream.policies.keyed_batch import speculate_keys
 from uss_stream.policies.keyed_prior import CountLayout, PoolPrior
 from uss_stream.policies.keyed_state import (
+    KEY_FORMAT,
     KeyRecord,
     key_document,
     pool_document,
@@ -243,6 +245,39 @@ class KeyedCounts:
             evidence=store.evidence.get(key),
         )
         return key_document(record)
+
+    def key_documents(self, keys: Sequence[Hashable]) -> list[dict[str, Any]]:
+        """:meth:`key_document` of many live keys, equal document for document. The plain counts of
+        keys without a learner or labels are read from their rows in one array operation (a
+        checkpoint writes every changed key: tens of thousands at a time); other keys go through
+        :meth:`key_document`."""
+        store = self.store
+        rows = np.fromiter((store.row(key) for key in keys), np.int64, len(keys))
+        if self.discount is not None or not len(keys):
+            return [self.key_document(key) for key in keys]
+        k = self.layout.n_stages
+        counts = store.counts[rows]
+        decisions = counts[:, 0].tolist()
+        queried = counts[:, 1 : 1 + k].tolist()
+        matrices = self.layout.matrices(counts).tolist()
+        seen, depths = store.last_seen[rows].tolist(), store.last_depth[rows].tolist()
+        learners, evidence = store.learners, store.evidence
+        documents = []
+        for n, (key, row) in enumerate(zip(keys, rows.tolist())):
+            if learners[row] is not None or key in evidence:
+                documents.append(self.key_document(key))
+                continue
+            stats = {
+                "format": STATS_FORMAT,
+                "n_stages": k,
+                "decisions": decisions[n],
+                "queried": queried[n],
+                "disagreements": matrices[n],
+            }
+            documents.append(
+                {"format": KEY_FORMAT, "key": key, "last_seen": seen[n], "last_depth": depths[n], "stats": stats}
+            )
+        return documents
 
     def pool_document(self, policy: str) -> dict[str, Any]:
         """The pool's document, for a base policy of class name ``policy``."""

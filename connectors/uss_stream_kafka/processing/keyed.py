@@ -326,8 +326,7 @@ class KeyedOutputsLearner:
         changed, evicted = self._policy.pop_changes()
         policy = self._policy
         written = self._written
-        for key in changed:
-            state = policy.key_state(key)
+        for key, state in zip(changed, policy.key_states(changed)):
             if written is not None:
                 written[key] = _encode(state)
             yield key, state

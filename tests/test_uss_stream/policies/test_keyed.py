@@ -247,6 +247,35 @@ def test_keys_restored_one_by_one_in_any_order_continue_the_run():
     assert head + second.decide_many(keys[1300:], outputs[1300:]) == uninterrupted
 
 
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_documents_of_many_keys_are_each_keys_document(name):
+    # key_states reads plain rows together; key_state builds each from a DisagreementStats.
+    keys, outputs = keyed_stream(10, 1500, 40)
+    policy = KeyedPolicy(POLICIES[name](), max_keys=30)
+    policy.decide_many(keys, outputs)
+    live = list(policy.keys)
+    policy.record_label(live[0], outputs[0], 1)  # a key with labels' evidence
+    np.random.default_rng(1).shuffle(live)
+    assert policy.key_states(live) == [policy.key_state(key) for key in live]
+    assert policy.key_states([]) == []
+    with pytest.raises(KeyError):
+        policy.key_states([live[0], "no such key"])
+
+
+def test_a_keys_document_counts_its_own_events():
+    keys, outputs = keyed_stream(11, 800, 5)
+    policy = KeyedPolicy(FixedDepth(2, COSTS))
+    policy.decide_many(keys, outputs)
+    for key, document in zip(policy.keys, policy.key_states(list(policy.keys))):
+        expected = DisagreementStats(3)
+        for event_key, row in zip(keys, outputs.tolist()):
+            if event_key == key:  # the policy counts its decisions; record() the queried outputs
+                expected.decisions += 1
+                expected.record(row[:2])
+        assert document["stats"] == expected.to_dict()
+        assert document["last_depth"] == 2
+
+
 def test_bad_documents_are_refused_and_change_nothing():
     policy = KeyedPolicy(USSKLUCB(COSTS))
     policy.run(["a"], [[1, 1, 1]])
