@@ -274,9 +274,9 @@ class KeyedCounts:
                 "queried": queried[n],
                 "disagreements": matrices[n],
             }
-            documents.append(
-                {"format": KEY_FORMAT, "key": key, "last_seen": seen[n], "last_depth": depths[n], "stats": stats}
-            )
+            document = {"format": KEY_FORMAT, "key": key, "last_seen": seen[n], "last_depth": depths[n]}
+            document["stats"] = stats
+            documents.append(document)
         return documents
 
     def pool_document(self, policy: str) -> dict[str, Any]:
