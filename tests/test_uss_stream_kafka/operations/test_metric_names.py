@@ -19,6 +19,7 @@ import pytest
 from uss_stream_kafka.operations.dashboard import dashboard, queries
 from uss_stream_kafka.operations.learning_metrics import LearningMetrics
 from uss_stream_kafka.operations.metrics import ServiceMetrics
+from uss_stream_kafka.processing.keyed import KeyedOutputsProcessor
 
 ROOT = Path(__file__).resolve().parents[3]
 NAME = re.compile(r"\buss_kafka_\w+")
@@ -31,9 +32,13 @@ SUFFIXES = {
 
 
 def families() -> dict[str, str]:
-    """Every family the service exports, with its type."""
+    """Every family the service exports, with its type (the keys' families with a keyed learner)."""
     metrics = ServiceMetrics(n_stages=3)
-    metrics.registry.register(LearningMetrics([0.0, 0.15, 0.2]))
+    learning = LearningMetrics([0.0, 0.15, 0.2])
+    metrics.registry.register(learning)
+    keyed = KeyedOutputsProcessor([0.0, 0.15, 0.2], key_from="site").new_learner()
+    keyed.process_values([b'{"id": 1, "site": "a", "outputs": [1, 0, 1]}'], None, None, 1 << 20)
+    learning.refresh({0: keyed})
     return {family.name: family.type for family in metrics.registry.collect()}
 
 
