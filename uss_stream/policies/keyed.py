@@ -351,6 +351,8 @@ class KeyedPolicy(KeyedReport):
         """:meth:`key_state` of each of ``keys`` (live keys), read from their rows together: what a
         checkpoint of the changed keys writes.
 
+        Examples
+        --------
         >>> from uss_stream.policies import USSKLUCB
         >>> policy = KeyedPolicy(USSKLUCB([0.0, 0.2]))
         >>> policy.decide_many(["a", "b", "a"], [[1, 1], [0, 1], [1, 0]])
