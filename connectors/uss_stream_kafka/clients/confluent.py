@@ -345,10 +345,21 @@ class ConfluentConsumer(Consumer):
             if error.args and error.args[0].code() == ck.KafkaError._UNKNOWN_PARTITION:
                 # librdkafka may keep a partition count of 0 seen while the broker restarted until
                 # its periodic refresh (topic.metadata.refresh.interval.ms, 5 min): a restore that
-                # retried on it waited that long. Asking for the topic's metadata updates it now.
+                # retried on it waited that long. Asking for the topic's metadata updates it, mostly;
+                # where it does not, the offsets are listed from the partition's leader, which
+                # offsets_for_times looks up afresh (timestamps -2 and -1: the earliest and latest).
                 with contextlib.suppress(ck.KafkaException):
                     self._consumer.list_topics(tp.topic, timeout=5)
+                with contextlib.suppress(ck.KafkaException):
+                    return self._listed(tp, ck.OFFSET_BEGINNING), self._listed(tp, ck.OFFSET_END)
             raise _error(error, f"offsets of {tp.topic}/{tp.partition}") from error
+
+    def _listed(self, tp: TopicPartition, timestamp: int) -> int:
+        """The offset ``ListOffsets`` gives for ``timestamp`` (``OFFSET_BEGINNING`` / ``OFFSET_END``)."""
+        (found,) = self._consumer.offsets_for_times([_native(tp, timestamp)], timeout=30)
+        if found.error is not None:
+            raise _ck().KafkaException(found.error)
+        return found.offset
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:

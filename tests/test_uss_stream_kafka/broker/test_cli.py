@@ -147,8 +147,14 @@ def test_create_topics_and_demo_producer_commands(bootstrap_servers, admin, caps
     try:
         assert main([*command, "--partitions", "3"]) == 0
         assert capsys.readouterr().out.split("\n")[:4] == [f"{name}: created" for name in topics.all()]
-        assert main(command) == 0
-        assert capsys.readouterr().out.split("\n")[:4] == [f"{name}: exists" for name in topics.all()]
+        assert main(command) == 0  # without --partitions: 1 asked for, and existing topics are kept
+        kept = (
+            "exists with 3 partitions, not the 1 asked for "
+            "(the partitions of an existing topic are not changed)"
+        )
+        assert capsys.readouterr().out.split("\n")[:4] == [
+            f"{name}: {'exists' if name == topics.state else kept}" for name in topics.all()
+        ]
         described = {t["name"]: len(t["partitions"]) for t in admin.describe_topics(list(topics.all()))}
         assert described == {topics.input: 3, topics.output: 3, topics.dead_letter: 3, topics.state: 1}
         configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topics.state)])

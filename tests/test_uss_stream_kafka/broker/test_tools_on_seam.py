@@ -71,8 +71,14 @@ def test_create_topics_on_either_client(kafka_client, bootstrap_servers, admin, 
         assert configs["topic"][topics.state]["cleanup.policy"]["value"] == "compact"
         assert configs["topic"][topics.labels]["retention.ms"]["value"] == "-1"
         # Again: every topic exists, and the existing state topic is checked through the same client.
-        assert main(command) == 0
-        assert capsys.readouterr().out.split("\n")[:5] == [f"{name}: exists" for name in topics.all()]
+        assert main(command) == 0  # without --partitions: 1 asked for, and existing topics are kept
+        kept = (
+            "exists with 2 partitions, not the 1 asked for "
+            "(the partitions of an existing topic are not changed)"
+        )
+        assert capsys.readouterr().out.split("\n")[:5] == [
+            f"{name}: {'exists' if name == topics.state else kept}" for name in topics.all()
+        ]
         assert libraries == [("admin", kafka_client)] * 2
     finally:
         admin.delete_topics(list(topics.all()))

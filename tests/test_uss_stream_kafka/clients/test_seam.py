@@ -8,6 +8,7 @@ import pytest
 
 from tests import needs
 from uss_stream_kafka import clients
+from uss_stream_kafka.clients import ClientError
 
 
 def test_an_unknown_client_is_refused_by_name():
@@ -93,3 +94,46 @@ def test_a_fenced_producer_is_not_retriable_on_confluent():
     from uss_stream_kafka.clients.confluent import _error
 
     assert not _error(ck.KafkaException(ck.KafkaError(ck.KafkaError._FENCED)), "commit").retriable
+
+
+class _LostPartitions:
+    """librdkafka's consumer after a broker restart left it a partition count of 0 for a topic:
+    ``get_watermark_offsets`` answers "Unknown partition" without asking the broker; ``ListOffsets``
+    (``offsets_for_times``, which looks the leader up afresh) answers, or fails as given."""
+
+    def __init__(self, ck, listed: dict[int, int] | None) -> None:
+        self.ck, self.listed, self.asked = ck, listed, []
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        self.asked.append("watermarks")
+        raise self.ck.KafkaException(self.ck.KafkaError(self.ck.KafkaError._UNKNOWN_PARTITION))
+
+    def list_topics(self, topic=None, timeout=-1):
+        self.asked.append("metadata")
+
+    def offsets_for_times(self, partitions, timeout=-1):
+        self.asked.append("list offsets")
+        (partition,) = partitions
+        if self.listed is None:
+            raise self.ck.KafkaException(self.ck.KafkaError(self.ck.KafkaError._TRANSPORT))
+        return [self.ck.TopicPartition(partition.topic, partition.partition, self.listed[partition.offset])]
+
+
+@pytest.mark.parametrize("listed", [{-2: 3, -1: 10}, None], ids=["listed", "listing fails too"])
+def test_offsets_of_a_partition_librdkafka_lost_are_listed_from_its_leader(listed):
+    ck = needs.module("confluent_kafka")
+    from uss_stream_kafka.clients import TopicPartition
+    from uss_stream_kafka.clients.confluent import ConfluentConsumer
+
+    consumer = ConfluentConsumer(bootstrap_servers="127.0.0.1:1", group_id="lost-partitions")
+    consumer._consumer.close()
+    consumer._consumer = lost = _LostPartitions(ck, listed)
+    tp = TopicPartition("state", 0)
+    if listed is None:  # the error stays the retriable one it was: the restore asks again
+        with pytest.raises(ClientError, match=r"offsets of state/0: .*Unknown partition") as raised:
+            consumer.end_offsets([tp])
+        assert raised.value.retriable
+    else:
+        assert consumer.end_offsets([tp]) == {tp: 10}
+        assert consumer.beginning_offsets([tp]) == {tp: 3}
+    assert lost.asked[:3] == ["watermarks", "metadata", "list offsets"]
