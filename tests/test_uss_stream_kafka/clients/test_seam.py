@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -116,10 +117,17 @@ class _LostPartitions:
         (partition,) = partitions
         if self.listed is None:
             raise self.ck.KafkaException(self.ck.KafkaError(self.ck.KafkaError._TRANSPORT))
+        if self.listed == "error":  # answered, with the partition's error (its offset means nothing)
+            error = self.ck.KafkaError(self.ck.KafkaError.NOT_LEADER_FOR_PARTITION)
+            return [
+                SimpleNamespace(topic=partition.topic, partition=partition.partition, offset=-1, error=error)
+            ]
         return [self.ck.TopicPartition(partition.topic, partition.partition, self.listed[partition.offset])]
 
 
-@pytest.mark.parametrize("listed", [{-2: 3, -1: 10}, None], ids=["listed", "listing fails too"])
+@pytest.mark.parametrize(
+    "listed", [{-2: 3, -1: 10}, None, "error"], ids=["listed", "listing fails too", "listed with an error"]
+)
 def test_offsets_of_a_partition_librdkafka_lost_are_listed_from_its_leader(listed):
     ck = needs.module("confluent_kafka")
     from uss_stream_kafka.clients import TopicPartition
@@ -129,7 +137,7 @@ def test_offsets_of_a_partition_librdkafka_lost_are_listed_from_its_leader(liste
     consumer._consumer.close()
     consumer._consumer = lost = _LostPartitions(ck, listed)
     tp = TopicPartition("state", 0)
-    if listed is None:  # the error stays the retriable one it was: the restore asks again
+    if listed is None or listed == "error":  # the error stays the retriable one: the restore asks again
         with pytest.raises(ClientError, match=r"offsets of state/0: .*Unknown partition") as raised:
             consumer.end_offsets([tp])
         assert raised.value.retriable
