@@ -403,34 +403,17 @@ def speculate(
     hint = np.full(reps, horizon, dtype=np.int64)  # the last window certified (where a ladder centres)
 
     while active.size:
+        partly = None
         if certifying:
-            # Repetitions advance over the longest window certified from their next round, then
-            # speculate as below from there, unless they reached the horizon.
-            trying = pause[0, active] == 0
-            pause[0, active[~trying]] -= 1
-            certified = np.zeros(active.size, dtype=np.int64)
-            if trying.any():
-                progress = (active[trying], t, guess, other, hint)
-                certified[trying] = _certified_windows(
-                    policy, counts_of, progress, (rows_flat, horizon), pair_planes, depths
-                )
-                _back_off(pause, active[trying], certified[trying] > 0)
-            if on_progress is not None and certified.any():
-                on_progress(int(certified.sum()))
-            partly = certified[t[active] <= horizon]
-            active = active[t[active] <= horizon]
+            progress = (active, t, guess, other, hint, pause)
+            active, partly = _certify_step(
+                policy, counts_of, progress, (rows_flat, horizon), pair_planes, depths, on_progress
+            )
             if not active.size:
                 active = np.flatnonzero(t <= horizon)
                 continue
         n_active = active.size
-        width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
-        if certifying and partly.all() and n_active <= FEW_STREAMS:
-            # A stream certified part of the rounds left: what changes it is within as many.
-            width = max(1, min(width, int(partly.max())))
-        elif certifying and 2 * np.count_nonzero(partly) > n_active:
-            # Most repetitions certified as far as their certificates go: what changes their depth
-            # is at their next rounds, where a short window decides it.
-            width = min(width, FIRST_WINDOW)
+        width = _step_width(window, n_active, partly)
         n_states = n_active * width
         start = t[active]
         offset, remaining, flat, row = window_rows(active, start, width, rows_flat, horizon)
@@ -446,10 +429,9 @@ def speculate(
         # Accept up to and including the first round whose decision differs from the guess.
         first = np.where(decided != depth, offset, width).min(axis=0)
         last = np.minimum(first, np.minimum(width, remaining) - 1)
-        column = np.arange(n_active)
-        new_depth = decided[last, column]
-        kept = [None if state is None else state[:, last, column] for state in (state_q, state_d, state_e)]
-        _count_round(counts_of, active, row[last, column], new_depth, kept, planes, gamma)
+        new_depth = _accept(
+            counts_of, active, (row, last), decided, (state_q, state_d, state_e), planes, gamma
+        )
         advanced = last + 1
         t[active] += advanced
         guess[active] = np.where(first == 0, new_depth, depth)
@@ -460,6 +442,65 @@ def speculate(
         active = np.flatnonzero(t <= horizon) if certifying else active[t[active] <= horizon]
     counts_of.rounds += horizon
     return depths[:spare].reshape(reps, horizon)
+
+
+def _certify_step(
+    policy: Policy,
+    counts_of: Counts,
+    progress: tuple[np.ndarray, ...],
+    log: tuple[np.ndarray, int],
+    pair_planes: np.ndarray,
+    depths: np.ndarray,
+    on_progress: Callable[[int], Any] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Advance the ``active`` repetitions of ``progress`` (``active, t, guess, other, hint, pause``)
+    over the longest window each certifies from its next round (those not pausing); returns the
+    repetitions left before the horizon and the rounds each certified."""
+    active, t, guess, other, hint, pause = progress
+    trying = pause[0, active] == 0
+    pause[0, active[~trying]] -= 1
+    certified = np.zeros(active.size, dtype=np.int64)
+    if trying.any():
+        asked = (active[trying], t, guess, other, hint)
+        certified[trying] = _certified_windows(policy, counts_of, asked, log, pair_planes, depths)
+        _back_off(pause, active[trying], certified[trying] > 0)
+    if on_progress is not None and certified.any():
+        on_progress(int(certified.sum()))
+    left = t[active] <= log[1]
+    return active[left], certified[left]
+
+
+def _step_width(window: int, n_active: int, partly: np.ndarray | None) -> int:
+    """The rounds the next step speculates for ``n_active`` repetitions, given the rounds each
+    certified at this step (``partly``; ``None`` for a policy that does not certify)."""
+    width = max(1, min(window, MAX_WINDOW, MAX_STATES // n_active))
+    if partly is not None and partly.all() and n_active <= FEW_STREAMS:
+        # A stream certified part of the rounds left: what changes it is within as many.
+        width = max(1, min(width, int(partly.max())))
+    elif partly is not None and 2 * np.count_nonzero(partly) > n_active:
+        # Most repetitions certified as far as their certificates go: what changes their depth
+        # is at their next rounds, where a short window decides it.
+        width = min(width, FIRST_WINDOW)
+    return width
+
+
+def _accept(
+    counts_of: Counts,
+    active: np.ndarray,
+    rounds: tuple[np.ndarray, np.ndarray],
+    decided: np.ndarray,
+    states: tuple[np.ndarray | None, ...],
+    planes: tuple[np.ndarray, np.ndarray | None],
+    gamma: float | None,
+) -> np.ndarray:
+    """Count each active repetition's rounds up to its ``last`` (``rounds``: the window's rows and
+    ``last``) in ``counts_of``; returns the depth decided at ``last``."""
+    row, last = rounds
+    column = np.arange(active.size)
+    new_depth = decided[last, column]
+    kept = [None if state is None else state[:, last, column] for state in states]
+    _count_round(counts_of, active, row[last, column], new_depth, kept, planes, gamma)
+    return new_depth
 
 
 def _compiled(
