@@ -356,7 +356,7 @@ class ConfluentConsumer(Consumer):
 
     def _listed(self, tp: TopicPartition, timestamp: int) -> int:
         """The offset ``ListOffsets`` gives for ``timestamp`` (``OFFSET_BEGINNING`` / ``OFFSET_END``)."""
-        (found,) = self._consumer.offsets_for_times([_native(tp, timestamp)], timeout=30)
+        (found,) = self._consumer.offsets_for_times([_native(tp, timestamp)], timeout=5)
         if found.error is not None:
             raise _ck().KafkaException(found.error)
         return found.offset

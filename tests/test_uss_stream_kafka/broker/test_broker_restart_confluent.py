@@ -100,7 +100,7 @@ def test_end_offsets_answer_after_librdkafka_lost_the_partitions_in_a_restart(
             lambda: (
                 f"the state topic's end offset after the restart ({len(errors)} errors, last {errors[-1:]})"
             ),
-            timeout=120,  # librdkafka's own refresh would come after 300 s
+            timeout=240,  # librdkafka's own refresh would come after 300 s; an ask may take 30 s
             every=0.25,
         )
     finally:
