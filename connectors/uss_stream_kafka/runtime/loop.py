@@ -84,10 +84,12 @@ class PollLoop:
     def run(self) -> None:
         """Poll and process batches until ``context.stop`` is set or the run is idle (see ``exit_when_idle``).
 
-        A consumer its client declared dead for good, or a static member fenced (in a poll or an
-        offset commit), is replaced; a retriable poll error is
-        logged and the poll retried. Exactly-once: a send refused mid-batch aborts the transaction
-        and rewinds every learner and position to the last committed one.
+        A consumer its client declared dead for good, a static member fenced (in a poll or an
+        offset commit), or a static member with no assignment long after its membership expired
+        (:meth:`~uss_stream_kafka.runtime.recovery.Recovery.replace_if_rejoin_overdue`) is
+        replaced; a retriable poll error is logged and the poll retried. Exactly-once: a send
+        refused mid-batch aborts the transaction and rewinds every learner and position to the last
+        committed one.
         """
         context = self.context
         layers = self.layers
@@ -146,6 +148,8 @@ class PollLoop:
                 context.last_activity = now
             if not batch and not (recovery.pending or recovery.rebalancing):
                 self.stall_watch.check(consumer, now)
+            if not batch and recovery.replace_if_rejoin_overdue(now):
+                continue
             if context.learning is not None and context.learning.due(now):
                 with context.lock:
                     context.learning.refresh(context.learners(), now)

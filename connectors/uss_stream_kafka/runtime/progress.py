@@ -1,4 +1,5 @@
-"""Where a consumer stands against the end of its partitions (for ``exit_when_idle`` and catch-up).
+"""Where a consumer stands: against the end of its partitions (``exit_when_idle`` and catch-up),
+and in its group (a rejoin after a lost membership).
 
 An idle consumer is not necessarily a finished one: after a crash the group waits for the dead
 member's session to expire before it assigns any partition, and a consumer without partitions
@@ -16,7 +17,7 @@ from uss_stream_kafka.clients import ClientError
 
 log = logging.getLogger("uss_stream_kafka")
 
-__all__ = ["IdleGate", "StallWatch", "lagging"]
+__all__ = ["IdleGate", "RejoinWatch", "StallWatch", "lagging"]
 
 
 def lagging(consumer: Any, partitions: Iterable[Any] | None = None) -> dict[Any, int]:
@@ -145,3 +146,80 @@ class StallWatch:
         for tp, position in positions.items():  # the same next record: drops the client's fetch state
             consumer.seek(tp, position)
         return behind
+
+
+class RejoinWatch:
+    """Notice a static member whose group membership expired and that never got an assignment back.
+
+    A client declares its assignment lost when the group coordinator did not answer for
+    ``session.timeout.ms`` (a broker outage longer than the session), then rejoins by itself. A
+    static member's rejoin (``group.instance.id``) can hang in librdkafka (librdkafka #3437,
+    confluent-kafka-go #494): loaded CI runs saw the service wait minutes after the loss with no
+    partition and no error. ``grace`` seconds after a loss with no assignment since, the watch asks
+    the broker for an end offset (at most once per ``every`` seconds). No answer: the outage goes
+    on, and the client's own rejoin is still the way back. An answer: the rejoin is overdue, and
+    :meth:`overdue` says so once. Replace the consumer then: a new static member takes over the
+    instance id without a rebalance (KIP-345). The watch is then off until the next loss, so that a
+    loss replaces the consumer at most once.
+
+    Examples
+    --------
+    >>> class Consumer:  # no partition; the broker is down until ``up`` is set
+    ...     up = False
+    ...     def assignment(self): return set()
+    ...     def end_offsets(self, tps):
+    ...         if not self.up: raise ClientError("broker down", retriable=True)
+    ...         return {tp: 0 for tp in tps}
+    >>> consumer, watch = Consumer(), RejoinWatch(grace=60.0, every=5.0)
+    >>> watch.lost(now=100.0)
+    >>> watch.overdue(consumer, ["events/0"], now=159.0)  # within the grace: not asked
+    False
+    >>> watch.overdue(consumer, ["events/0"], now=160.0)  # asked; the broker is still down
+    False
+    >>> consumer.up = True
+    >>> watch.overdue(consumer, ["events/0"], now=164.0)  # asked again only 5 s later
+    False
+    >>> watch.overdue(consumer, ["events/0"], now=165.0)
+    True
+    >>> watch.overdue(consumer, ["events/0"], now=300.0)  # once per loss
+    False
+
+    """
+
+    def __init__(self, grace: float = 60.0, every: float = 5.0) -> None:
+        if not (grace > 0 and every > 0):
+            raise ValueError(f"grace and every must be > 0 seconds, got {grace!r} and {every!r}")
+        self.grace = float(grace)
+        self.every = float(every)
+        #: Monotonic time of the loss still waiting for an assignment (``None``: nothing to watch).
+        self.lost_since: float | None = None
+        self._asked = float("-inf")
+
+    def lost(self, now: float) -> None:
+        """The client declared the assignment lost at ``now`` (its membership expired)."""
+        if self.lost_since is None:
+            self.lost_since = now
+
+    def assigned(self) -> None:
+        """An assignment arrived (an empty one too): the member rejoined."""
+        self.lost_since = None
+
+    def overdue(self, consumer: Any, probe: Iterable[Any], now: float) -> bool:
+        """Whether to replace ``consumer``: no assignment ``grace`` s after the loss, the broker answering.
+
+        ``probe``: partitions whose end offsets the broker is asked for.
+        """
+        lost_since = self.lost_since
+        if lost_since is None or now - lost_since < self.grace or now - self._asked < self.every:
+            return False
+        self._asked = now
+        if consumer.assignment():
+            self.lost_since = None
+            return False
+        try:
+            consumer.end_offsets(list(probe))
+        except ClientError as error:  # the outage goes on: the client's rejoin waits for the broker
+            log.debug("rejoin watch: %s", error)
+            return False
+        self.lost_since = None
+        return True

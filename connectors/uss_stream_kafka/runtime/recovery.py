@@ -40,7 +40,7 @@ from uss_stream_kafka.clients import ClientError, TopicPartition
 from uss_stream_kafka.runtime.checkpoint import Checkpoint, CheckpointStore, RestorePlan, unreachable
 from uss_stream_kafka.runtime.commit import Committer
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext, names
-from uss_stream_kafka.runtime.progress import IdleGate
+from uss_stream_kafka.runtime.progress import IdleGate, RejoinWatch
 from uss_stream_kafka.runtime.relearn import LabelsLog
 from uss_stream_kafka.runtime.restore import RestorePlanner, keep_membership, restored_line
 from uss_stream_kafka.runtime.shared import SharedLearning
@@ -78,6 +78,10 @@ class Recovery:
         ``p % n``).
     max_ahead
         A checkpoint further ahead of the committed offset is not trusted (a batch: ``max_poll_records``).
+    rejoin
+        A static member's watch for a rejoin that never comes after a lost membership (``None``: a
+        dynamic member, whose replacement would rebalance the group): see
+        :meth:`replace_if_rejoin_overdue`.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class Recovery:
         n_output: int,
         n_dlq: int,
         max_ahead: int | None = None,
+        rejoin: RejoinWatch | None = None,
     ) -> None:
         self.context = context
         self.committer = committer
@@ -104,6 +109,7 @@ class Recovery:
         self.n_output = n_output
         self.n_dlq = n_dlq
         self.max_ahead = max_ahead
+        self.rejoin = rejoin
         self.pending: set[Any] = set()  # assigned, not restored yet
         self.assigned_once = False  # exit_when_idle counts only from the first assignment
         self.rebalancing = False  # between a revocation and the next assignment
@@ -126,7 +132,11 @@ class Recovery:
 
     def callbacks(self) -> dict[str, Any]:
         """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
-        return {"on_assign": self.on_assigned, "on_revoke": self.on_revoked, "on_lost": self.on_lost}
+        return {
+            "on_assign": self.on_assigned,
+            "on_revoke": self.on_revoked,
+            "on_lost": self.on_membership_lost,
+        }
 
     # -- rebalances ------------------------------------------------------------------------------
     def on_revoked(self, revoked: Iterable[Any]) -> None:
@@ -166,6 +176,28 @@ class Recovery:
                 self.held.pop(tp, None)
             context.publish_partitions()
         log.warning("lost %s (group membership expired): their learners are dropped", names(lost))
+
+    def on_membership_lost(self, lost: Iterable[Any]) -> None:
+        """The client's lost callback: :meth:`on_lost`, and the rejoin watch starts."""
+        self.on_lost(lost)
+        if self.rejoin is not None:
+            self.rejoin.lost(time.monotonic())
+
+    def replace_if_rejoin_overdue(self, now: float) -> bool:
+        """Replace a static member's consumer that got no assignment back after a lost membership.
+
+        See :class:`~uss_stream_kafka.runtime.progress.RejoinWatch`: true (the consumer replaced)
+        once the grace after the loss has passed with no assignment while the broker answers.
+        """
+        rejoin = self.rejoin
+        if rejoin is None or rejoin.lost_since is None:
+            return False
+        probe = [TopicPartition(self.context.topics.input, 0)]
+        if not rejoin.overdue(self.context.consumer, probe, now):
+            return False
+        lost = f"no assignment {rejoin.grace:.0f}s after the membership expired; the broker answers"
+        self.replace_consumer(ClientError(lost))
+        return True
 
     def replace_consumer(self, error: ClientError) -> None:
         """Close a consumer its client library declared dead, or that was fenced, and subscribe a new one.
@@ -212,6 +244,8 @@ class Recovery:
         self.assigned_once = True
         self.rebalancing = False
         self.idle_gate.assigned()
+        if self.rejoin is not None:
+            self.rejoin.assigned()
 
     # -- restore ---------------------------------------------------------------------------------
     def restore_pending(self) -> set[Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from uss_stream_kafka.clients.limits import STATE_ENVELOPE_BYTES
 from uss_stream_kafka.runtime.checkpoint import CheckpointStore
 from uss_stream_kafka.runtime.dispatch import Dispatcher
+from uss_stream_kafka.runtime.progress import IdleGate, RejoinWatch
 from uss_stream_kafka.runtime.recovery import Recovery
 from uss_stream_kafka.runtime.relearn import LabelsLog
 from uss_stream_kafka.runtime.shared import SharedLearning
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from uss_stream_kafka.runtime.commit import Committer
     from uss_stream_kafka.runtime.config import ServiceConfig
     from uss_stream_kafka.runtime.context import RunContext
-    from uss_stream_kafka.runtime.progress import IdleGate
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -104,6 +104,7 @@ def wire(
         n_output=partitions[topics.output],
         n_dlq=partitions[topics.dead_letter],
         max_ahead=config.max_poll_records,
+        rejoin=RejoinWatch() if config.group_instance_id else None,
     )
     subscribed = [topics.input] if topics.labels is None else [topics.input, topics.labels]
     settings = {

@@ -38,7 +38,7 @@ from uss_stream_kafka import Topics, create_topics
 
 pytestmark = [
     pytest.mark.kafka,
-    pytest.mark.timeout(300),
+    pytest.mark.timeout(600),  # above the sum of the waits below: a failure then shows the service's log
 ]
 
 BROKER_SH = Path(__file__).resolve().parents[3] / "deploy" / "kafka" / "broker.sh"
