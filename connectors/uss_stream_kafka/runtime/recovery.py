@@ -42,7 +42,7 @@ from uss_stream_kafka.runtime.commit import Committer
 from uss_stream_kafka.runtime.context import LabelsPartitionState, PartitionState, RunContext, names
 from uss_stream_kafka.runtime.progress import IdleGate, RejoinWatch
 from uss_stream_kafka.runtime.relearn import LabelsLog
-from uss_stream_kafka.runtime.restore import RestorePlanner, keep_membership, restored_line
+from uss_stream_kafka.runtime.restore import RestorePlanner, restore_models, restored_line
 from uss_stream_kafka.runtime.shared import SharedLearning
 
 __all__ = ["Recovery", "restored_lag"]
@@ -132,11 +132,7 @@ class Recovery:
 
     def callbacks(self) -> dict[str, Any]:
         """The rebalance callbacks, as keyword arguments of the seam's ``Consumer.subscribe``."""
-        return {
-            "on_assign": self.on_assigned,
-            "on_revoke": self.on_revoked,
-            "on_lost": self.on_membership_lost,
-        }
+        return dict(on_assign=self.on_assigned, on_revoke=self.on_revoked, on_lost=self.on_membership_lost)
 
     # -- rebalances ------------------------------------------------------------------------------
     def on_revoked(self, revoked: Iterable[Any]) -> None:
@@ -376,39 +372,10 @@ class Recovery:
             context.consumer.resume(orphans)
 
     def _restore_models(self, learner: Any, tp: Any, checkpoint: Checkpoint | None) -> int:
-        """Features mode: re-learn the labels the restored learner's stages had learned.
-
-        Up to the checkpoint's ``labels_offset``, or without one to the group's committed offset of
-        the labels partition, which the consumer is then positioned at. Returns that offset (``-1``:
-        nothing to re-learn, the consumer keeps its own position).
-        """
+        """Features mode: :func:`~uss_stream_kafka.runtime.restore.restore_models` (else ``-1``)."""
         if self.labels_log is None and not self.labels_in_state:
             return -1
-        context = self.context
-        labels_tp = TopicPartition(context.topics.labels, tp.partition)
-        if checkpoint is not None and checkpoint.labels_offset is not None:
-            until = checkpoint.labels_offset
-        else:
-            committed = context.consumer.committed(labels_tp)
-            until = -1 if committed is None else committed
-            if checkpoint is not None and until > 0:
-                log.warning(
-                    "%s/%d: the checkpoint does not say how far its stage models learned; "
-                    "re-learning the labels up to the committed offset %d",
-                    tp.topic,
-                    tp.partition,
-                    until,
-                )
-        if until < 0:
-            return -1
-        if self.labels_log is not None:
-            self.labels_log.relearn(
-                learner, labels_tp, until, keepalive=lambda: keep_membership(context.consumer)
-            )
-        if labels_tp in context.labels:
-            context.consumer.seek(labels_tp, until)
-            context.labels[labels_tp].next_offset = until
-        return until
+        return restore_models(self.context, self.labels_log, learner, tp, checkpoint)
 
     # -- rewind ----------------------------------------------------------------------------------
     def rewind(self) -> None:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from uss_stream_kafka.clients import ClientError
+from uss_stream_kafka.clients import ClientError, TopicPartition
 from uss_stream_kafka.exceptions import CheckpointError
 from uss_stream_kafka.runtime.checkpoint import (
     Checkpoint,
@@ -25,7 +25,7 @@ from uss_stream_kafka.runtime.checkpoint import (
     plan_restore,
 )
 
-__all__ = ["RestorePlanner", "keep_membership", "load_keys", "restored_line"]
+__all__ = ["RestorePlanner", "keep_membership", "load_keys", "restore_models", "restored_line"]
 
 log = logging.getLogger("uss_stream_kafka")
 
@@ -231,6 +231,41 @@ def load_keys(
             why,
         )
     return len(records) - len(refused)
+
+
+def restore_models(
+    context: Any, labels_log: Any, learner: Any, tp: Any, checkpoint: Checkpoint | None
+) -> int:
+    """Features mode: re-learn the labels the restored ``learner``'s stages had learned.
+
+    Up to the ``checkpoint``'s ``labels_offset``, or without one to the group's committed offset of
+    the labels partition, which the run's consumer (``context.consumer``) is then positioned at.
+    ``labels_log``: the log the stage models re-learn from (``None``: the learner's state holds what
+    it learned, as orchestration's does; only the position is restored). Returns that offset
+    (``-1``: nothing to re-learn, the consumer keeps its own position).
+    """
+    labels_tp = TopicPartition(context.topics.labels, tp.partition)
+    if checkpoint is not None and checkpoint.labels_offset is not None:
+        until = checkpoint.labels_offset
+    else:
+        committed = context.consumer.committed(labels_tp)
+        until = -1 if committed is None else committed
+        if checkpoint is not None and until > 0:
+            log.warning(
+                "%s/%d: the checkpoint does not say how far its stage models learned; "
+                "re-learning the labels up to the committed offset %d",
+                tp.topic,
+                tp.partition,
+                until,
+            )
+    if until < 0:
+        return -1
+    if labels_log is not None:
+        labels_log.relearn(learner, labels_tp, until, keepalive=lambda: keep_membership(context.consumer))
+    if labels_tp in context.labels:
+        context.consumer.seek(labels_tp, until)
+        context.labels[labels_tp].next_offset = until
+    return until
 
 
 def keep_membership(consumer: Any) -> None:
