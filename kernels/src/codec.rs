@@ -146,6 +146,70 @@ fn array(value: &[u8], at: usize, n: usize, outputs: &mut Vec<u8>) -> Option<usi
     Some(at)
 }
 
+/// The plain values of a batch: each one's id span and the `K` outputs of all (`n * K`), the
+/// values kept alive; `None` if one is not plain (or not bytes, or longer than `max_bytes`).
+type Parsed<'py> = (Vec<u8>, Vec<(usize, usize)>, Vec<Bound<'py, PyBytes>>);
+
+fn parse_batch<'py>(values: &Bound<'py, PyList>, k: usize, max_bytes: usize) -> Option<Parsed<'py>> {
+    let n = values.len();
+    let mut outputs = Vec::with_capacity(n * k);
+    let mut ids = Vec::with_capacity(n);
+    let mut owned: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(n);
+    for value in values.iter() {
+        let bytes = value.cast_into::<PyBytes>().ok()?;
+        let data = bytes.as_bytes();
+        if data.len() > max_bytes {
+            return None;
+        }
+        ids.push(parse(data, k, &mut outputs)?);
+        owned.push(bytes);
+    }
+    Some((outputs, ids, owned))
+}
+
+/// The decision records of a batch: event `n` (id `ids[n]` in `values[n]`) decided at `depths[n]`.
+fn encode_batch<'py>(
+    py: Python<'py>,
+    values: &[Bound<'py, PyBytes>],
+    ids: &[(usize, usize)],
+    depths: &[usize],
+    outputs: &[u8],
+    k: usize,
+    tails: &[Vec<u8>],
+) -> PyResult<Bound<'py, PyList>> {
+    let payloads = PyList::empty(py);
+    let mut buffer = Vec::with_capacity(96);
+    for (index, (&(start, end), bytes)) in ids.iter().zip(values).enumerate() {
+        let depth = depths[index];
+        if depth == 0 || depth > k {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "depth {depth} is not in 1..={k}"
+            )));
+        }
+        buffer.clear();
+        buffer.extend_from_slice(b"{\"id\":");
+        buffer.extend_from_slice(&bytes.as_bytes()[start..end]);
+        buffer.extend_from_slice(b",\"depth\":");
+        decimal(&mut buffer, depth as u32);
+        buffer.extend_from_slice(b",\"prediction\":");
+        decimal(&mut buffer, outputs[index * k + depth - 1] as u32);
+        buffer.extend_from_slice(b",\"cost\":");
+        buffer.extend_from_slice(&tails[depth - 1]);
+        buffer.push(b'}');
+        payloads.append(PyBytes::new(py, &buffer))?;
+    }
+    Ok(payloads)
+}
+
+fn check_stages(k: usize, tails: &[Vec<u8>]) -> PyResult<()> {
+    if k == 0 || k > 127 || tails.len() != k {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "n_stages, costs and tails disagree",
+        ));
+    }
+    Ok(())
+}
+
 /// Decide a batch of outputs-mode values: `(payloads, depths)`, or `None` when some value is not
 /// plain (see the module's notes) and the Python codec decides the batch.
 ///
@@ -167,29 +231,16 @@ pub fn decide_outputs<'py>(
     rounds: pyo3::buffer::PyBuffer<i64>,
 ) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
     let k = n_stages;
-    if k == 0 || k > 127 || costs.len() != k || tails.len() != k {
+    check_stages(k, &tails)?;
+    if costs.len() != k {
         return Err(pyo3::exceptions::PyValueError::new_err(
             "n_stages, costs and tails disagree",
         ));
     }
-    let n = values.len();
-    let mut outputs = Vec::with_capacity(n * k);
-    let mut ids = Vec::with_capacity(n);
-    let mut owned: Vec<Bound<'py, PyBytes>> = Vec::with_capacity(n);
-    for value in values.iter() {
-        let Ok(bytes) = value.cast_into::<PyBytes>() else {
-            return Ok(None);
-        };
-        let data = bytes.as_bytes();
-        if data.len() > max_bytes {
-            return Ok(None);
-        }
-        match parse(data, k, &mut outputs) {
-            Some(span) => ids.push(span),
-            None => return Ok(None),
-        }
-        owned.push(bytes);
-    }
+    let Some((outputs, ids, owned)) = parse_batch(values, k, max_bytes) else {
+        return Ok(None);
+    };
+    let n = ids.len();
     let n_pairs = k * (k - 1) / 2;
     let mut pairs = Vec::with_capacity(n * n_pairs);
     for row in outputs.chunks_exact(k) {
@@ -227,24 +278,75 @@ pub fn decide_outputs<'py>(
             )
         });
     }
-    let payloads = PyList::empty(py);
-    let mut buffer = Vec::with_capacity(96);
-    for (index, (&(start, end), bytes)) in ids.iter().zip(&owned).enumerate() {
-        let depth = depths[index] as usize;
-        buffer.clear();
-        buffer.extend_from_slice(b"{\"id\":");
-        buffer.extend_from_slice(&bytes.as_bytes()[start..end]);
-        buffer.extend_from_slice(b",\"depth\":");
-        decimal(&mut buffer, depth as u32);
-        buffer.extend_from_slice(b",\"prediction\":");
-        decimal(&mut buffer, outputs[index * k + depth - 1] as u32);
-        buffer.extend_from_slice(b",\"cost\":");
-        buffer.extend_from_slice(&tails[depth - 1]);
-        buffer.push(b'}');
-        payloads.append(PyBytes::new(py, &buffer))?;
-    }
+    let chosen: Vec<usize> = depths.iter().map(|&d| d as usize).collect();
+    let payloads = encode_batch(py, &owned, &ids, &chosen, &outputs, k, &tails)?;
     let depth_list = PyList::new(py, depths.iter().map(|&d| d as i64))?;
     Ok(Some((payloads, depth_list)))
+}
+
+/// Decode a batch of outputs-mode values for a decider of its own (the keyed service): `(outputs,
+/// ids)`, the `K` outputs of every event (`n * K` bytes) and each event's id span in its value
+/// (`2n` little-endian `u32`: start, end), or `None` when some value is not plain, as
+/// [`decide_outputs`] takes them. [`encode_outputs`] writes the decisions.
+#[pyfunction]
+#[pyo3(signature = (values, n_stages, max_bytes))]
+pub fn decode_outputs<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyList>,
+    n_stages: usize,
+    max_bytes: usize,
+) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>> {
+    if n_stages == 0 || n_stages > 127 {
+        return Err(pyo3::exceptions::PyValueError::new_err("n_stages must be in 1..=127"));
+    }
+    let Some((outputs, ids, _)) = parse_batch(values, n_stages, max_bytes) else {
+        return Ok(None);
+    };
+    let mut spans = Vec::with_capacity(ids.len() * 8);
+    for &(start, end) in &ids {
+        spans.extend_from_slice(&(start as u32).to_le_bytes());
+        spans.extend_from_slice(&(end as u32).to_le_bytes());
+    }
+    Ok(Some((PyBytes::new(py, &outputs), PyBytes::new(py, &spans))))
+}
+
+/// The decision records of a batch [`decode_outputs`] decoded (`outputs`, `ids` as it returned
+/// them, `values` the same list), event `n` decided at `depths[n]` (`1..=K`): byte for byte
+/// those of [`decide_outputs`].
+#[pyfunction]
+#[pyo3(signature = (values, ids, outputs, depths, n_stages, tails))]
+pub fn encode_outputs<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyList>,
+    ids: &[u8],
+    outputs: &[u8],
+    depths: Vec<usize>,
+    n_stages: usize,
+    tails: Vec<Vec<u8>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let k = n_stages;
+    check_stages(k, &tails)?;
+    let n = values.len();
+    if ids.len() != 8 * n || outputs.len() != k * n || depths.len() != n {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "values, ids, outputs and depths disagree",
+        ));
+    }
+    let mut owned = Vec::with_capacity(n);
+    let mut spans = Vec::with_capacity(n);
+    for (index, value) in values.iter().enumerate() {
+        let bytes = value.cast_into::<PyBytes>()?;
+        let word = |at: usize| u32::from_le_bytes(ids[at..at + 4].try_into().unwrap()) as usize;
+        let (start, end) = (word(8 * index), word(8 * index + 4));
+        if start > end || end > bytes.as_bytes().len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "an id span is not within its value",
+            ));
+        }
+        spans.push((start, end));
+        owned.push(bytes);
+    }
+    encode_batch(py, &owned, &spans, &depths, outputs, k, &tails)
 }
 
 /// Append `number` in decimal.
@@ -258,5 +360,7 @@ fn decimal(buffer: &mut Vec<u8>, number: u32) {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decide_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_outputs, m)?)?;
     Ok(())
 }

@@ -9,7 +9,8 @@ benchmark can switch paths within one process). What the kernels do:
 * the batch decide-and-update loop of the label-free policies with plain counts (USS-UCB,
   USS-KL-UCB, Hanawal et al.'s Algorithm 2, a fixed depth): the replay's repetitions and the
   service's batches (:func:`uss_stream.policies.kernel.speculate`);
-* the outputs-mode codec of the Kafka service (decoding the events and encoding the decisions).
+* the outputs-mode codec of the Kafka service (decoding the events and encoding the decisions),
+  un-keyed and keyed (``--key-from record-key``: the keyed policy decides between the two).
 
 Examples
 --------
@@ -31,7 +32,7 @@ __all__ = ["INTERFACE", "PURE_VARIABLE", "kernels", "status"]
 #: The environment variable that forces the pure Python/NumPy path when set to ``1``.
 PURE_VARIABLE = "USS_STREAM_PURE"
 #: The version of ``uss_stream_kernels`` whose functions this package calls (the kernels/ crate's).
-INTERFACE = "0.1.0"
+INTERFACE = "0.2.0"
 
 _loaded: list[ModuleType | None] = []
 

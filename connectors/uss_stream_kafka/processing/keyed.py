@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from uss_stream.core.compiled import kernels
 from uss_stream.core.stats import DisagreementStats
 from uss_stream.policies import Policy
 from uss_stream.policies.keyed import KeyedPolicy
@@ -161,7 +162,33 @@ class KeyedOutputsLearner:
         """Decide the events of ``records`` (a partition's :class:`~uss_stream_kafka.clients.Records`,
         ``values`` its values), each by its key's learner; exactly the per-event loop."""
         keys = records.keys if self._source.field is None else None
+        if keys is not None and not self._ahead:
+            compiled = self._compiled_batch(values, keys, max_bytes)
+            if compiled is not None:
+                return compiled
         return self.process_values(values, keys, records.offsets if self._ahead else None, max_bytes)
+
+    def _compiled_batch(
+        self, values: Sequence[bytes | None], record_keys: Sequence[bytes | None], max_bytes: int
+    ) -> BatchResult | None:
+        """The batch decoded and encoded by the compiled kernels (:mod:`uss_stream.core.compiled`)
+        and decided by the keyed policy, exactly as :meth:`process_values`; ``None`` where they do
+        not take it (not installed, a format other than JSON, a record key refused, a value other
+        than a plain event: then :meth:`process_values` decides it)."""
+        module = kernels()
+        if module is None or type(self._codec) is not OutputsCodec or type(values) is not list or not values:
+            return None
+        keys = self._source.of_record_keys(record_keys)
+        if keys is None:
+            return None
+        k = self._policy.n_stages
+        decoded = module.decode_outputs(values, k, max_bytes)
+        if decoded is None:
+            return None
+        outputs, ids = decoded
+        decided = self._policy.decide_many(keys, list(outputs))
+        payloads = module.encode_outputs(values, ids, outputs, decided, k, self._codec.encoded_costs)
+        return BatchResult(payloads, decided, [None] * len(values))
 
     def process_values(
         self,

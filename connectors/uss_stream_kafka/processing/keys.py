@@ -109,6 +109,26 @@ class KeySource:
                 "invalid_key", f"the record key is not UTF-8 text: {shown!r} (--key-from {RECORD_KEY})"
             ) from None
 
+    def of_record_keys(self, keys: Any) -> list[str] | None:
+        """The keys of records whose Kafka keys are ``keys`` in one pass, or ``None`` if
+        :meth:`of_record_key` would refuse one of them (it then says why, key by key).
+
+        >>> source = KeySource()
+        >>> source.of_record_keys([b"site-1", b"site-2"])
+        ['site-1', 'site-2']
+        >>> source.of_record_keys([b"site-1", None]) is None, source.of_record_keys([b""]) is None
+        (True, True)
+        >>> source.of_record_keys([b"x" * (MAX_KEY_BYTES + 1)]) is None
+        True
+        """
+        try:
+            decoded = [key.decode() for key in keys]
+        except (AttributeError, UnicodeDecodeError):  # None (no key), or not UTF-8
+            return None
+        if decoded and (min(map(len, keys)) == 0 or max(map(len, keys)) > MAX_KEY_BYTES):
+            return None
+        return decoded
+
     def of_field(self, document: Any) -> str:
         """The key of a decoded JSON event (an object); raises :class:`InvalidEvent`.
 
