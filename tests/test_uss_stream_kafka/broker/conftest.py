@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -372,6 +374,29 @@ class Running:
         """Whether the application is still running."""
         return self._thread.is_alive()
 
+    def where(self) -> str:
+        """Where the application's thread is now and what its run holds (for a failure's message)."""
+        frame = sys._current_frames().get(self._thread.ident)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(not running)\n"
+        try:
+            return f"the application's thread:\n{stack}its run: {self._held()}"
+        except Exception as error:  # the message must not hide the failure it explains
+            return f"the application's thread:\n{stack}its run: unreadable ({error!r})"
+
+    def _held(self) -> dict[str, Any]:
+        context = self.app._context
+        recovery = getattr(self.app, "_recovery", None)
+        consumer = context.consumer
+        return {
+            "partitions": {str(tp): state.next_offset for tp, state in context.partitions.items()},
+            "assignment": sorted(map(str, consumer.assignment())) if consumer is not None else None,
+            "pending": sorted(map(str, recovery.pending)) if recovery is not None else None,
+            "rebalancing": getattr(recovery, "rebalancing", None),
+            "restoring_since": getattr(recovery, "restoring_since", None),
+            "events": context.summary.events,
+            "commits": context.summary.commits,
+        }
+
     def join_quietly(self, timeout: float = 30.0) -> None:
         """Wait for the thread to end, whatever the outcome (teardown)."""
         self._thread.join(timeout)
@@ -440,7 +465,11 @@ def run_app(app: Application, processor: Processor, timeout: float = 120.0) -> R
         return all(committed[tp] >= end for tp, end in ends.items())
 
     try:
-        wait_until(done, lambda: f"the group's commit of {ends} (committed {committed})", timeout=timeout)
+        wait_until(
+            done,
+            lambda: f"the group's commit of {ends} (committed {committed}); {running.where()}",
+            timeout=timeout,
+        )
     finally:
         admin.close()
         app.stop()
