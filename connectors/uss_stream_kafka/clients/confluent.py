@@ -155,6 +155,10 @@ class ConfluentConsumer(Consumer):
         self._reset = config.get("auto.offset.reset", "latest")
         self._cooperative = "cooperative" in str(config.get("partition.assignment.strategy", ""))
         self._consumer = _created(ck.Consumer, config, "consumer")
+        # A consumer that never joins the group, made for one ask (see _watermarks).
+        fresh = {key: value for key, value in config.items() if key != "group.instance.id"}
+        fresh["group.id"] = f"uss-stream-offsets-{id(self):x}"
+        self._fresh: Callable[[], Any] = lambda: _created(ck.Consumer, fresh, "consumer")
         self._paused: set[TopicPartition] = set()
         self._in_rebalance = False
         self._seeks: dict[TopicPartition, int] = {}
@@ -352,7 +356,22 @@ class ConfluentConsumer(Consumer):
                     self._consumer.list_topics(tp.topic, timeout=5)
                 with contextlib.suppress(ck.KafkaException):
                     return self._listed(tp, ck.OFFSET_BEGINNING), self._listed(tp, ck.OFFSET_END)
+            if error.args and error.args[0].code() == ck.KafkaError._ALL_BROKERS_DOWN:
+                # librdkafka can keep every connection down for minutes after a broker restart
+                # although the broker is back (a CI run asked for 240 s): a new client connects anew.
+                # The broker still down, it fails too, and the error stays the retriable one.
+                with contextlib.suppress(ck.KafkaException):
+                    return self._fresh_watermarks(tp)
             raise _error(error, f"offsets of {tp.topic}/{tp.partition}") from error
+
+    def _fresh_watermarks(self, tp: TopicPartition) -> tuple[int, int]:
+        """``tp``'s offsets from a new librdkafka consumer with this one's connection settings
+        (it never joins the group), closed after the one ask."""
+        fresh = self._fresh()
+        try:
+            return fresh.get_watermark_offsets(_native(tp), timeout=5, cached=False)
+        finally:
+            fresh.close()
 
     def _listed(self, tp: TopicPartition, timestamp: int) -> int:
         """The offset ``ListOffsets`` gives for ``timestamp`` (``OFFSET_BEGINNING`` / ``OFFSET_END``)."""

@@ -41,7 +41,9 @@ def test_end_offsets_answer_after_librdkafka_lost_the_partitions_in_a_restart(
     often it happens depends on timing; asking librdkafka directly with a 2 s timeout all through two
     stops and starts of the broker makes it likely (without the seam's remedy, this test failed in 1
     of 2 runs with one restart). The consumer is subscribed to another topic, as the service's is.
-    Then the seam's ``end_offsets`` must answer within two minutes."""
+    Then the seam's ``end_offsets`` must answer within two minutes. Two restarts can also leave
+    librdkafka with every connection down for minutes although the broker is back ("All broker
+    connections are down"); the seam then asks with a new client (``test_seam.py`` pins both)."""
     import confluent_kafka
     from kafka import KafkaProducer
 

@@ -145,3 +145,61 @@ def test_offsets_of_a_partition_librdkafka_lost_are_listed_from_its_leader(liste
         assert consumer.end_offsets([tp]) == {tp: 10}
         assert consumer.beginning_offsets([tp]) == {tp: 3}
     assert lost.asked[:3] == ["watermarks", "metadata", "list offsets"]
+
+
+class _Disconnected:
+    """librdkafka's consumer that kept every connection down after a broker restart although the
+    broker is back: ``get_watermark_offsets`` answers "All broker connections are down"."""
+
+    def __init__(self, ck, answer: tuple[int, int] | None) -> None:
+        self.ck, self.answer, self.asked, self.closed = ck, answer, [], False
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        self.asked.append((partition.topic, partition.partition, timeout, cached))
+        if self.answer is None:
+            raise self.ck.KafkaException(self.ck.KafkaError(self.ck.KafkaError._ALL_BROKERS_DOWN))
+        return self.answer
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("broker_back", [True, False], ids=["broker back", "broker still down"])
+def test_offsets_are_asked_anew_when_every_connection_of_librdkafka_stays_down(broker_back):
+    ck = needs.module("confluent_kafka")
+    from uss_stream_kafka.clients import TopicPartition
+    from uss_stream_kafka.clients.confluent import ConfluentConsumer
+
+    consumer = ConfluentConsumer(bootstrap_servers="127.0.0.1:1", group_id="down", group_instance_id="down-1")
+    consumer._consumer.close()
+    consumer._consumer = _Disconnected(ck, None)
+    fresh: list[_Disconnected] = []
+
+    def new_client() -> _Disconnected:
+        fresh.append(_Disconnected(ck, (3, 10) if broker_back else None))
+        return fresh[-1]
+
+    consumer._fresh = new_client
+    tp = TopicPartition("state", 0)
+    if broker_back:
+        assert consumer.end_offsets([tp]) == {tp: 10}
+    else:  # the error stays the retriable one: the restore asks again
+        with pytest.raises(ClientError, match=r"offsets of state/0: .*All broker connections") as raised:
+            consumer.end_offsets([tp])
+        assert raised.value.retriable
+    assert [client.asked for client in fresh] == [[("state", 0, 5, False)]]  # once, from the broker
+    assert all(client.closed for client in fresh)
+
+
+def test_the_new_client_for_offsets_never_joins_the_group(monkeypatch):
+    needs.module("confluent_kafka")
+    from uss_stream_kafka.clients import confluent as seam
+
+    made = []
+    consumer = seam.ConfluentConsumer(bootstrap_servers="127.0.0.1:1", group_id="g", group_instance_id="g-1")
+    consumer._consumer.close()
+    monkeypatch.setattr(seam, "_created", lambda _, config, role: made.append(config) or _Disconnected(0, 0))
+    consumer._fresh().close()
+    (config,) = made
+    assert config["bootstrap.servers"] == "127.0.0.1:1"
+    assert "group.instance.id" not in config and config["group.id"].startswith("uss-stream-offsets-")
