@@ -210,7 +210,9 @@ def test_the_scaled_object_scales_the_deployment_on_its_groups_lag_up_to_one_rep
         config["USS_KAFKA_INPUT_TOPIC"],
     )
     partitions = pod_command(k8s, "Job", monkeypatch).partitions  # the input topic's, as the Job creates it
-    assert 1 <= scaled["spec"]["minReplicaCount"] <= scaled["spec"]["maxReplicaCount"] == partitions
+    replicas = scaled["spec"]
+    assert replicas["maxReplicaCount"] == partitions  # never more replicas than partitions to hold
+    assert 1 <= replicas["minReplicaCount"] <= partitions  # never scaled to zero, never above the max
     assert meta["allowIdleConsumers"] == "false"  # KEDA's own cap: never more replicas than partitions
     default_reset = inspect.signature(Application).parameters["auto_offset_reset"].default
     assert meta["offsetResetPolicy"] == default_reset

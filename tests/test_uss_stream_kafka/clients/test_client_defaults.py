@@ -1,5 +1,10 @@
 """The service's client defaults are those documented in docs/kafka.md ("Defaults that do not stall"),
-and they reach the client the service makes: per library, under the user's options."""
+and they reach the client the service makes: per library, under the user's options.
+
+A unit test of the settings' plumbing, where it lives: the client constructors are replaced by
+recorders of their keyword arguments, and no broker is involved. Every broker test of the service
+runs both real clients with these defaults, and ``benchmarks/bench_kafka.py`` measures the service
+with them end to end against the bare clients."""
 
 from __future__ import annotations
 
